@@ -1,0 +1,219 @@
+"""The evidence domain: runs, handoffs, their append-only receipts, contracts."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from receipts import bundle
+from receipts.bundle import FINAL_STATUSES, PARTS, VERDICTS
+
+FINAL_STATUS_PART = "final_status"
+RECEIPT_PARTS = (*PARTS, FINAL_STATUS_PART)
+
+
+class AppendOnlyError(Exception):
+    """Raised when code tries to change or delete an append-only row."""
+
+
+class AppendOnlyQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        msg = f"{self.model.__name__} rows are append-only"
+        raise AppendOnlyError(msg)
+
+    def delete(self):
+        msg = f"{self.model.__name__} rows are append-only"
+        raise AppendOnlyError(msg)
+
+
+class AppendOnlyModel(models.Model):
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            msg = f"{type(self).__name__} rows are append-only"
+            raise AppendOnlyError(msg)
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        msg = f"{type(self).__name__} rows are append-only"
+        raise AppendOnlyError(msg)
+
+
+class ContractVersion(models.Model):
+    """One immutable version of the route and context contracts (spec §2)."""
+
+    version = models.CharField(max_length=200, unique=True)
+    routes = models.JSONField(help_text='{"sender": {"receiver": ["required", "context", "keys"]}}')
+    note = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+
+    class Meta:
+        ordering = ["version"]
+
+    def __str__(self) -> str:
+        return self.version
+
+    def is_referenced(self) -> bool:
+        return Handoff.objects.filter(route_version=self.version).exists()
+
+
+class WaitReason(models.Model):
+    code = models.CharField(max_length=200, unique=True)
+    description = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["code"]
+
+    def __str__(self) -> str:
+        return self.code
+
+
+class RunQuerySet(models.QuerySet):
+    def for_operation(self, operation_id: str) -> RunQuerySet:
+        return self.filter(operation_id=operation_id)
+
+
+class Run(models.Model):
+    """One task given to the agent team, with a stable operation id across retries."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        WAITING = "waiting"
+        COMPLETE = "complete"
+        FAILED = "failed"
+        PARKED = "parked"
+
+    class Source(models.TextChoices):
+        AGENT = "agent"
+        IMPORT = "import"
+
+    operation_id = models.CharField(max_length=200, unique=True)
+    thread_id = models.CharField(max_length=200, unique=True)
+    scenario = models.CharField(max_length=100, blank=True)
+    source = models.CharField(max_length=20, choices=Source.choices, default=Source.AGENT)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    dry_run = models.BooleanField(default=False)
+    auto_continue = models.BooleanField(default=True)
+    # Every event about this run carries the next number, so a page can see a gap.
+    seq = models.PositiveBigIntegerField(default=0)
+    deliveries = models.PositiveIntegerField(default=0)
+    error = models.CharField(max_length=200, blank=True, help_text="Exception class only, never its text.")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+
+    objects = RunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.operation_id
+
+
+class Handoff(models.Model):
+    """A handoff's current evidence (the minimized parts) and its verdict."""
+
+    handoff_id = models.CharField(max_length=200, unique=True)
+    run = models.ForeignKey(Run, related_name="handoffs", on_delete=models.PROTECT)
+    sender = models.CharField(max_length=200, blank=True, db_index=True)
+    receiver = models.CharField(max_length=200, blank=True, db_index=True)
+    route_version = models.CharField(max_length=200, blank=True, db_index=True)
+
+    created_part = models.JSONField(null=True, blank=True)
+    reduced_part = models.JSONField(null=True, blank=True)
+    destination_part = models.JSONField(null=True, blank=True)
+    wait_part = models.JSONField(null=True, blank=True)
+    verification_part = models.JSONField(null=True, blank=True)
+    final_status = models.CharField(max_length=20, blank=True, choices=[(s, s) for s in FINAL_STATUSES])
+
+    verdict = models.CharField(max_length=40, choices=[(v, v) for v in VERDICTS], db_index=True)
+    boundary = models.CharField(max_length=40, blank=True)
+    next_move = models.CharField(max_length=200, blank=True)
+    reason = models.CharField(max_length=300, blank=True)
+    boundaries = models.JSONField(default=dict)
+    classified_at = models.DateTimeField(null=True, blank=True)
+
+    # Denormalized from the wait part so the inbox can sort and filter in SQL.
+    wait_open = models.BooleanField(default=False, db_index=True)
+    wait_owner = models.CharField(max_length=200, blank=True, db_index=True)
+    wait_deadline = models.DateTimeField(null=True, blank=True, db_index=True)
+
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+
+    def __str__(self) -> str:
+        return self.handoff_id
+
+    def part(self, name: str) -> dict | None:
+        return getattr(self, f"{name}_part")
+
+    def to_bundle(self) -> bundle.Bundle:
+        data: dict = {
+            "schema": bundle.SCHEMA,
+            "handoff_id": self.handoff_id,
+            "operation_id": self.run.operation_id,
+            "final_status": self.final_status or None,
+        }
+        for name in PARTS:
+            if (value := self.part(name)) is not None:
+                data[name] = value
+        return bundle.parse_bundle(data)
+
+
+class Receipt(AppendOnlyModel):
+    """One recorded part, exactly as minimized. Never updated, never deleted."""
+
+    handoff = models.ForeignKey(Handoff, related_name="receipts", on_delete=models.PROTECT)
+    part = models.CharField(max_length=20, choices=[(p, p) for p in RECEIPT_PARTS])
+    # Recording the same part for the same attempt twice is a no-op.
+    attempt = models.CharField(max_length=200)
+    payload = models.JSONField(null=True)
+    recorded_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["recorded_at", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["handoff", "part", "attempt"], name="receipt_once_per_attempt"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.handoff_id}:{self.part}:{self.attempt}"
+
+
+class MiddlewareReport(AppendOnlyModel):
+    """What the other middleware did to a run (retries, limits, summaries), minimized."""
+
+    class Kind(models.TextChoices):
+        RETRY_EXHAUSTED = "retry_exhausted"
+        TOOL_ERROR = "tool_error"
+        CALL_LIMIT = "call_limit"
+        SUMMARIZED = "summarized"
+        CONTEXT_EDITED = "context_edited"
+        MODEL_FAILED = "model_failed"
+
+    run = models.ForeignKey(Run, related_name="reports", on_delete=models.PROTECT)
+    agent = models.CharField(max_length=200)
+    kind = models.CharField(max_length=40, choices=Kind.choices)
+    # Names, counts and codes only.
+    detail = models.JSONField(default=dict)
+    attempt = models.CharField(max_length=200)
+    recorded_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["recorded_at", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "agent", "kind", "attempt"], name="report_once_per_attempt"),
+        ]

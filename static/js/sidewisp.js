@@ -1,0 +1,2 @@
+// Sidewisp page behaviour. No inline scripts: the CSP forbids them.
+"use strict";
