@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import dj_database_url
@@ -86,9 +87,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
-    # A file (not :memory:) so a worker process can share the test database.
-    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-sidewisp.sqlite3")}
+    # A file (not :memory:) so a worker process can share the test database;
+    # named per test process so that two test runs on one machine never collide.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-sidewisp-{os.getpid()}.sqlite3")}
 else:
+    DATABASES["default"]["TEST"] = {"NAME": f"test_sidewisp_{os.getpid()}"}
     DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -129,7 +132,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "unacked_restore_throttle": 1,
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# One name isolates a deployment (or a test run) sharing a Redis with others:
+# its task queue and its remote-control exchange (worker pings).
 CELERY_TASK_DEFAULT_QUEUE = env_str("SIDEWISP_QUEUE", "sidewisp")
+CELERY_CONTROL_EXCHANGE = CELERY_TASK_DEFAULT_QUEUE
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE: dict = {}
 
@@ -143,7 +149,9 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 # --- Security headers (production values when DEBUG is off) ----------------
-SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
+# Opt-in: where TLS ends (this process or a proxy) is the deployment's choice.
+# A production configuration sets it (check --deploy warns otherwise).
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31536000)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
 SECURE_HSTS_PRELOAD = not DEBUG

@@ -1,0 +1,150 @@
+from __future__ import annotations
+
+import json
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.management import CommandError, call_command
+
+from receipts.models import ContractVersion, WaitReason
+from receipts.recording import record
+from tests.conftest import TEAM_CONTRACTS, healthy_parts
+
+SHARED_CASES = Path(settings.BASE_DIR).parent / "shared" / "spec" / "cases"
+
+
+def _replay(*args: str) -> tuple[list[str], int]:
+    out = StringIO()
+    try:
+        call_command("replay_receipts", *args, stdout=out)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    return out.getvalue().splitlines(), code
+
+
+def _write(path: Path, lines: list[object]) -> Path:
+    path.write_text("\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines) + "\n")
+    return path
+
+
+def _bundle(handoff_id: str, **extra) -> dict:
+    return {"schema": "sidewisp.handoff/1", "handoff_id": handoff_id, "operation_id": f"op-{handoff_id}",
+            **healthy_parts(), "final_status": "complete", **extra}
+
+
+@pytest.fixture
+def contracts_file(tmp_path) -> Path:
+    path = tmp_path / "contracts.json"
+    path.write_text(json.dumps(TEAM_CONTRACTS))
+    return path
+
+
+@pytest.mark.skipif(not SHARED_CASES.exists(), reason="shared/spec/cases is not beside the checkout")
+def test_the_eight_public_cases_replay_as_expected():
+    lines, code = _replay(str(SHARED_CASES / "public.jsonl"), "--contracts", str(SHARED_CASES / "contracts.json"),
+                          "--now", "2026-07-30T12:00:00Z")
+    assert lines[-1] == "8 cases, 8 as expected, 0 not"
+    assert code == 0
+    rows = [json.loads(line) for line in lines[:-1]]
+    assert [row["verdict"] for row in rows] == [row["expected"] for row in rows]
+    assert set(rows[0]) == {"handoff_id", "verdict", "boundary", "next_move", "expected"}
+
+
+def test_it_exits_1_when_a_case_is_not_as_expected(tmp_path, contracts_file):
+    cases = _write(tmp_path / "cases.jsonl", [_bundle("ok", expect="HEALTHY"), _bundle("wrong", expect="FALSE_COMPLETE")])
+    lines, code = _replay(str(cases), "--contracts", str(contracts_file), "--now", "2026-07-30T12:00:00Z")
+    assert lines[-1] == "2 cases, 1 as expected, 1 not"
+    assert code == 1
+
+
+def test_it_exits_2_naming_the_file_line_and_field_of_a_bad_bundle(tmp_path, contracts_file):
+    bad = _bundle("bad")
+    bad["wait"] = {"deadline_utc": "tomorrow"}
+    cases = _write(tmp_path / "cases.jsonl", [_bundle("ok"), bad])
+    with pytest.raises(CommandError) as excinfo:
+        call_command("replay_receipts", str(cases), "--contracts", str(contracts_file), stdout=StringIO())
+    assert excinfo.value.returncode == 2
+    assert str(excinfo.value).startswith("cases.jsonl:2: wait.deadline_utc:")
+
+
+def test_it_exits_2_on_a_line_that_is_not_json(tmp_path, contracts_file):
+    cases = _write(tmp_path / "cases.jsonl", ["{not json"])
+    with pytest.raises(CommandError) as excinfo:
+        call_command("replay_receipts", str(cases), "--contracts", str(contracts_file), stdout=StringIO())
+    assert excinfo.value.returncode == 2
+    assert "cases.jsonl:1: not valid JSON" in str(excinfo.value)
+
+
+def test_it_exits_2_on_unreadable_contracts_or_now(tmp_path, contracts_file):
+    cases = _write(tmp_path / "cases.jsonl", [_bundle("ok")])
+    with pytest.raises(CommandError) as missing:
+        call_command("replay_receipts", str(cases), "--contracts", str(tmp_path / "nope.json"), stdout=StringIO())
+    with pytest.raises(CommandError) as bad_now:
+        call_command("replay_receipts", str(cases), "--contracts", str(contracts_file), "--now", "noon")
+    assert (missing.value.returncode, bad_now.value.returncode) == (2, 2)
+    assert "nope.json: cannot read" in str(missing.value)
+    assert "--now" in str(bad_now.value)
+
+
+def test_a_wait_is_judged_against_the_given_now(tmp_path, contracts_file):
+    waiting = _bundle("w", final_status="waiting", wait={
+        "owner": "ops-lead", "reason": "purchase_approval", "deadline_utc": "2026-07-31T10:00:00Z",
+        "resume_token_id": "rt-1", "state_persisted": True, "resolved": False})
+    cases = _write(tmp_path / "cases.jsonl", [waiting])
+    before, _ = _replay(str(cases), "--contracts", str(contracts_file), "--now", "2026-07-30T12:00:00Z")
+    after, _ = _replay(str(cases), "--contracts", str(contracts_file), "--now", "2026-08-01T12:00:00Z")
+    assert json.loads(before[0])["verdict"] == "WAITING_ON_APPROVAL"
+    assert json.loads(after[0])["verdict"] == "UNCERTAIN"
+
+
+@pytest.mark.django_db
+def test_exported_receipts_replay_to_the_stored_verdicts(tmp_path, team_contracts, contracts_file):
+    for part, value in healthy_parts().items():
+        record(handoff_id="h-ok", operation_id="op-1", part=part, value=value)
+    record(handoff_id="h-ok", operation_id="op-1", part="final_status", value="complete")
+    record(handoff_id="h-stale", operation_id="op-1", part="created", value=healthy_parts()["created"])
+    out = StringIO()
+    call_command("export_receipts", stdout=out)
+    exported = _write(tmp_path / "export.jsonl", out.getvalue().splitlines())
+    lines, code = _replay(str(exported), "--contracts", str(contracts_file))
+    verdicts = {json.loads(line)["handoff_id"]: json.loads(line)["verdict"] for line in lines[:-1]}
+    assert verdicts == {"h-ok": "HEALTHY", "h-stale": "STALE_CONTROL"}
+    assert lines[-1] == "2 cases, 0 as expected, 0 not"
+    assert code == 0
+
+
+@pytest.mark.django_db
+def test_contracts_round_trip_through_import_and_export(contracts_file):
+    call_command("import_contracts", str(contracts_file), stdout=StringIO())
+    out = StringIO()
+    call_command("export_contracts", stdout=out)
+    assert json.loads(out.getvalue()) == {**TEAM_CONTRACTS, "wait_reasons": sorted(TEAM_CONTRACTS["wait_reasons"])}
+
+
+@pytest.mark.django_db
+def test_importing_a_change_to_a_referenced_version_is_refused_and_changes_nothing(tmp_path, team_contracts):
+    record(handoff_id="h-1", operation_id="op-1", part="created", value=healthy_parts()["created"])
+    changed = json.loads(json.dumps(TEAM_CONTRACTS))
+    changed["routes"]["routes/1"]["triage"]["sales"].append("region")
+    changed["routes"]["routes/2"] = changed["routes"]["routes/1"]
+    changed["wait_reasons"] = ["purchase_approval"]
+    path = tmp_path / "changed.json"
+    path.write_text(json.dumps(changed))
+    with pytest.raises(CommandError) as excinfo:
+        call_command("import_contracts", str(path), stdout=StringIO())
+    assert "routes.routes/1: is referenced by handoffs" in str(excinfo.value)
+    assert list(ContractVersion.objects.values_list("version", flat=True)) == ["routes/1"]
+    assert WaitReason.objects.count() == 3
+
+
+@pytest.mark.django_db
+def test_importing_an_invalid_document_names_the_field(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"wait_reasons": "purchase_approval", "routes": {}}))
+    with pytest.raises(CommandError) as excinfo:
+        call_command("import_contracts", str(path), stdout=StringIO())
+    assert "bad.json: wait_reasons" in str(excinfo.value)
+    assert ContractVersion.objects.count() == 0
