@@ -72,4 +72,6 @@ def import_document(document: object) -> ImportResult:
 
 
 def _normalized(routes: object) -> dict:
-    return bundle.contracts_to_dict(bundle.parse_contracts({"wait_reasons": [], "routes": {"v": routes}}))["routes"]["v"]
+    return bundle.contracts_to_dict(bundle.parse_contracts({"wait_reasons": [], "routes": {"v": routes}}))["routes"][
+        "v"
+    ]

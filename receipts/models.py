@@ -104,6 +104,10 @@ class Run(models.Model):
     # Every event about this run carries the next number, so a page can see a gap.
     seq = models.PositiveBigIntegerField(default=0)
     deliveries = models.PositiveIntegerField(default=0)
+    # The per-run lease: at most one worker drives a run's graph thread at a time
+    # (LangGraph does not prevent two writers on one thread).
+    lease_owner = models.CharField(max_length=200, blank=True)
+    lease_until = models.DateTimeField(null=True, blank=True)
     error = models.CharField(max_length=200, blank=True, help_text="Exception class only, never its text.")
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -217,3 +221,46 @@ class MiddlewareReport(AppendOnlyModel):
         constraints = [
             models.UniqueConstraint(fields=["run", "agent", "kind", "attempt"], name="report_once_per_attempt"),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.agent}:{self.kind}"
+
+
+class Decision(models.Model):
+    """A person's (or the system's) answer to a wait, bound to its resume token.
+
+    One decision per resume token: the unique constraint makes the token single
+    use, so a double click, a second tab or a racing approver changes nothing.
+    """
+
+    class Kind(models.TextChoices):
+        APPROVE = "approve"
+        REJECT = "reject"
+        EDIT = "edit"
+
+    run = models.ForeignKey(Run, related_name="decisions", on_delete=models.PROTECT)
+    handoff = models.ForeignKey(Handoff, related_name="decisions", on_delete=models.PROTECT)
+    resume_token_id = models.CharField(max_length=200)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    message = models.CharField(max_length=500, blank=True)
+    # Only for "edit": handed to the graph, never shown on a page or in an event.
+    edited_args = models.JSONField(null=True, blank=True)
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT)
+    decided_at = models.DateTimeField(default=timezone.now)
+    applied_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "resume_token_id"], name="one_decision_per_resume_token"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.resume_token_id}"
+
+    def as_resume(self) -> dict:
+        """The decision as runner.resume_run takes it."""
+        if self.kind == self.Kind.EDIT:
+            return {"type": "edit", "args": self.edited_args or {}}
+        if self.kind == self.Kind.REJECT:
+            return {"type": "reject", "message": self.message}
+        return {"type": "approve"}

@@ -105,7 +105,9 @@ def _run_for(operation_id: str) -> Run:
 
 def _locked_handoff(handoff_id: str, run: Run) -> Handoff:
     # A handoff with no evidence yet fails its first boundary; it is classified before commit.
-    handoff, _ = Handoff.objects.get_or_create(handoff_id=handoff_id, defaults={"run": run, "verdict": "ROUTE_REJECTED"})
+    handoff, _ = Handoff.objects.get_or_create(
+        handoff_id=handoff_id, defaults={"run": run, "verdict": "ROUTE_REJECTED"}
+    )
     locked = Handoff.objects.select_for_update().select_related("run").get(pk=handoff.pk)
     if locked.run_id != run.pk:
         raise bundle.BundleError("operation_id", "does not match the operation this handoff belongs to")
@@ -154,3 +156,10 @@ def _publish_after_commit(handoff: Handoff, part: str, now: datetime) -> None:
         "at": now.isoformat(),
     }
     transaction.on_commit(partial(broadcast.publish, event))
+
+
+def reclassify_overdue_waits(*, now: datetime | None = None) -> int:
+    """Re-judge waits whose deadline has passed (a valid wait turns UNCERTAIN); returns how many changed."""
+    now = now or timezone.now()
+    due = Handoff.objects.filter(wait_open=True, wait_deadline__lte=now, verdict="WAITING_ON_APPROVAL")
+    return sum(reclassify(handoff, now=now) for handoff in due.only("pk"))

@@ -61,8 +61,23 @@ def embedded_redis(name: str) -> Iterator[str]:
             return
     port = _free_port()
     process = subprocess.Popen(
-        [_redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data_dir),
-         "--save", "60 1", "--appendonly", "no", "--maxmemory-policy", "noeviction", "--daemonize", "no"],
+        [
+            _redis_server_binary(),
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(data_dir),
+            "--save",
+            "60 1",
+            "--appendonly",
+            "no",
+            "--maxmemory-policy",
+            "noeviction",
+            "--daemonize",
+            "no",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.STDOUT,
     )
@@ -119,6 +134,7 @@ def _manage(*args: str) -> list[str]:
 
 def run() -> int:
     os.environ.setdefault("DEBUG", "1")
+    os.environ.setdefault("SIDEWISP_DEMO_RATE", "0.1")
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     with redis_url("run") as url:
         env = {**os.environ, "REDIS_URL": url}

@@ -137,7 +137,10 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = env_str("SIDEWISP_QUEUE", "sidewisp")
 CELERY_CONTROL_EXCHANGE = CELERY_TASK_DEFAULT_QUEUE
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-CELERY_BEAT_SCHEDULE: dict = {}
+CELERY_BEAT_SCHEDULE: dict = {
+    # Verdicts of waits depend on the time: a passed deadline turns a wait UNCERTAIN.
+    "reclassify-overdue-waits": {"task": "receipts.tasks.reclassify_overdue_waits", "schedule": 15.0},
+}
 
 # --- Auth and sessions ------------------------------------------------------
 LOGIN_URL = "login"
@@ -187,5 +190,9 @@ LOGGING = {
 # --- Sidewisp -----------------------------------------------------------------
 # How long a worker heartbeat may be silent before /healthz reports it down.
 SIDEWISP_WORKER_PING_TIMEOUT = env_float("SIDEWISP_WORKER_PING_TIMEOUT", 1.0, minimum=0.1)
+# A run's lease expires this long after its holder's last renewal (a dead worker's
+# run can be taken over after that); renewed every third of it.
+SIDEWISP_LEASE_SECONDS = env_int("SIDEWISP_LEASE_SECONDS", 30, minimum=3)
 SIDEWISP_MODEL = env_str("SIDEWISP_MODEL", "scripted")
-SIDEWISP_DEMO_RATE = env_float("SIDEWISP_DEMO_RATE", 0.1)
+# Demo scenarios started per second by beat; `make run` sets 0.1, 0 is off.
+SIDEWISP_DEMO_RATE = env_float("SIDEWISP_DEMO_RATE", 0.0)

@@ -31,8 +31,14 @@ def _write(path: Path, lines: list[object]) -> Path:
 
 
 def _bundle(handoff_id: str, **extra) -> dict:
-    return {"schema": "sidewisp.handoff/1", "handoff_id": handoff_id, "operation_id": f"op-{handoff_id}",
-            **healthy_parts(), "final_status": "complete", **extra}
+    return {
+        "schema": "sidewisp.handoff/1",
+        "handoff_id": handoff_id,
+        "operation_id": f"op-{handoff_id}",
+        **healthy_parts(),
+        "final_status": "complete",
+        **extra,
+    }
 
 
 @pytest.fixture
@@ -44,8 +50,13 @@ def contracts_file(tmp_path) -> Path:
 
 @pytest.mark.skipif(not SHARED_CASES.exists(), reason="shared/spec/cases is not beside the checkout")
 def test_the_eight_public_cases_replay_as_expected():
-    lines, code = _replay(str(SHARED_CASES / "public.jsonl"), "--contracts", str(SHARED_CASES / "contracts.json"),
-                          "--now", "2026-07-30T12:00:00Z")
+    lines, code = _replay(
+        str(SHARED_CASES / "public.jsonl"),
+        "--contracts",
+        str(SHARED_CASES / "contracts.json"),
+        "--now",
+        "2026-07-30T12:00:00Z",
+    )
     assert lines[-1] == "8 cases, 8 as expected, 0 not"
     assert code == 0
     rows = [json.loads(line) for line in lines[:-1]]
@@ -54,7 +65,9 @@ def test_the_eight_public_cases_replay_as_expected():
 
 
 def test_it_exits_1_when_a_case_is_not_as_expected(tmp_path, contracts_file):
-    cases = _write(tmp_path / "cases.jsonl", [_bundle("ok", expect="HEALTHY"), _bundle("wrong", expect="FALSE_COMPLETE")])
+    cases = _write(
+        tmp_path / "cases.jsonl", [_bundle("ok", expect="HEALTHY"), _bundle("wrong", expect="FALSE_COMPLETE")]
+    )
     lines, code = _replay(str(cases), "--contracts", str(contracts_file), "--now", "2026-07-30T12:00:00Z")
     assert lines[-1] == "2 cases, 1 as expected, 1 not"
     assert code == 1
@@ -90,9 +103,18 @@ def test_it_exits_2_on_unreadable_contracts_or_now(tmp_path, contracts_file):
 
 
 def test_a_wait_is_judged_against_the_given_now(tmp_path, contracts_file):
-    waiting = _bundle("w", final_status="waiting", wait={
-        "owner": "ops-lead", "reason": "purchase_approval", "deadline_utc": "2026-07-31T10:00:00Z",
-        "resume_token_id": "rt-1", "state_persisted": True, "resolved": False})
+    waiting = _bundle(
+        "w",
+        final_status="waiting",
+        wait={
+            "owner": "ops-lead",
+            "reason": "purchase_approval",
+            "deadline_utc": "2026-07-31T10:00:00Z",
+            "resume_token_id": "rt-1",
+            "state_persisted": True,
+            "resolved": False,
+        },
+    )
     cases = _write(tmp_path / "cases.jsonl", [waiting])
     before, _ = _replay(str(cases), "--contracts", str(contracts_file), "--now", "2026-07-30T12:00:00Z")
     after, _ = _replay(str(cases), "--contracts", str(contracts_file), "--now", "2026-08-01T12:00:00Z")

@@ -205,3 +205,27 @@ def test_concurrent_recording_from_many_threads_loses_no_receipt(team_contracts)
     assert handoff.receipts.count() == len(jobs)
     assert handoff.verdict == "HEALTHY"
     assert Run.objects.get(operation_id="op-c").seq == len(jobs)
+
+
+@pytest.mark.django_db
+def test_a_wait_past_its_deadline_is_reclassified_as_uncertain(team_contracts):
+    from receipts.recording import reclassify_overdue_waits
+
+    wait = {
+        "owner": "ops-lead",
+        "reason": "purchase_approval",
+        "deadline_utc": "2026-07-30T13:00:00Z",
+        "resume_token_id": "rt-1",
+        "state_persisted": True,
+        "resolved": False,
+    }
+    parts = healthy_parts()
+    del parts["verification"]
+    for part, value in {**parts, "wait": wait}.items():
+        record(handoff_id="h-w", operation_id="op-w", part=part, value=value, now=NOW)
+    record(handoff_id="h-w", operation_id="op-w", part="final_status", value="waiting", now=NOW)
+    assert Handoff.objects.get(handoff_id="h-w").verdict == "WAITING_ON_APPROVAL"
+
+    assert reclassify_overdue_waits(now=datetime(2026, 7, 30, 12, 59, tzinfo=UTC)) == 0
+    assert reclassify_overdue_waits(now=datetime(2026, 7, 30, 13, 0, tzinfo=UTC)) == 1
+    assert Handoff.objects.get(handoff_id="h-w").verdict == "UNCERTAIN"
