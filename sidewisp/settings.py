@@ -99,12 +99,6 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # --- Redis: broker, channel layer, cache ----------------------------------
 REDIS_URL = env_url("REDIS_URL", "redis://127.0.0.1:6379/0", schemes=("redis", "rediss"))
 
-CHANNEL_LAYERS = {
-    "default": {
-        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL]},
-    }
-}
 
 CACHES = {
     "default": {
@@ -136,6 +130,14 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # its task queue and its remote-control exchange (worker pings).
 CELERY_TASK_DEFAULT_QUEUE = env_str("SIDEWISP_QUEUE", "sidewisp")
 CELERY_CONTROL_EXCHANGE = CELERY_TASK_DEFAULT_QUEUE
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+        # Redis pub/sub channels ignore the database number: the prefix isolates.
+        "CONFIG": {"hosts": [REDIS_URL], "prefix": CELERY_TASK_DEFAULT_QUEUE},
+    }
+}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE: dict = {
     # Verdicts of waits depend on the time: a passed deadline turns a wait UNCERTAIN.

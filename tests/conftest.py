@@ -70,12 +70,22 @@ from dataclasses import dataclass  # noqa: E402
 
 @pytest.fixture(scope="session", autouse=True)
 def celery_isolation() -> str:
-    """A queue and control exchange of this test run's own, so no other worker takes its tasks."""
+    """A queue, control exchange and channel prefix of this test run's own.
+
+    No other worker on the same Redis takes its tasks or answers its pings, and
+    no other run's events reach its sockets. Worker processes get the same name
+    through SIDEWISP_QUEUE.
+    """
     from sidewisp.celery import app
+
+    from channels.layers import channel_layers
+    from django.conf import settings
 
     name = f"sidewisp-test-{os.getpid()}"
     app.conf.task_default_queue = name
     app.conf.control_exchange = name
+    settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = name
+    channel_layers.backends.clear()
     return name
 
 
@@ -127,8 +137,24 @@ def start_worker_process(name: str, queue: str, *, concurrency: int = 2) -> Work
         "SIDEWISP_QUEUE": queue,
         "REDIS_URL": settings.REDIS_URL,
     }
-    command = [sys.executable, "-m", "celery", "-A", "sidewisp", "worker", "-P", "threads",
-               "-c", str(concurrency), "-n", f"{name}@%h", "-l", "WARNING", "--without-gossip", "--without-mingle"]
+    command = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "sidewisp",
+        "worker",
+        "-P",
+        "threads",
+        "-c",
+        str(concurrency),
+        "-n",
+        f"{name}@%h",
+        "-l",
+        "WARNING",
+        "--without-gossip",
+        "--without-mingle",
+    ]
     process = subprocess.Popen(command, cwd=settings.BASE_DIR, env=env)
     worker = WorkerProcess(name=name, process=process, env=env)
     deadline = time.monotonic() + 60
@@ -144,3 +170,136 @@ def worker_process(transactional_db, celery_isolation) -> Iterator[WorkerProcess
     worker = start_worker_process(f"w{os.getpid()}", celery_isolation)
     yield worker
     worker.stop()
+
+
+# --- operator pages (issue 4) ---------------------------------------------------
+import pytest  # noqa: E402
+
+CONTRACTS_DOCUMENT = {
+    "wait_reasons": ["purchase_approval", "secret_disclosure", "irreversible_choice"],
+    "routes": {
+        "routes/1": {
+            "triage": {
+                "sales": ["request_type", "customer_tier", "consent_status"],
+                "support": ["request_type", "ticket_id"],
+            },
+            "sales": {"billing": ["order_id"]},
+        }
+    },
+}
+
+
+@pytest.fixture
+def contracts(db):
+    from receipts.contracts import import_document
+
+    return import_document(CONTRACTS_DOCUMENT)
+
+
+def _user_with_viewer_permission(django_user_model, username: str):
+    from django.contrib.auth.models import Permission
+
+    user = django_user_model.objects.create_user(username=username, password="pw-for-tests-only-1")
+    user.user_permissions.add(Permission.objects.get(codename="view_handoff", content_type__app_label="receipts"))
+    return user
+
+
+@pytest.fixture
+def viewer(django_user_model):
+    """Holds the viewer permission (receipts.view_handoff) and nothing else."""
+    return _user_with_viewer_permission(django_user_model, "viewer")
+
+
+@pytest.fixture
+def outsider(django_user_model):
+    """Logged in, but without the viewer permission."""
+    return django_user_model.objects.create_user(username="outsider", password="pw-for-tests-only-1")
+
+
+@pytest.fixture
+def viewer_client(client, viewer):
+    client.force_login(viewer)
+    return client
+
+
+def handoff_parts(kind: str, *, sender: str = "triage", receiver: str = "sales", deadline=None) -> list:
+    """The (part, value) receipts, in recording order, that give a handoff the verdict `kind` names."""
+    from datetime import UTC, datetime, timedelta
+
+    now = datetime.now(UTC)
+    iso = lambda t: t.isoformat().replace("+00:00", "Z")  # noqa: E731
+    keys = CONTRACTS_DOCUMENT["routes"]["routes/1"].get(sender, {}).get(receiver, [])
+    parts: list = [
+        (
+            "created",
+            {
+                "sender": sender,
+                "receiver": receiver,
+                "route_version": "routes/1",
+                "tool_call_id": "call_1",
+                "required_context_keys": keys,
+                "at": iso(now),
+            },
+        ),
+        (
+            "reduced",
+            {
+                "goto": receiver,
+                "active_agent_before": sender,
+                "active_agent_after": receiver,
+                "graph_scope": "parent",
+                "tool_message_ids": ["call_1"],
+                "context_keys": keys,
+                "at": iso(now),
+            },
+        ),
+        ("destination", {"node_id": receiver, "started_at": iso(now), "attempt_id": "a-1"}),
+    ]
+    if kind == "waiting":
+        deadline = deadline or now + timedelta(hours=1)
+        parts.append(
+            (
+                "wait",
+                {
+                    "owner": "viewer",
+                    "reason": "purchase_approval",
+                    "deadline_utc": iso(deadline),
+                    "resume_token_id": "token-55d0",
+                    "state_persisted": True,
+                    "resolved": False,
+                },
+            )
+        )
+        parts.append(("final_status", "waiting"))
+    elif kind == "false_complete":
+        parts.append(("final_status", "complete"))
+    elif kind == "healthy":
+        parts.append(
+            (
+                "verification",
+                {
+                    "verifier": "order_exists",
+                    "result": "pass",
+                    "checked_at": iso(now + timedelta(seconds=1)),
+                    "receipt_id": "v-1",
+                },
+            )
+        )
+        parts.append(("final_status", "complete"))
+    elif kind == "stale_control":
+        parts[1] = ("reduced", {**parts[1][1], "active_agent_after": sender})
+    return parts
+
+
+@pytest.fixture
+def record_handoff(contracts):
+    """record_handoff("h-1", "op-1", "healthy") records every receipt of one handoff through record()."""
+    from receipts.recording import record
+
+    def _record(handoff_id: str, operation_id: str, kind: str = "healthy", **kwargs):
+        result = None
+        for part, value in handoff_parts(kind, **kwargs):
+            result = record(handoff_id=handoff_id, operation_id=operation_id, part=part, value=value)
+        return result.handoff
+
+    return _record
