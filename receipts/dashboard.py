@@ -170,10 +170,26 @@ def boundary_grids(handoffs: Iterable[Handoff]) -> list[list[BoundaryCell]]:
     for handoff in handoffs:
         grid = []
         for name, parts in BOUNDARY_PARTS.items():
-            times = [arrived[(handoff.pk, part)] for part in parts if (handoff.pk, part) in arrived]
-            grid.append(BoundaryCell(name, handoff.boundaries.get(name, "not_reached"), max(times, default=None)))
+            status = handoff.boundaries.get(name, "not_reached")
+            # A boundary after the deciding one was not judged: no receipt time to show for it.
+            times = [] if status == "not_reached" else [arrived[k] for p in parts if (k := (handoff.pk, p)) in arrived]
+            grid.append(BoundaryCell(name, status, max(times, default=None)))
         grids.append(grid)
     return grids
+
+
+def change_marker(run_id: int | None = None) -> tuple:
+    """A value that changes whenever what the pages show may have changed.
+
+    Indexed maxima only, so a page can ask every few seconds for the price of
+    one cheap query or two. Recording anything bumps a handoff's updated_at and
+    its run's seq; a new row bumps a primary key.
+    """
+    if run_id is not None:
+        return tuple(Run.objects.filter(pk=run_id).values_list("seq", "status", "updated_at").first() or ())
+    handoffs = Handoff.objects.aggregate(updated=Max("updated_at"), last=Max("pk"))
+    runs = Run.objects.aggregate(updated=Max("updated_at"), last=Max("pk"), report=Max("reports__pk"))
+    return (handoffs["updated"], handoffs["last"], runs["updated"], runs["last"], runs["report"])
 
 
 def run_reports(run: Run, limit: int = REPORT_LIMIT) -> list[MiddlewareReport]:

@@ -248,6 +248,9 @@ class Decision(models.Model):
     decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT)
     decided_at = models.DateTimeField(default=timezone.now)
     applied_at = models.DateTimeField(null=True, blank=True)
+    # How many times a worker resumed the graph with this decision: exactly once
+    # when the lease and the applied check do their job.
+    applications = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         constraints = [

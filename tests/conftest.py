@@ -76,10 +76,10 @@ def celery_isolation() -> str:
     no other run's events reach its sockets. Worker processes get the same name
     through SIDEWISP_QUEUE.
     """
-    from sidewisp.celery import app
-
     from channels.layers import channel_layers
     from django.conf import settings
+
+    from sidewisp.celery import app
 
     name = f"sidewisp-test-{os.getpid()}"
     app.conf.task_default_queue = name
@@ -114,6 +114,18 @@ class WorkerProcess:
 
         return bool(app.control.ping(destination=[self.hostname], timeout=timeout))
 
+    def busy(self) -> bool:
+        """Tasks are still queued for this worker, or running, reserved or scheduled in it."""
+        from sidewisp.celery import app
+
+        with app.connection_for_write() as conn:
+            if conn.default_channel.client.llen(app.conf.task_default_queue):
+                return True
+        inspect = app.control.inspect(destination=[self.hostname], timeout=1)
+        return any(
+            reply and any(reply.values()) for reply in (inspect.active(), inspect.reserved(), inspect.scheduled())
+        )
+
     def kill(self) -> None:
         """SIGKILL the whole worker: no shutdown, no ack of what it was running."""
         self.process.kill()
@@ -136,6 +148,9 @@ def start_worker_process(name: str, queue: str, *, concurrency: int = 2) -> Work
         "DATABASE_URL": database_url_for_subprocess(),
         "SIDEWISP_QUEUE": queue,
         "REDIS_URL": settings.REDIS_URL,
+        # A dead worker's task comes back in seconds rather than half a minute.
+        "CELERY_VISIBILITY_TIMEOUT": "5",
+        "SIDEWISP_LEASE_SECONDS": "6",
     }
     command = [
         sys.executable,
@@ -163,6 +178,15 @@ def start_worker_process(name: str, queue: str, *, concurrency: int = 2) -> Work
             worker.stop()
             pytest.fail(f"the Celery worker {name} did not start")
     return worker
+
+
+def wait_until(predicate, *, what: str, timeout: float = 60.0, interval: float = 0.2) -> None:
+    """Poll `predicate` until it holds; fail the test naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
 
 
 @pytest.fixture

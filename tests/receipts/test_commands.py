@@ -42,6 +42,13 @@ def _bundle(handoff_id: str, **extra) -> dict:
 
 
 @pytest.fixture
+def no_contracts(db) -> None:
+    """Start from empty contract tables (a fresh database has the demo team's)."""
+    ContractVersion.objects.all().delete()
+    WaitReason.objects.all().delete()
+
+
+@pytest.fixture
 def contracts_file(tmp_path) -> Path:
     path = tmp_path / "contracts.json"
     path.write_text(json.dumps(TEAM_CONTRACTS))
@@ -138,8 +145,7 @@ def test_exported_receipts_replay_to_the_stored_verdicts(tmp_path, team_contract
     assert code == 0
 
 
-@pytest.mark.django_db
-def test_contracts_round_trip_through_import_and_export(contracts_file):
+def test_contracts_round_trip_through_import_and_export(no_contracts, contracts_file):
     call_command("import_contracts", str(contracts_file), stdout=StringIO())
     out = StringIO()
     call_command("export_contracts", stdout=out)
@@ -147,7 +153,9 @@ def test_contracts_round_trip_through_import_and_export(contracts_file):
 
 
 @pytest.mark.django_db
-def test_importing_a_change_to_a_referenced_version_is_refused_and_changes_nothing(tmp_path, team_contracts):
+def test_importing_a_change_to_a_referenced_version_is_refused_and_changes_nothing(
+    no_contracts, tmp_path, team_contracts
+):
     record(handoff_id="h-1", operation_id="op-1", part="created", value=healthy_parts()["created"])
     changed = json.loads(json.dumps(TEAM_CONTRACTS))
     changed["routes"]["routes/1"]["triage"]["sales"].append("region")
@@ -162,8 +170,7 @@ def test_importing_a_change_to_a_referenced_version_is_refused_and_changes_nothi
     assert WaitReason.objects.count() == 3
 
 
-@pytest.mark.django_db
-def test_importing_an_invalid_document_names_the_field(tmp_path):
+def test_importing_an_invalid_document_names_the_field(no_contracts, tmp_path):
     path = tmp_path / "bad.json"
     path.write_text(json.dumps({"wait_reasons": "purchase_approval", "routes": {}}))
     with pytest.raises(CommandError) as excinfo:

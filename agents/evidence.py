@@ -1,0 +1,98 @@
+"""Shared helpers that turn what the graph did into receipts and reports.
+
+Everything written here is a name, an id, a count or a digest: callers pass
+nothing else, and nothing here logs message content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from functools import partial, wraps
+from typing import ParamSpec, TypeVar
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from receipts import broadcast
+from receipts.models import Handoff, MiddlewareReport, Run
+from receipts.recording import next_seq, record
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def closes_own_connection(fn: Callable[P, R]) -> Callable[P, R]:
+    """Close the database connection afterwards when this call opened it.
+
+    LangGraph runs tools and hooks in short-lived executor threads; a Django
+    connection opened there would otherwise stay open until garbage collection.
+    A thread that already holds a connection (the worker's own) keeps it.
+    """
+
+    @wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        opened_here = connection.connection is None
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if opened_here and not connection.in_atomic_block:
+                connection.close()
+
+    return wrapper
+
+
+def digest(*parts: object) -> str:
+    return hashlib.sha256("|".join(str(p) for p in parts).encode()).hexdigest()[:16]
+
+
+def handoff_id_for(operation_id: str, tool_call_id: str) -> str:
+    """Deterministic: a re-run of the same operation records into the same handoff."""
+    return f"h-{digest(operation_id, tool_call_id)}"
+
+
+def operation_id_of(config: dict | None) -> str | None:
+    configurable = (config or {}).get("configurable", {})
+    return configurable.get("operation_id") or configurable.get("thread_id")
+
+
+def run_for(operation_id: str) -> Run:
+    run, _ = Run.objects.get_or_create(operation_id=operation_id, defaults={"thread_id": operation_id})
+    return run
+
+
+def latest_handoff(operation_id: str) -> Handoff | None:
+    return Handoff.objects.filter(run__operation_id=operation_id).order_by("created_at", "pk").last()
+
+
+def record_outcome(operation_id: str, part: str, value: object, attempt: str) -> None:
+    """Attach a run outcome (wait, verification, final_status) to the run's latest handoff."""
+    handoff = latest_handoff(operation_id)
+    if handoff is not None:
+        record(handoff_id=handoff.handoff_id, operation_id=operation_id, part=part, value=value, attempt=attempt)
+
+
+def add_report(operation_id: str, agent: str, kind: str, detail: dict, attempt: str) -> bool:
+    """Append one MiddlewareReport (once per run, agent, kind and attempt) and announce it."""
+    with transaction.atomic():
+        run = run_for(operation_id)
+        report, created = MiddlewareReport.objects.get_or_create(
+            run=run, agent=agent, kind=kind, attempt=attempt, defaults={"detail": detail}
+        )
+        if created:
+            event: broadcast.ReportEvent = {
+                "type": "report.added",
+                "run": run.pk,
+                "operation_id": run.operation_id,
+                "seq": next_seq(run),
+                "agent": agent,
+                "kind": kind,
+                "dry_run": run.dry_run,
+                "at": report.recorded_at.isoformat(),
+            }
+            transaction.on_commit(partial(broadcast.publish, event))
+    return created
+
+
+def now_iso() -> str:
+    return timezone.now().isoformat()

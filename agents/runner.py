@@ -1,0 +1,204 @@
+"""Drive one Run's graph: start it, resume it after a decision, verify its outcome again.
+
+Celery tasks call these (agents/tasks.py); `run_scenario --inline` calls them in-process.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+from langchain_core.messages import HumanMessage
+from langgraph.types import Command
+
+from agents import evidence
+from agents.checkpoints import checkpointer
+from agents.observer import Outcome, conclude, gated_tools, observe, verify
+from agents.scenarios import SCENARIOS, Scenario
+from receipts import broadcast
+from receipts.models import Run
+from receipts.recording import next_seq, record
+
+DECISION_TYPES = ("approve", "reject", "edit")
+MAX_REJECT_MESSAGE = 1000
+_STATUS = {
+    "complete": Run.Status.COMPLETE,
+    "waiting": Run.Status.WAITING,
+    "failed": Run.Status.FAILED,
+    "parked": Run.Status.PARKED,
+}
+
+
+def start_run(run: Run) -> str:
+    """Drive the run's graph from the start (or from its checkpoint) until it ends or waits."""
+    scenario = _scenario_of(run)
+    _set_status(run, Run.Status.RUNNING, started=True)
+    with checkpointer() as saver:
+        team = scenario.build(saver)
+        config = graph_config(run)
+        snapshot = team.graph.get_state(config)
+        kwargs = {"wait_policies": team.wait_policies, "verifier": scenario.outcome_verifier()}
+        if not snapshot.values:
+            graph_input = {"messages": [HumanMessage(scenario.message)], "active_agent": "triage"}
+            outcome = observe(team.graph, graph_input, config, **kwargs)
+        elif snapshot.next and not snapshot.interrupts and not set(snapshot.next) <= set(scenario.held_nodes):
+            # A re-delivered task: continue the interrupted step from the checkpoint.
+            outcome = observe(team.graph, None, config, **kwargs)
+        else:
+            outcome = conclude(team.graph, config, **kwargs)
+    return _finish(run, outcome)
+
+
+def resume_run(run: Run, decision: dict) -> str:
+    """Answer the run's pending approval with `decision` and drive the graph on.
+
+    `decision` is {"type": "approve"} | {"type": "reject", "message": str} |
+    {"type": "edit", "args": {...}}. It is validated before anything reaches
+    the graph: LangGraph persists a resume value, so a malformed one would
+    poison the thread. Raises ValueError with the reason.
+    """
+    clean = validate_decision(decision)
+    scenario = _scenario_of(run)
+    with checkpointer() as saver:
+        team = scenario.build(saver)
+        config = graph_config(run)
+        pending = list(team.graph.get_state(config).interrupts)
+        if not pending:
+            msg = "this run has no pending approval to decide"
+            raise ValueError(msg)
+        resume = {item.id: {"decisions": _decisions_for(item, clean)} for item in pending}
+        _set_status(run, Run.Status.RUNNING)
+        for item in pending:
+            _record_resolved(run.operation_id, item.id)
+        outcome = observe(
+            team.graph,
+            Command(resume=resume),
+            config,
+            wait_policies=team.wait_policies,
+            verifier=scenario.outcome_verifier(),
+        )
+    return _finish(run, outcome)
+
+
+def reverify(run: Run) -> str:
+    """Run the scenario's outcome verifier again and record `verification`; returns pass or fail."""
+    scenario = _scenario_of(run)
+    check = scenario.outcome_verifier()
+    if check is None:
+        msg = f"scenario {scenario.name!r} has no outcome verifier"
+        raise ValueError(msg)
+    result = verify(run.operation_id, check, attempt=f"re-{timezone.now().strftime('%Y%m%dT%H%M%S%f')}")
+    if result is None:
+        msg = "the run has no handoff to attach a verification to"
+        raise ValueError(msg)
+    return result
+
+
+def graph_config(run: Run) -> dict[str, Any]:
+    return {"configurable": {"thread_id": run.thread_id, "operation_id": run.operation_id}}
+
+
+def validate_decision(decision: object) -> dict:
+    """The decision in a known shape, or ValueError naming what is wrong."""
+    if not isinstance(decision, dict):
+        msg = "decision must be an object"
+        raise ValueError(msg)
+    kind = decision.get("type")
+    if kind not in DECISION_TYPES:
+        msg = f"decision.type must be one of {', '.join(DECISION_TYPES)}"
+        raise ValueError(msg)
+    allowed = {"approve": {"type"}, "reject": {"type", "message"}, "edit": {"type", "args"}}[kind]
+    if extra := set(decision) - allowed:
+        msg = f"decision has unexpected fields: {', '.join(sorted(map(str, extra)))}"
+        raise ValueError(msg)
+    if kind == "reject":
+        message = decision.get("message")
+        if not isinstance(message, str) or not message.strip() or len(message) > MAX_REJECT_MESSAGE:
+            msg = f"decision.message must be a non-empty string of at most {MAX_REJECT_MESSAGE} characters"
+            raise ValueError(msg)
+    if kind == "edit":
+        args = decision.get("args")
+        if not isinstance(args, dict) or not args or not all(isinstance(key, str) for key in args):
+            msg = "decision.args must be a non-empty object"
+            raise ValueError(msg)
+    return dict(decision)
+
+
+def _decisions_for(pending: Any, decision: dict) -> list[dict]:
+    value = pending.value if isinstance(pending.value, dict) else {}
+    requests = value.get("action_requests", [])
+    for review in value.get("review_configs", []):
+        if decision["type"] not in review.get("allowed_decisions", DECISION_TYPES):
+            msg = f"decision.type {decision['type']} is not allowed for this approval"
+            raise ValueError(msg)
+    if decision["type"] == "approve":
+        return [{"type": "approve"} for _ in requests]
+    if decision["type"] == "reject":
+        return [{"type": "reject", "message": decision["message"]} for _ in requests]
+    if len(requests) != 1:
+        msg = "an edit decision needs exactly one pending tool call"
+        raise ValueError(msg)
+    original = requests[0].get("args", {})
+    if unknown := set(decision["args"]) - set(original):
+        msg = f"decision.args has fields the tool call does not take: {', '.join(sorted(unknown))}"
+        raise ValueError(msg)
+    return [
+        {"type": "edit", "edited_action": {"name": gated_tools(pending)[0], "args": {**original, **decision["args"]}}}
+    ]
+
+
+def _record_resolved(operation_id: str, interrupt_id: str) -> None:
+    handoff = evidence.latest_handoff(operation_id)
+    if handoff is None or not handoff.wait_part:
+        return
+    wait = {**handoff.wait_part, "resolved": True}
+    record(
+        handoff_id=handoff.handoff_id,
+        operation_id=operation_id,
+        part="wait",
+        value=wait,
+        attempt=f"resolved-{evidence.digest(interrupt_id)}",
+    )
+
+
+def _scenario_of(run: Run) -> Scenario:
+    scenario = SCENARIOS.get(run.scenario)
+    if scenario is None:
+        msg = f"run {run.operation_id} has no known scenario"
+        raise ValueError(msg)
+    return scenario
+
+
+def _finish(run: Run, outcome: Outcome) -> str:
+    status = _STATUS[outcome.status]
+    ended = status in (Run.Status.COMPLETE, Run.Status.FAILED)
+    _set_status(run, status, finished=ended, error=outcome.error)
+    return str(status)
+
+
+def _set_status(run: Run, status: str, *, started: bool = False, finished: bool = False, error: str = "") -> None:
+    now = timezone.now()
+    run.status = status
+    run.heartbeat_at = now
+    run.error = error[:200]
+    fields = ["status", "heartbeat_at", "error", "updated_at"]
+    if started and run.started_at is None:
+        run.started_at = now
+        fields.append("started_at")
+    if finished:
+        run.finished_at = now
+        fields.append("finished_at")
+    with transaction.atomic():
+        run.save(update_fields=fields)
+        event: broadcast.RunEvent = {
+            "type": "run.changed",
+            "run": run.pk,
+            "operation_id": run.operation_id,
+            "seq": next_seq(run),
+            "status": str(status),
+            "dry_run": run.dry_run,
+            "at": now.isoformat(),
+        }
+        transaction.on_commit(partial(broadcast.publish, event))

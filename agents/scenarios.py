@@ -1,0 +1,259 @@
+"""The scenario catalogue: one real team run per verdict.
+
+Every verdict comes from the graph really misbehaving (a transfer that drops
+its ToolMessage, a goto to an undeclared agent, a node held before it starts,
+an agent claiming an order it never placed...), never from writing receipts.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage
+
+from agents.handoffs import Fault
+from agents.models import AgentLimits
+from agents.scripted import Call, Fail, Say, Script, last_result
+from agents.team import ROUTE_VERSION, Team, Transfer, build_team, declared_transfers
+from agents.verifiers import verifier
+from receipts.models import Run
+
+SALES_CONTEXT = {"request_type": "purchase", "customer_tier": "gold", "consent_status": "granted"}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    message: str
+    policies: Mapping[str, Script]
+    expected: tuple[str, ...]  # the verdict of each handoff, in the order they happen
+    verifier: str | None = None
+    limits: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    faults: Mapping[tuple[str, str], Fault] = field(default_factory=dict)  # (sender, receiver) -> fault
+    extra_transfers: Sequence[Transfer] = ()
+    held_nodes: Sequence[str] = ()
+    route_version: str = ROUTE_VERSION
+    description: str = ""
+
+    def build(self, checkpointer: Any) -> Team:
+        transfers = [
+            Transfer(t.sender, t.receiver, t.context_keys, self.faults.get((t.sender, t.receiver)))
+            for t in declared_transfers(self.route_version)
+        ]
+        limits = {agent: AgentLimits.for_agent(agent, **overrides) for agent, overrides in self.limits.items()}
+        return build_team(
+            self.policies,
+            checkpointer=checkpointer,
+            limits=limits,
+            transfers=[*transfers, *self.extra_transfers],
+            held_nodes=self.held_nodes,
+            route_version=self.route_version,
+        )
+
+    def outcome_verifier(self):
+        return verifier(self.verifier) if self.verifier else None
+
+
+def transfer_arg(messages: Sequence[BaseMessage], key: str) -> str:
+    """A context value the sender passed in its transfer call (the receiver's view of the handoff)."""
+    for message in reversed(messages):
+        for call in getattr(message, "tool_calls", []) if isinstance(message, AIMessage) else []:
+            if call["name"].startswith("transfer_to_") and call["args"].get(key):
+                return str(call["args"][key])
+    return ""
+
+
+def _field(messages: Sequence[BaseMessage], tool: str, name: str) -> str:
+    match = re.search(rf"{name}=(\S+)", last_result(messages, tool))
+    return match.group(1) if match else ""
+
+
+def _to_support(messages: Sequence[BaseMessage]) -> dict:
+    return {"request_type": "support", "ticket_id": _field(messages, "create_ticket", "ticket_id")}
+
+
+def _resolve_ticket(messages: Sequence[BaseMessage]) -> dict:
+    return {"ticket_id": transfer_arg(messages, "ticket_id"), "state": "resolved"}
+
+
+def _to_billing(messages: Sequence[BaseMessage]) -> dict:
+    return {"order_id": _field(messages, "place_order", "order_id")}
+
+
+TRIAGE_TO_SALES = Script((Call("transfer_to_sales", SALES_CONTEXT),))
+TRIAGE_TO_SUPPORT = Script(
+    (Call("create_ticket", {"subject": "account access"}), Call("transfer_to_support", _to_support))
+)
+SALES_SMALL_ORDER = Script((Call("place_order", {"sku": "widget", "quantity": 2}), Say("Your order is placed.")))
+SUPPORT_RESOLVES = Script((Call("update_ticket", _resolve_ticket), Say("Your ticket is resolved.")))
+
+_CATALOGUE = [
+    Scenario(
+        name="healthy_purchase",
+        message="I would like two widgets, please.",
+        policies={"triage": TRIAGE_TO_SALES, "sales": SALES_SMALL_ORDER},
+        expected=("HEALTHY",),
+        verifier="order_exists",
+    ),
+    Scenario(
+        name="healthy_support",
+        message="I cannot log in to my account.",
+        policies={"triage": TRIAGE_TO_SUPPORT, "support": SUPPORT_RESOLVES},
+        expected=("HEALTHY",),
+        verifier="ticket_state_changed",
+    ),
+    Scenario(
+        name="healthy_billing_chain",
+        message="Please order a widget and send me the invoice.",
+        policies={
+            "triage": TRIAGE_TO_SALES,
+            "sales": Script(
+                (Call("place_order", {"sku": "widget", "quantity": 1}), Call("transfer_to_billing", _to_billing))
+            ),
+            "billing": Script((Say("The invoice for your order is on its way."),)),
+        },
+        expected=("HEALTHY", "HEALTHY"),
+        verifier="order_exists",
+    ),
+    Scenario(
+        name="route_rejected",
+        message="Refund my last order right now.",
+        policies={"triage": Script((Call("transfer_to_refunds_desk", {"request_type": "refund"}),))},
+        extra_transfers=(Transfer("triage", "refunds_desk", ("request_type",)),),
+        expected=("ROUTE_REJECTED",),
+        description="triage transfers to an agent that no contract declares and no node implements",
+    ),
+    Scenario(
+        name="stale_control",
+        message="I would like two widgets, please.",
+        policies={"triage": TRIAGE_TO_SALES, "sales": SALES_SMALL_ORDER},
+        faults={("triage", "sales"): Fault(stale_active_agent=True)},
+        expected=("STALE_CONTROL",),
+        verifier="order_exists",
+        description="the transfer's update leaves active_agent on triage while sales runs",
+    ),
+    Scenario(
+        name="open_tool_protocol",
+        message="I would like two widgets, please.",
+        policies={"triage": TRIAGE_TO_SALES, "sales": SALES_SMALL_ORDER},
+        faults={("triage", "sales"): Fault(drop_tool_message=True)},
+        expected=("OPEN_TOOL_PROTOCOL",),
+        verifier="order_exists",
+        description="the transfer drops its ToolMessage, leaving a dangling tool call",
+    ),
+    Scenario(
+        name="context_incomplete",
+        message="I would like two widgets, please.",
+        policies={"triage": TRIAGE_TO_SALES, "sales": SALES_SMALL_ORDER},
+        faults={("triage", "sales"): Fault(omit_keys=("consent_status",))},
+        expected=("CONTEXT_INCOMPLETE",),
+        verifier="order_exists",
+        description="the transfer forgets consent_status",
+    ),
+    Scenario(
+        name="destination_not_started",
+        message="I would like two widgets, please.",
+        policies={"triage": TRIAGE_TO_SALES, "sales": SALES_SMALL_ORDER},
+        held_nodes=("sales",),
+        expected=("DESTINATION_NOT_STARTED",),
+        description="the sales node is held (interrupt_before), so control never reaches it",
+    ),
+    Scenario(
+        name="waiting_on_approval",
+        message="Order a server for the new office.",
+        policies={
+            "triage": TRIAGE_TO_SALES,
+            "sales": Script((Call("place_order", {"sku": "server", "quantity": 1}), Say("Your server is ordered."))),
+        },
+        expected=("WAITING_ON_APPROVAL",),
+        verifier="order_exists",
+        description="an order above the threshold waits for ops-lead's approval",
+    ),
+    Scenario(
+        name="uncertain_wait",
+        message="Please send me the API key for my account.",
+        policies={
+            "triage": TRIAGE_TO_SUPPORT,
+            "support": Script((Call("disclose_secret", {"name": "api_key"}), Say("The key was sent."))),
+        },
+        limits={"support": {"approval_owner": "", "approval_deadline_minutes": 0}},
+        expected=("UNCERTAIN",),
+        verifier="ticket_state_changed",
+        description="a secret disclosure waits with no owner and no deadline",
+    ),
+    Scenario(
+        name="false_complete",
+        message="I would like two widgets, please.",
+        policies={"triage": TRIAGE_TO_SALES, "sales": Script((Say("Done! Your two widgets are ordered."),))},
+        expected=("FALSE_COMPLETE",),
+        verifier="order_exists",
+        description="sales says the order is placed without ever placing it",
+    ),
+    Scenario(
+        name="slow_supplier_purchase",
+        message="Order a widget; I can wait for the supplier to confirm.",
+        policies={
+            "triage": TRIAGE_TO_SALES,
+            "sales": Script(
+                (
+                    Call("place_order", {"sku": "widget", "quantity": 1}),
+                    Call("confirm_with_supplier", {"sku": "widget"}),
+                    Say("Your widget is ordered and the supplier confirmed it."),
+                )
+            ),
+        },
+        expected=("HEALTHY",),
+        verifier="order_exists",
+        description="a slow supplier confirmation after the order: the run is long enough to lose its worker",
+    ),
+    Scenario(
+        name="dead_model_after_handoff",
+        message="I would like two widgets, please.",
+        policies={"triage": TRIAGE_TO_SALES, "sales": Script((Fail(),))},
+        expected=("HEALTHY",),
+        verifier="order_exists",
+        description="the handoff is sound but the sales model is down; retries hide it as a normal message",
+    ),
+    Scenario(
+        name="busy_sales_with_reports",
+        message="Do you have widgets in stock? If so, order two.",
+        policies={
+            "triage": TRIAGE_TO_SALES,
+            "sales": Script(
+                (
+                    Call("check_inventory", {"sku": "widget"}),
+                    Call("check_inventory", {"sku": "widget"}),
+                    Call("place_order", {"sku": "widget", "quantity": 2}),
+                    Say("Your order is placed."),
+                )
+            ),
+        },
+        limits={
+            "sales": {
+                "per_tool_run_limits": {"check_inventory": 1},
+                "summarize_after_messages": 8,
+                "summarize_keep_messages": 2,
+                "context_edit_trigger_tokens": 10,
+                "context_edit_keep": 1,
+            }
+        },
+        expected=("HEALTHY",),
+        verifier="order_exists",
+        description="retries exhausted, a tool-call limit, a summary and a context edit, all reported",
+    ),
+]
+
+SCENARIOS: dict[str, Scenario] = {scenario.name: scenario for scenario in _CATALOGUE}
+
+
+def create_run(name: str, *, dry_run: bool = False) -> Run:
+    """A new queued Run for scenario `name`, with fresh unique operation and thread ids."""
+    if name not in SCENARIOS:
+        msg = f"unknown scenario {name!r}; known: {', '.join(sorted(SCENARIOS))}"
+        raise ValueError(msg)
+    token = uuid.uuid4().hex[:16]
+    return Run.objects.create(operation_id=f"op-{token}", thread_id=f"th-{token}", scenario=name, dry_run=dry_run)
