@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db import transaction
 from langchain_core.messages import AIMessage, BaseMessage
 
 from agents.handoffs import Fault
@@ -257,3 +258,13 @@ def create_run(name: str, *, dry_run: bool = False) -> Run:
         raise ValueError(msg)
     token = uuid.uuid4().hex[:16]
     return Run.objects.create(operation_id=f"op-{token}", thread_id=f"th-{token}", scenario=name, dry_run=dry_run)
+
+
+def start_demo_run() -> Run:
+    """Queue the next catalogue scenario in turn (demo traffic for `make run`)."""
+    from agents import tasks  # tasks import the runner, which imports this module
+
+    names = sorted(SCENARIOS)
+    run = create_run(names[Run.objects.exclude(scenario="").count() % len(names)])
+    transaction.on_commit(lambda: tasks.start_run.delay(run.pk))
+    return run

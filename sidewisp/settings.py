@@ -198,3 +198,5 @@ SIDEWISP_LEASE_SECONDS = env_int("SIDEWISP_LEASE_SECONDS", 30, minimum=3)
 SIDEWISP_MODEL = env_str("SIDEWISP_MODEL", "scripted")
 # Demo scenarios started per second by beat; `make run` sets 0.1, 0 is off.
 SIDEWISP_DEMO_RATE = env_float("SIDEWISP_DEMO_RATE", 0.0)
+if SIDEWISP_DEMO_RATE > 0:
+    CELERY_BEAT_SCHEDULE["demo-traffic"] = {"task": "agents.tasks.demo_tick", "schedule": 1 / SIDEWISP_DEMO_RATE}

@@ -138,3 +138,12 @@ def test_a_second_decision_for_the_same_resume_token_is_refused(worker_process):
     _wait_for_approval(run)
     with pytest.raises(IntegrityError):
         _wait_for_approval(run)
+
+
+def test_demo_traffic_queues_the_catalogue_in_turn_for_a_real_worker(worker_process):
+    from agents.scenarios import start_demo_run
+
+    first, second = start_demo_run(), start_demo_run()
+    assert first.scenario != second.scenario
+    wait_until(lambda: _status(first) in SETTLED and _status(second) in SETTLED, what="both demo runs to settle")
+    assert _verdicts(first) == SCENARIOS[first.scenario].expected
