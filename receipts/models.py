@@ -157,6 +157,16 @@ class Handoff(models.Model):
 
     class Meta:
         ordering = ["-updated_at"]
+        # Sidewisp's permissions. Default deny: a user without a group has none.
+        permissions = [
+            ("view_dashboard", "Can view the health dashboard"),
+            ("decide_own_wait", "Can approve or reject waits they own"),
+            ("decide_any_wait", "Can approve or reject any wait"),
+            ("reopen_task", "Can reopen a false-complete task"),
+            ("control_run", "Can stop or resume auto-continue of a run"),
+            ("reassign_wait", "Can reassign or cancel a wait"),
+            ("change_limits", "Can change limits and contracts"),
+        ]
 
     def __str__(self) -> str:
         return self.handoff_id
@@ -267,3 +277,37 @@ class Decision(models.Model):
         if self.kind == self.Kind.REJECT:
             return {"type": "reject", "message": self.message}
         return {"type": "approve"}
+
+
+class AuditEntry(AppendOnlyModel):
+    """Who did what to which object, when, why and with what outcome. Append-only.
+
+    Denied attempts and system decisions are entries too (actor is None for the system).
+    """
+
+    class Outcome(models.TextChoices):
+        DONE = "done"
+        DENIED = "denied"
+        REFUSED = "refused"  # allowed, but the object's state did not permit it
+        NOOP = "noop"  # already done: an idempotent repeat
+
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT)
+    actor_name = models.CharField(max_length=150, help_text="The username at the time, or “system”.")
+    action = models.CharField(max_length=60, db_index=True)
+    object_type = models.CharField(max_length=40)
+    object_id = models.CharField(max_length=200)
+    run = models.ForeignKey(Run, null=True, blank=True, related_name="audit_entries", on_delete=models.PROTECT)
+    handoff = models.ForeignKey(Handoff, null=True, blank=True, related_name="audit_entries", on_delete=models.PROTECT)
+    verdict = models.CharField(max_length=40, blank=True, help_text="The handoff's verdict when it happened.")
+    reason = models.CharField(max_length=500, blank=True)
+    outcome = models.CharField(max_length=20, choices=Outcome.choices)
+    # Ids and codes only.
+    detail = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+        verbose_name_plural = "audit entries"
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor_name} {self.action} {self.outcome}"

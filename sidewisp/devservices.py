@@ -181,5 +181,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    # Ctrl-C and SIGTERM both stop every child (a shell may have started us with SIGINT ignored).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _interrupt)
     sys.exit(main(sys.argv[1:]))
