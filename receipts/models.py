@@ -110,7 +110,7 @@ class Run(models.Model):
     lease_until = models.DateTimeField(null=True, blank=True)
     error = models.CharField(max_length=200, blank=True, help_text="Exception class only, never its text.")
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    updated_at = models.DateTimeField(auto_now=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)

@@ -1,3 +1,9 @@
 from __future__ import annotations
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from sidewisp.consumers import HealthConsumer
+
+websocket_urlpatterns: list = [
+    path("ws/health/", HealthConsumer.as_asgi()),
+]

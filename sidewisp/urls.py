@@ -1,13 +1,29 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import include, path
 
 from sidewisp import views
 
+page_patterns = (
+    [
+        path("", views.overview, name="overview"),
+        path("runs/", views.runs, name="runs"),
+        path("runs/<int:pk>/", views.run_detail, name="run-detail"),
+        path("waits/", views.waits, name="waits"),
+        path("false-completions/", views.false_completions, name="false-completions"),
+        path("system/", views.system, name="system"),
+    ],
+    "sidewisp",
+)
+
 urlpatterns = [
-    path("", views.dashboard, name="dashboard"),
+    # "dashboard" is the overview's historical name (LOGIN_REDIRECT_URL uses it).
+    path("", views.overview, name="dashboard"),
+    path("", include(page_patterns)),
     path("healthz", views.healthz, name="healthz"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
 ]
+
+handler403 = "sidewisp.views.forbidden"

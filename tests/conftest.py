@@ -224,13 +224,13 @@ def _user_with_viewer_permission(django_user_model, username: str):
     from django.contrib.auth.models import Permission
 
     user = django_user_model.objects.create_user(username=username, password="pw-for-tests-only-1")
-    user.user_permissions.add(Permission.objects.get(codename="view_handoff", content_type__app_label="receipts"))
+    user.user_permissions.add(Permission.objects.get(codename="view_dashboard", content_type__app_label="receipts"))
     return user
 
 
 @pytest.fixture
 def viewer(django_user_model):
-    """Holds the viewer permission (receipts.view_handoff) and nothing else."""
+    """Holds the viewer permission (receipts.view_dashboard) and nothing else."""
     return _user_with_viewer_permission(django_user_model, "viewer")
 
 

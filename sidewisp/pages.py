@@ -1,0 +1,198 @@
+"""What each operator page shows, shared by the views and the WebSocket consumer.
+
+A page is described by a `PageScope` (which page, which run, which filters).
+The view renders the page or, for htmx requests, its fragment; the consumer
+renders the same fragment templates as out-of-band swaps, from the database,
+on connect and after events. One source of markup, one source of truth.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from urllib.parse import parse_qs, urlencode
+
+from django import forms
+from django.core.paginator import Paginator
+from django.http import QueryDict
+from django.template.loader import render_to_string
+from django.utils import timezone
+
+from receipts import dashboard
+from receipts.models import Run
+from sidewisp import labels
+
+VIEWER_PERMISSION = "receipts.view_dashboard"
+RUNS_PER_PAGE = 25
+PAGES = ("overview", "runs", "run", "waits", "false")
+
+
+class RunFilterForm(forms.Form):
+    verdict = forms.ChoiceField(required=False, choices=[("", "Any verdict")])
+    agent = forms.CharField(required=False, max_length=200, help_text="Sender or receiver")
+    status = forms.ChoiceField(required=False, choices=[("", "Any status"), *Run.Status.choices], label="Task status")
+    since = forms.DateTimeField(required=False, label="Created from (UTC)")
+    until = forms.DateTimeField(required=False, label="Created before (UTC)")
+    q = forms.CharField(required=False, max_length=200, label="Operation id")
+    page = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["verdict"].choices = [("", "Any verdict")] + [
+            (v, labels.VERDICTS[v][1]) for v in dashboard.VERDICT_ORDER
+        ]
+        for name in ("since", "until"):
+            self.fields[name].widget.input_type = "datetime-local"
+
+    def filters(self) -> dashboard.RunFilters:
+        """The valid filters; an invalid field is ignored (and shown as an error by the form)."""
+        self.is_valid()
+        data = getattr(self, "cleaned_data", {})
+        names = ("verdict", "agent", "status", "since", "until", "q")
+        return dashboard.RunFilters(**{n: data[n] for n in names if data.get(n) not in (None, "")})
+
+
+@dataclass(frozen=True)
+class PageScope:
+    page: str
+    run_id: int | None = None
+    mine: bool = False
+    query: str = ""  # the runs page's own query string (filters and page number)
+
+    @classmethod
+    def from_query_string(cls, raw: bytes | str) -> PageScope | None:
+        """The scope a socket asked for (`?page=run&run=12`), or None when it makes no sense."""
+        text = raw.decode("latin-1") if isinstance(raw, bytes) else raw
+        params = {k: v[0] for k, v in parse_qs(text).items()}
+        page = params.pop("page", "")
+        if page not in PAGES:
+            return None
+        run_id = params.pop("run", "")
+        if page == "run":
+            return cls(page, run_id=int(run_id)) if run_id.isdigit() else None
+        if page == "waits":
+            return cls(page, mine=params.get("mine") == "1")
+        if page == "runs":
+            return cls(page, query=params.get("filters", ""))
+        return cls(page)
+
+    def ws_url(self) -> str:
+        params: dict[str, str] = {"page": self.page}
+        if self.run_id is not None:
+            params["run"] = str(self.run_id)
+        if self.mine:
+            params["mine"] = "1"
+        if self.query:
+            params["filters"] = self.query  # the runs page's own query, page number included
+        return f"/ws/health/?{urlencode(params)}"
+
+    def is_affected_by(self, event: Mapping) -> bool:
+        if self.page == "run":
+            return event.get("run") == self.run_id
+        if self.page in ("waits", "false"):
+            return event.get("type") == "handoff.changed"
+        return True
+
+
+# --- context builders: one per page, a fixed number of queries each -------------
+
+
+def overview_context() -> dict:
+    return {
+        "counts": dashboard.overview_counts(),
+        "newest": dashboard.newest_handoffs(),
+        "soonest": dashboard.open_waits(limit=dashboard.SOONEST_LIMIT),
+        "open_wait_count": dashboard.open_wait_count(),
+        "false_completions": dashboard.false_completions(limit=dashboard.SOONEST_LIMIT),
+        "false_count": dashboard.false_completion_count(),
+        "now": timezone.now(),
+    }
+
+
+def runs_context(params: QueryDict | Mapping[str, str]) -> dict:
+    form = RunFilterForm(params)
+    filters = form.filters()
+    paginator = Paginator(dashboard.runs(filters), RUNS_PER_PAGE)
+    page = paginator.get_page(form.cleaned_data.get("page") or 1)
+    query = {k: v for k, v in _flat(params).items() if k != "page" and v}
+    return {"form": form, "page_obj": page, "query": urlencode(query), "filtered": bool(query)}
+
+
+def run_context(run: Run) -> dict:
+    return {
+        "run": run,
+        "timeline": dashboard.run_timeline(run),
+        "handoff_count": dashboard.run_handoff_count(run),
+        "reports": dashboard.run_reports(run),
+        "timeline_limit": dashboard.TIMELINE_LIMIT,
+        "now": timezone.now(),
+    }
+
+
+def waits_context(username: str | None) -> dict:
+    return {"waits": dashboard.open_waits(username), "mine": username is not None, "now": timezone.now()}
+
+
+def false_context() -> dict:
+    return {"false_completions": dashboard.false_completions(), "false_count": dashboard.false_completion_count()}
+
+
+def _flat(params: QueryDict | Mapping[str, str]) -> dict[str, str]:
+    return params.dict() if isinstance(params, QueryDict) else dict(params)
+
+
+# --- out-of-band fragments for the socket ---------------------------------------
+
+# The fragments each page swaps live, by template; each has a stable id.
+_FRAGMENTS: dict[str, tuple[str, ...]] = {
+    "overview": (
+        "sidewisp/_counts.html",
+        "sidewisp/_newest.html",
+        "sidewisp/_soonest.html",
+        "sidewisp/_false_short.html",
+    ),
+    "runs": ("sidewisp/_runs_list.html",),
+    "run": ("sidewisp/_run.html",),
+    "waits": ("sidewisp/_waits.html",),
+    "false": ("sidewisp/_false_completions.html",),
+}
+
+
+def _context_for(scope: PageScope, username: str) -> dict | None:
+    builders: dict[str, Callable[[], dict | None]] = {
+        "overview": overview_context,
+        "runs": lambda: runs_context(QueryDict(scope.query)),
+        "run": lambda: _run_context_or_none(scope.run_id),
+        "waits": lambda: waits_context(username if scope.mine else None),
+        "false": false_context,
+    }
+    return builders[scope.page]()
+
+
+def _run_context_or_none(run_id: int | None) -> dict | None:
+    run = Run.objects.filter(pk=run_id).first()
+    return run_context(run) if run is not None else None
+
+
+def change_marker(scope: PageScope) -> tuple:
+    return dashboard.change_marker(scope.run_id if scope.page == "run" else None)
+
+
+def render_oob(scope: PageScope, username: str, seqs: Iterable[tuple[int, list[int]]], *, snapshot: bool) -> str:
+    """The page's live fragments as out-of-band swaps, then the sequence marker the page script reads.
+
+    `seqs` are (run id, [event sequence numbers]) seen since the last render; a
+    snapshot also carries the run's current sequence so the page has a baseline.
+    """
+    context = _context_for(scope, username)
+    if context is None:
+        return ""
+    context["oob"] = True
+    seqs = [[run, sorted(numbers)] for run, numbers in seqs]
+    if snapshot and scope.page == "run":
+        seqs = [[context["run"].pk, [context["run"].seq]]]
+    parts = [render_to_string(template, context) for template in _FRAGMENTS[scope.page]]
+    marker = {"kind": "snapshot" if snapshot else "events", "seqs": seqs}
+    parts.append(render_to_string("sidewisp/_ws_seq.html", {"marker": json.dumps(marker), "oob": True}))
+    return "\n".join(parts)
