@@ -66,3 +66,25 @@ def test_the_canary_reaches_no_receipt_report_or_log_line(canary_run, caplog):
     assert json.loads(stored)
     assert CANARY not in stored
     assert all(CANARY not in record.getMessage() for record in caplog.records)
+
+
+def test_the_canary_reaches_no_event_and_no_page(canary_run, monkeypatch, client, django_user_model):
+    from django.contrib.auth.models import Permission
+
+    from receipts import broadcast
+
+    published = []
+    real_publish = broadcast.publish
+    monkeypatch.setattr(broadcast, "publish", lambda event: published.append(event) or real_publish(event))
+
+    runner.start_run(canary_run)
+
+    assert published, "the run published no event at all"
+    assert CANARY not in repr(published)
+    viewer = django_user_model.objects.create_user("canary-viewer")
+    viewer.user_permissions.add(Permission.objects.get(codename="view_dashboard"))
+    client.force_login(viewer)
+    for url in ["/", "/runs/", f"/runs/{canary_run.pk}/", "/waits/", "/false-completions/"]:
+        response = client.get(url)
+        assert response.status_code == 200
+        assert CANARY not in response.content.decode()

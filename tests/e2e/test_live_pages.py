@@ -360,3 +360,25 @@ def test_a_user_without_the_viewer_permission_gets_a_403_page(page, server):
 
 def teardown_module() -> None:
     _db_thread.shutdown(wait=True)
+
+
+def test_a_scenario_run_by_a_real_worker_appears_live_with_its_verdict(page, server, celery_isolation):
+    from agents import tasks
+    from agents.scenarios import create_run
+    from tests.conftest import start_worker_process
+
+    worker = in_db_thread(start_worker_process, f"e2e{os.getpid()}", celery_isolation)
+    try:
+        log_in(page, server)
+        wait_live(page)
+        page.evaluate("window.sidewispNoReload = true")
+        run = in_db_thread(create_run, "false_complete")
+        in_db_thread(tasks.start_run.delay, run.pk)
+
+        newest = page.locator("#newest-handoffs")
+        expect(newest).to_contain_text("False complete", timeout=30_000)
+        expect(page.locator("[data-count=FALSE_COMPLETE]")).to_have_text("1")
+        assert page.evaluate("window.sidewispNoReload") is True
+        shoot(page, "overview-scenario")
+    finally:
+        worker.stop()
