@@ -2,70 +2,28 @@
 
 from __future__ import annotations
 
-import pytest
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 
-# The contracts of the demo team (spec §2): triage hands to sales or support, sales to billing.
-TEAM_CONTRACTS = {
-    "wait_reasons": ["purchase_approval", "secret_disclosure", "irreversible_choice"],
-    "routes": {
-        "routes/1": {
-            "triage": {
-                "sales": ["request_type", "customer_tier", "consent_status"],
-                "support": ["request_type", "ticket_id"],
-            },
-            "sales": {"billing": ["order_id"]},
-        },
-    },
-}
+import pytest
 
 
 @pytest.fixture
-def team_contracts(db):
-    from receipts.contracts import current_contracts, import_document
+def contracts(db):
+    """The demo team's contracts (a flush between transactional tests removes the migrated ones)."""
+    from agents.contracts import install_team_contracts
+    from receipts.contracts import current_contracts
 
-    import_document(TEAM_CONTRACTS)
+    install_team_contracts()
     return current_contracts()
 
 
-def healthy_parts() -> dict[str, dict]:
-    """The evidence of one healthy triage → sales handoff, part by part."""
-    return {
-        "created": {
-            "sender": "triage",
-            "receiver": "sales",
-            "route_version": "routes/1",
-            "tool_call_id": "call_abc",
-            "required_context_keys": ["request_type", "customer_tier", "consent_status"],
-            "at": "2026-07-30T10:00:00Z",
-        },
-        "reduced": {
-            "goto": "sales",
-            "active_agent_before": "triage",
-            "active_agent_after": "sales",
-            "graph_scope": "parent",
-            "tool_message_ids": ["call_abc"],
-            "context_keys": ["request_type", "customer_tier", "consent_status"],
-            "at": "2026-07-30T10:00:01Z",
-        },
-        "destination": {"node_id": "sales", "started_at": "2026-07-30T10:00:02Z", "attempt_id": "a-1"},
-        "verification": {
-            "verifier": "order_exists",
-            "result": "pass",
-            "checked_at": "2026-07-30T10:05:00Z",
-            "receipt_id": "v-1",
-        },
-    }
-
-
 # --- A real Celery worker, in its own process, on the real Redis and test database ---
-
-import os  # noqa: E402
-import socket  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Iterator  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -197,27 +155,6 @@ def worker_process(transactional_db, celery_isolation) -> Iterator[WorkerProcess
 
 
 # --- operator pages (issue 4) ---------------------------------------------------
-import pytest  # noqa: E402
-
-CONTRACTS_DOCUMENT = {
-    "wait_reasons": ["purchase_approval", "secret_disclosure", "irreversible_choice"],
-    "routes": {
-        "routes/1": {
-            "triage": {
-                "sales": ["request_type", "customer_tier", "consent_status"],
-                "support": ["request_type", "ticket_id"],
-            },
-            "sales": {"billing": ["order_id"]},
-        }
-    },
-}
-
-
-@pytest.fixture
-def contracts(db):
-    from receipts.contracts import import_document
-
-    return import_document(CONTRACTS_DOCUMENT)
 
 
 def _user_with_viewer_permission(django_user_model, username: str):
@@ -252,7 +189,9 @@ def handoff_parts(kind: str, *, sender: str = "triage", receiver: str = "sales",
 
     now = datetime.now(UTC)
     iso = lambda t: t.isoformat().replace("+00:00", "Z")  # noqa: E731
-    keys = CONTRACTS_DOCUMENT["routes"]["routes/1"].get(sender, {}).get(receiver, [])
+    from agents.contracts import team_contracts
+
+    keys = team_contracts()["routes"]["routes/1"].get(sender, {}).get(receiver, [])
     parts: list = [
         (
             "created",

@@ -22,7 +22,7 @@ import pytest
 from django.conf import settings
 from django.db import connections
 
-from tests.conftest import CONTRACTS_DOCUMENT, database_url_for_subprocess, handoff_parts
+from tests.conftest import database_url_for_subprocess, handoff_parts
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -140,9 +140,9 @@ def server(transactional_db, celery_isolation, monkeypatch) -> Iterator[Server]:
         from django.contrib.auth import get_user_model
         from django.contrib.auth.models import Permission
 
-        from receipts.contracts import import_document
+        from agents.contracts import install_team_contracts
 
-        import_document(CONTRACTS_DOCUMENT)
+        install_team_contracts()
         user = get_user_model().objects.create_user(username="viewer", password=PASSWORD)
         user.user_permissions.add(Permission.objects.get(codename="view_dashboard", content_type__app_label="receipts"))
         get_user_model().objects.create_user(username="outsider", password=PASSWORD)

@@ -4,13 +4,13 @@ import pytest
 
 from receipts.models import ContractVersion, Handoff
 from receipts.recording import record
-from tests.conftest import healthy_parts
+from tests.factories import healthy_parts
 
 CHANGE_URL = "/admin/receipts/contractversion/{pk}/change/"
 
 
 @pytest.fixture
-def admin_client_(admin_client, team_contracts):
+def admin_client_(admin_client, contracts):
     return admin_client
 
 

@@ -8,9 +8,10 @@ import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
 
+from agents.contracts import team_contracts
 from receipts.models import ContractVersion, WaitReason
 from receipts.recording import record
-from tests.conftest import TEAM_CONTRACTS, healthy_parts
+from tests.factories import healthy_parts
 
 SHARED_CASES = Path(settings.BASE_DIR).parent / "shared" / "spec" / "cases"
 
@@ -51,7 +52,7 @@ def no_contracts(db) -> None:
 @pytest.fixture
 def contracts_file(tmp_path) -> Path:
     path = tmp_path / "contracts.json"
-    path.write_text(json.dumps(TEAM_CONTRACTS))
+    path.write_text(json.dumps(team_contracts()))
     return path
 
 
@@ -130,7 +131,7 @@ def test_a_wait_is_judged_against_the_given_now(tmp_path, contracts_file):
 
 
 @pytest.mark.django_db
-def test_exported_receipts_replay_to_the_stored_verdicts(tmp_path, team_contracts, contracts_file):
+def test_exported_receipts_replay_to_the_stored_verdicts(tmp_path, contracts, contracts_file):
     for part, value in healthy_parts().items():
         record(handoff_id="h-ok", operation_id="op-1", part=part, value=value)
     record(handoff_id="h-ok", operation_id="op-1", part="final_status", value="complete")
@@ -149,24 +150,24 @@ def test_contracts_round_trip_through_import_and_export(no_contracts, contracts_
     call_command("import_contracts", str(contracts_file), stdout=StringIO())
     out = StringIO()
     call_command("export_contracts", stdout=out)
-    assert json.loads(out.getvalue()) == {**TEAM_CONTRACTS, "wait_reasons": sorted(TEAM_CONTRACTS["wait_reasons"])}
+    document = team_contracts()
+    assert json.loads(out.getvalue()) == {**document, "wait_reasons": sorted(document["wait_reasons"])}
 
 
 @pytest.mark.django_db
-def test_importing_a_change_to_a_referenced_version_is_refused_and_changes_nothing(
-    no_contracts, tmp_path, team_contracts
-):
+def test_importing_a_change_to_a_referenced_version_is_refused_and_changes_nothing(tmp_path, contracts):
     record(handoff_id="h-1", operation_id="op-1", part="created", value=healthy_parts()["created"])
-    changed = json.loads(json.dumps(TEAM_CONTRACTS))
+    changed = json.loads(json.dumps(team_contracts()))
     changed["routes"]["routes/1"]["triage"]["sales"].append("region")
-    changed["routes"]["routes/2"] = changed["routes"]["routes/1"]
+    changed["routes"]["routes/3"] = changed["routes"]["routes/1"]
     changed["wait_reasons"] = ["purchase_approval"]
     path = tmp_path / "changed.json"
     path.write_text(json.dumps(changed))
     with pytest.raises(CommandError) as excinfo:
         call_command("import_contracts", str(path), stdout=StringIO())
     assert "routes.routes/1: is referenced by handoffs" in str(excinfo.value)
-    assert list(ContractVersion.objects.values_list("version", flat=True)) == ["routes/1"]
+    assert list(ContractVersion.objects.values_list("version", flat=True)) == ["routes/1", "routes/2"]
+    assert ContractVersion.objects.get(version="routes/1").routes == team_contracts()["routes"]["routes/1"]
     assert WaitReason.objects.count() == 3
 
 

@@ -13,7 +13,7 @@ from receipts import bundle
 from receipts.broadcast import HEALTH_GROUP
 from receipts.models import AppendOnlyError, Handoff, Receipt, Run
 from receipts.recording import record
-from tests.conftest import healthy_parts
+from tests.factories import healthy_parts
 
 NOW = datetime(2026, 7, 30, 12, 0, tzinfo=UTC)
 CANARY = "CANARY-SECRET-7d41e0"
@@ -37,7 +37,7 @@ def _everything_stored() -> str:
 
 
 @pytest.mark.django_db
-def test_it_classifies_a_fully_evidenced_handoff_as_healthy(team_contracts):
+def test_it_classifies_a_fully_evidenced_handoff_as_healthy(contracts):
     handoff = _record_all()
     assert handoff.verdict == "HEALTHY"
     assert handoff.boundaries["outcome"] == "pass"
@@ -45,7 +45,7 @@ def test_it_classifies_a_fully_evidenced_handoff_as_healthy(team_contracts):
 
 
 @pytest.mark.django_db
-def test_it_keeps_the_earliest_failure_when_later_evidence_is_green(team_contracts):
+def test_it_keeps_the_earliest_failure_when_later_evidence_is_green(contracts):
     reduced = {**healthy_parts()["reduced"], "active_agent_after": "triage"}
     handoff = _record_all(reduced=reduced)
     assert handoff.verdict == "STALE_CONTROL"
@@ -54,13 +54,13 @@ def test_it_keeps_the_earliest_failure_when_later_evidence_is_green(team_contrac
 
 
 @pytest.mark.django_db
-def test_it_creates_the_run_for_a_new_operation(team_contracts):
+def test_it_creates_the_run_for_a_new_operation(contracts):
     _record_all(operation_id="op-new")
     assert Run.objects.get(operation_id="op-new").handoffs.count() == 1
 
 
 @pytest.mark.django_db
-def test_it_ignores_the_same_part_recorded_twice_for_one_attempt(team_contracts):
+def test_it_ignores_the_same_part_recorded_twice_for_one_attempt(contracts):
     first = record(handoff_id="h-1", operation_id="op-1", part="created", value=healthy_parts()["created"])
     again = record(handoff_id="h-1", operation_id="op-1", part="created", value=healthy_parts()["created"])
     assert first.stored is True
@@ -69,7 +69,7 @@ def test_it_ignores_the_same_part_recorded_twice_for_one_attempt(team_contracts)
 
 
 @pytest.mark.django_db
-def test_it_keeps_every_attempt_and_judges_the_latest(team_contracts):
+def test_it_keeps_every_attempt_and_judges_the_latest(contracts):
     _record_all()
     late = {**healthy_parts()["destination"], "node_id": "support", "attempt_id": "a-2"}
     record(handoff_id="h-1", operation_id="op-1", part="destination", value=late, attempt="2", now=NOW)
@@ -79,7 +79,7 @@ def test_it_keeps_every_attempt_and_judges_the_latest(team_contracts):
 
 
 @pytest.mark.django_db
-def test_it_refuses_a_handoff_id_reused_by_another_operation(team_contracts):
+def test_it_refuses_a_handoff_id_reused_by_another_operation(contracts):
     record(handoff_id="h-1", operation_id="op-1", part="created", value=healthy_parts()["created"])
     with pytest.raises(bundle.BundleError) as excinfo:
         record(handoff_id="h-1", operation_id="op-2", part="reduced", value=healthy_parts()["reduced"])
@@ -104,7 +104,7 @@ MALFORMED = [
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(("part", "value", "field"), MALFORMED)
-def test_it_rejects_malformed_input_naming_the_field_and_stores_nothing(team_contracts, part, value, field):
+def test_it_rejects_malformed_input_naming_the_field_and_stores_nothing(contracts, part, value, field):
     _record_all()
     before = _everything_stored()
     with pytest.raises(bundle.BundleError) as excinfo:
@@ -114,7 +114,7 @@ def test_it_rejects_malformed_input_naming_the_field_and_stores_nothing(team_con
 
 
 @pytest.mark.django_db
-def test_it_never_stores_a_canary_from_an_unknown_field_or_an_overlong_string(team_contracts):
+def test_it_never_stores_a_canary_from_an_unknown_field_or_an_overlong_string(contracts):
     created = {**healthy_parts()["created"], "prompt": f"please {CANARY}"}
     record(handoff_id="h-1", operation_id="op-1", part="created", value=created)
     with pytest.raises(bundle.BundleError):
@@ -122,7 +122,7 @@ def test_it_never_stores_a_canary_from_an_unknown_field_or_an_overlong_string(te
     assert CANARY not in _everything_stored()
 
 
-def test_receipts_cannot_be_changed_or_deleted(team_contracts):
+def test_receipts_cannot_be_changed_or_deleted(contracts):
     _record_all()
     receipt = Receipt.objects.first()
     receipt.attempt = "forged"
@@ -140,7 +140,7 @@ test_receipts_cannot_be_changed_or_deleted = pytest.mark.django_db(test_receipts
 
 
 @pytest.mark.django_db(transaction=True)
-def test_it_publishes_a_minimized_event_after_commit(team_contracts):
+def test_it_publishes_a_minimized_event_after_commit(contracts):
     async def listen_while_recording():
         layer = get_channel_layer()
         channel = await layer.new_channel()
@@ -159,7 +159,7 @@ def test_it_publishes_a_minimized_event_after_commit(team_contracts):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_failed_publish_never_fails_the_recording(team_contracts, settings):
+def test_a_failed_publish_never_fails_the_recording(contracts, settings):
     dead_redis = "redis://127.0.0.1:1/0"
     settings.CHANNEL_LAYERS = {
         "default": {"BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer", "CONFIG": {"hosts": [dead_redis]}}
@@ -176,7 +176,7 @@ def test_a_failed_publish_never_fails_the_recording(team_contracts, settings):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_concurrent_recording_from_many_threads_loses_no_receipt(team_contracts):
+def test_concurrent_recording_from_many_threads_loses_no_receipt(contracts):
     parts = healthy_parts()
     jobs = [(part, value, str(attempt)) for part, value in parts.items() for attempt in range(3)]
     jobs.append(("final_status", "complete", "0"))
@@ -208,7 +208,7 @@ def test_concurrent_recording_from_many_threads_loses_no_receipt(team_contracts)
 
 
 @pytest.mark.django_db
-def test_a_wait_past_its_deadline_is_reclassified_as_uncertain(team_contracts):
+def test_a_wait_past_its_deadline_is_reclassified_as_uncertain(contracts):
     from receipts.recording import reclassify_overdue_waits
 
     wait = {

@@ -8,6 +8,7 @@ import pytest
 
 from receipts.bundle import VERDICTS, Contracts, parse_bundle, parse_contracts
 from receipts.verdicts import BOUNDARIES, NEXT_MOVES, VERDICT_BOUNDARY, Verdict, classify
+from tests.factories import healthy_bundle as healthy
 
 NOW = datetime(2026, 7, 30, 12, 0, tzinfo=UTC)
 SHARED = (Path(__file__).resolve().parents[2] / ".." / "shared").resolve()
@@ -38,40 +39,6 @@ CONTRACTS_DOCUMENT = {
 
 def contracts() -> Contracts:
     return parse_contracts(CONTRACTS_DOCUMENT)
-
-
-def healthy() -> dict:
-    """A triage -> sales handoff proven at every boundary and verified complete."""
-    return {
-        "schema": "sidewisp.handoff/1",
-        "handoff_id": "h-1",
-        "operation_id": "op-1",
-        "created": {
-            "sender": "triage",
-            "receiver": "sales",
-            "route_version": "routes/1",
-            "tool_call_id": "call_abc",
-            "required_context_keys": ["request_type", "customer_tier", "consent_status"],
-            "at": "2026-07-30T10:00:00Z",
-        },
-        "reduced": {
-            "goto": "sales",
-            "active_agent_before": "triage",
-            "active_agent_after": "sales",
-            "graph_scope": "parent",
-            "tool_message_ids": ["call_abc"],
-            "context_keys": ["request_type", "customer_tier", "consent_status"],
-            "at": "2026-07-30T10:00:01Z",
-        },
-        "destination": {"node_id": "sales", "started_at": "2026-07-30T10:00:02Z", "attempt_id": "a-1"},
-        "verification": {
-            "verifier": "order_exists",
-            "result": "pass",
-            "checked_at": "2026-07-30T10:05:00Z",
-            "receipt_id": "v-1",
-        },
-        "final_status": "complete",
-    }
 
 
 def waiting() -> dict:
