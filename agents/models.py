@@ -7,7 +7,8 @@ instead of a second external action.
 
 from __future__ import annotations
 
-from django.db import models
+from django.conf import settings
+from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
 
@@ -54,7 +55,12 @@ class Refund(models.Model):
 
 
 class AgentLimits(models.Model):
-    """The middleware settings of one agent; an agent without a row gets the defaults."""
+    """Legacy per-agent settings, superseded by `LimitsVersion`.
+
+    Runs take their settings from the pinned `LimitsVersion`; an `AgentLimits`
+    handed to `agents.stack.build_middleware` is still understood (converted by
+    `agents.stack.settings_from_agent_limits`).
+    """
 
     agent = models.CharField(max_length=100, unique=True)
     tool_run_limit = models.PositiveIntegerField(default=8)
@@ -94,3 +100,92 @@ class AgentLimits(models.Model):
                 raise ValueError(msg)
             setattr(limits, name, value)
         return limits
+
+
+class LimitsVersion(models.Model):
+    """One saved version of the limits document (see `agents.limits`). Never edited: every change is a new version.
+
+    The current version is the newest; a rollback saves an old document as a new version.
+    """
+
+    number = models.PositiveIntegerField(unique=True)
+    document = models.JSONField(help_text='{"default": {section: {...}}, "agents": {agent: {section: {...}}}}')
+    note = models.CharField(max_length=200, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(default=timezone.now)
+    rolled_back_from = models.PositiveIntegerField(null=True, blank=True, help_text="The version this one restores.")
+
+    class Meta:
+        ordering = ["-number"]
+        verbose_name = "limits version"
+
+    def __str__(self) -> str:
+        return f"v{self.number}"
+
+    @classmethod
+    def current(cls) -> LimitsVersion:
+        """The newest version; the built-in defaults become version 1 when none is saved yet."""
+        newest = cls.objects.order_by("-number").first()
+        if newest is not None:
+            return newest
+        from agents.limits import DEFAULT_DOCUMENT
+
+        try:
+            with transaction.atomic():
+                return cls.objects.create(number=1, document=DEFAULT_DOCUMENT, note="built-in defaults")
+        except IntegrityError:  # another process created it first
+            return cls.objects.get(number=1)
+
+    @classmethod
+    def save_new(
+        cls, document: dict, *, user=None, note: str = "", rolled_back_from: int | None = None
+    ) -> LimitsVersion:
+        """Store `document` (already validated) as the next version number."""
+        cls.current()
+        for _ in range(5):
+            number = (cls.objects.aggregate(top=models.Max("number"))["top"] or 0) + 1
+            try:
+                with transaction.atomic():
+                    return cls.objects.create(
+                        number=number,
+                        document=document,
+                        note=note,
+                        created_by=user if getattr(user, "is_authenticated", False) else None,
+                        rolled_back_from=rolled_back_from,
+                    )
+            except IntegrityError:  # two saves raced for the same number
+                continue
+        msg = "could not allocate a version number"
+        raise RuntimeError(msg)
+
+    def previous(self) -> LimitsVersion | None:
+        return LimitsVersion.objects.filter(number__lt=self.number).order_by("-number").first()
+
+
+class RunLimits(models.Model):
+    """The limits version a run started with; it keeps it until it ends (resumes and re-deliveries too)."""
+
+    run = models.OneToOneField("receipts.Run", related_name="limits_pin", on_delete=models.CASCADE)
+    version = models.ForeignKey(LimitsVersion, related_name="runs", on_delete=models.PROTECT)
+    pinned_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name = "run limits"
+        verbose_name_plural = "run limits"
+
+    def __str__(self) -> str:
+        return f"{self.run_id} → v{self.version.number}"
+
+    @classmethod
+    def pin(cls, run) -> LimitsVersion:
+        """The run's version, pinning the current one on first use."""
+        existing = cls.objects.select_related("version").filter(run=run).first()
+        if existing is not None:
+            return existing.version
+        version = LimitsVersion.current()
+        try:
+            with transaction.atomic():
+                cls.objects.create(run=run, version=version)
+        except IntegrityError:  # a concurrent delivery pinned it first
+            return cls.objects.select_related("version").get(run=run).version
+        return version

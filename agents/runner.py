@@ -15,6 +15,7 @@ from langgraph.types import Command
 
 from agents import evidence
 from agents.checkpoints import checkpointer
+from agents.models import RunLimits
 from agents.observer import Outcome, conclude, gated_tools, observe, verify
 from agents.scenarios import SCENARIOS, Scenario
 from receipts import broadcast
@@ -34,9 +35,11 @@ _STATUS = {
 def start_run(run: Run) -> str:
     """Drive the run's graph from the start (or from its checkpoint) until it ends or waits."""
     scenario = _scenario_of(run)
+    # Pinned on the first delivery; a re-delivery finds the same version.
+    version = RunLimits.pin(run)
     _set_status(run, Run.Status.RUNNING, started=True)
     with checkpointer() as saver:
-        team = scenario.build(saver)
+        team = scenario.build(saver, version=version)
         config = graph_config(run)
         snapshot = team.graph.get_state(config)
         kwargs = {"wait_policies": team.wait_policies, "verifier": scenario.outcome_verifier()}
@@ -61,8 +64,9 @@ def resume_run(run: Run, decision: dict) -> str:
     """
     clean = validate_decision(decision)
     scenario = _scenario_of(run)
+    version = RunLimits.pin(run)  # the version the run started with, never a newer one
     with checkpointer() as saver:
-        team = scenario.build(saver)
+        team = scenario.build(saver, version=version)
         config = graph_config(run)
         pending = list(team.graph.get_state(config).interrupts)
         if not pending:

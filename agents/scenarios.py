@@ -17,9 +17,10 @@ from django.db import transaction
 from langchain_core.messages import AIMessage, BaseMessage
 
 from agents.handoffs import Fault
-from agents.models import AgentLimits
+from agents.limits import AgentSettings, resolve
+from agents.models import LimitsVersion
 from agents.scripted import Call, Fail, Say, Script, last_result
-from agents.team import ROUTE_VERSION, Team, Transfer, build_team, declared_transfers
+from agents.team import AGENT_TOOLS, AGENTS, ROUTE_VERSION, Team, Transfer, build_team, declared_transfers
 from agents.verifiers import verifier
 from receipts.models import Run
 
@@ -33,6 +34,7 @@ class Scenario:
     policies: Mapping[str, Script]
     expected: tuple[str, ...]  # the verdict of each handoff, in the order they happen
     verifier: str | None = None
+    # Per-agent settings laid over the run's limits version (a partial `agents.limits` document section).
     limits: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     faults: Mapping[tuple[str, str], Fault] = field(default_factory=dict)  # (sender, receiver) -> fault
     extra_transfers: Sequence[Transfer] = ()
@@ -40,20 +42,34 @@ class Scenario:
     route_version: str = ROUTE_VERSION
     description: str = ""
 
-    def build(self, checkpointer: Any) -> Team:
-        transfers = [
-            Transfer(t.sender, t.receiver, t.context_keys, self.faults.get((t.sender, t.receiver)))
-            for t in declared_transfers(self.route_version)
-        ]
-        limits = {agent: AgentLimits.for_agent(agent, **overrides) for agent, overrides in self.limits.items()}
+    def build(self, checkpointer: Any, *, version: LimitsVersion | None = None) -> Team:
+        """The team with the settings of `version` (default: the current one) and this scenario's overrides."""
         return build_team(
             self.policies,
             checkpointer=checkpointer,
-            limits=limits,
-            transfers=[*transfers, *self.extra_transfers],
+            limits=self.agent_settings(version or LimitsVersion.current()),
+            transfers=self.transfers(),
             held_nodes=self.held_nodes,
             route_version=self.route_version,
         )
+
+    def transfers(self) -> list[Transfer]:
+        declared = [
+            Transfer(t.sender, t.receiver, t.context_keys, self.faults.get((t.sender, t.receiver)))
+            for t in declared_transfers(self.route_version)
+        ]
+        return [*declared, *self.extra_transfers]
+
+    def agent_settings(self, version: LimitsVersion) -> dict[str, AgentSettings]:
+        return {
+            agent: AgentSettings(agent, resolve(version.document, agent, self.limits.get(agent)), version.number)
+            for agent in AGENTS
+        }
+
+    def tool_names(self, agent: str) -> list[str]:
+        """The names of the tools `agent` gets in this scenario, as `build_team` gives them."""
+        own = [f"transfer_to_{t.receiver}" for t in self.transfers() if t.sender == agent]
+        return [*(t.name for t in AGENT_TOOLS[agent]), *own]
 
     def outcome_verifier(self):
         return verifier(self.verifier) if self.verifier else None
@@ -181,7 +197,7 @@ _CATALOGUE = [
             "triage": TRIAGE_TO_SUPPORT,
             "support": Script((Call("disclose_secret", {"name": "api_key"}), Say("The key was sent."))),
         },
-        limits={"support": {"approval_owner": "", "approval_deadline_minutes": 0}},
+        limits={"support": {"approval": {"owner": "", "deadline_minutes": 0}}},
         expected=("UNCERTAIN",),
         verifier="ticket_state_changed",
         description="a secret disclosure waits with no owner and no deadline",
@@ -235,11 +251,9 @@ _CATALOGUE = [
         },
         limits={
             "sales": {
-                "per_tool_run_limits": {"check_inventory": 1},
-                "summarize_after_messages": 8,
-                "summarize_keep_messages": 2,
-                "context_edit_trigger_tokens": 10,
-                "context_edit_keep": 1,
+                "per_tool_limits": {"check_inventory": {"run_limit": 1}},
+                "summarization": {"trigger": [{"messages": 8}], "keep": ["messages", 2]},
+                "context_editing": {"trigger": 10, "keep": 1},
             }
         },
         expected=("HEALTHY",),

@@ -340,7 +340,7 @@ MAX_QUERIES = {
     "sidewisp:runs": 6,
     "sidewisp:waits": 5,
     "sidewisp:false-completions": 6,
-    "sidewisp:run-detail": 9,
+    "sidewisp:run-detail": 10,  # + the run's pinned limits version (issue 6)
 }
 
 

@@ -1,0 +1,580 @@
+"""The limits document: every middleware setting, a global default plus per-agent overrides.
+
+A document is `{"default": {section: {...}}, "agents": {agent: {section: {...partial}}}}`.
+An agent's settings are the default deep-merged with its override (dicts merge,
+everything else replaces). `validate_document` mirrors the rules the installed
+LangChain middleware enforce in their constructors, adds Sidewisp's own rules,
+and names the offending field in every message. The stack builder
+(`agents.stack`) and the admin form both go through this module.
+
+The validation itself is pure: lookups that need the database (does this owner
+exist? is this wait reason known?) are passed in as callables.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import string
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents.tools import SENSITIVE_TOOLS, TransientServiceError
+
+# Which errors a retry may be configured to retry: names an admin picks from, never free text.
+# "default" is the library's own rule (every Exception except a ModelError marked not retryable).
+RETRYABLE_ERRORS: dict[str, type[Exception] | None] = {
+    "default": None,
+    "TransientServiceError": TransientServiceError,
+    "ConnectionError": ConnectionError,
+    "TimeoutError": TimeoutError,
+}
+TOOL_EXIT_BEHAVIORS = ("continue", "error", "end")
+MODEL_EXIT_BEHAVIORS = ("end", "error")
+ON_FAILURE = ("continue", "error")
+# Sidewisp's approval actions send these three; "respond" has no action behind it.
+DECISIONS = ("approve", "edit", "reject")
+ON_EXPIRY = ("reject", "escalate")
+SUMMARIZER_MODELS = ("scripted",)
+CONTEXT_KINDS = ("messages", "tokens", "fraction")
+# Tools whose approval can depend on the order amount.
+AMOUNT_TOOLS = frozenset({"place_order"})
+MESSAGE_FIELDS = frozenset({"tool", "error_type", "attempts"})
+RETRIED_MARKER = "failed after {attempts} attempts"
+# Retries run inside a worker: they may pause, never for seconds.
+MAX_INITIAL_DELAY = 1.0
+MAX_DELAY = 5.0
+MAX_RETRIES = 10
+MAX_DEADLINE_MINUTES = 30 * 24 * 60
+
+DEFAULT_SETTINGS: dict[str, Any] = {
+    "tool_call_limit": {"thread_limit": 20, "run_limit": 8, "exit_behavior": "continue"},
+    "per_tool_limits": {},
+    "model_call_limit": {"thread_limit": 40, "run_limit": 12, "exit_behavior": "end"},
+    "tool_retry": {
+        "max_retries": 2,
+        "retry_on": ["TransientServiceError"],
+        "on_failure": "error",
+        "backoff_factor": 2.0,
+        "initial_delay": 0.01,
+        "max_delay": 0.05,
+        "jitter": False,
+    },
+    "model_retry": {
+        "max_retries": 2,
+        "retry_on": ["default"],
+        "on_failure": "continue",
+        "backoff_factor": 2.0,
+        "initial_delay": 0.01,
+        "max_delay": 0.05,
+        "jitter": False,
+    },
+    "tool_errors": {
+        "tools": None,
+        # The exception's type only: its text may carry internal details the model must not see.
+        "message": "`{tool}` failed with {error_type}",
+        "retried_message": "`{tool}` failed after {attempts} attempts with {error_type}",
+    },
+    "summarization": {"trigger": [{"messages": 24}], "keep": ["messages", 6], "model": "scripted"},
+    "context_editing": {
+        "trigger": 4000,
+        "keep": 3,
+        "clear_at_least": 0,
+        "exclude_tools": [],
+        "placeholder": "[cleared]",
+        "clear_tool_inputs": False,
+    },
+    "approval": {
+        "tools": {
+            "place_order": {"allowed_decisions": list(DECISIONS), "reason": "purchase_approval", "threshold": 500},
+            "disclose_secret": {"allowed_decisions": list(DECISIONS), "reason": "secret_disclosure"},
+            "refund": {"allowed_decisions": list(DECISIONS), "reason": "irreversible_choice"},
+        },
+        "owner": "ops-lead",
+        "backup_owner": "",
+        "deadline_minutes": 24 * 60,
+        "on_expiry": "reject",
+    },
+}
+DEFAULT_DOCUMENT: dict[str, Any] = {"default": DEFAULT_SETTINGS, "agents": {}}
+
+_LIMIT_KEYS = ("thread_limit", "run_limit", "exit_behavior")
+_TOOL_APPROVAL_KEYS = ("allowed_decisions", "reason", "threshold")
+
+
+class LimitsError(ValueError):
+    """Invalid limits; `errors` holds one message per problem, each naming its field."""
+
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("; ".join(errors))
+        self.errors = errors
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    """One agent's resolved settings, as the stack builder takes them."""
+
+    agent: str
+    settings: dict[str, Any]
+    version: int | None = None
+
+
+@dataclass
+class Checks:
+    """What validation needs to know about the world (tools, owners, wait reasons)."""
+
+    tools_by_agent: Mapping[str, Iterable[str]]
+    owner_exists: Callable[[str], bool] | None = None
+    reason_exists: Callable[[str], bool] | None = None
+    all_tools: set[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.tools_by_agent = {agent: set(names) for agent, names in self.tools_by_agent.items()}
+        self.all_tools = set().union(*self.tools_by_agent.values()) if self.tools_by_agent else set()
+
+
+# --- merging ------------------------------------------------------------------
+
+
+def merge(base: Mapping[str, Any], override: Mapping[str, Any] | None) -> dict[str, Any]:
+    """`base` deep-merged with `override`: dicts merge key by key, anything else replaces."""
+    merged = copy.deepcopy(dict(base))
+    for key, value in (override or {}).items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def resolve(document: Mapping[str, Any], agent: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The settings of `agent`: default, then the agent's override, then `overrides` (scenario fixtures)."""
+    settings = merge(DEFAULT_SETTINGS, document.get("default") or {})
+    settings = merge(settings, (document.get("agents") or {}).get(agent) or {})
+    settings = merge(settings, overrides or {})
+    # A null per-tool entry in an override removes the limit or the gate it inherited.
+    if isinstance(settings.get("per_tool_limits"), Mapping):
+        settings["per_tool_limits"] = {k: v for k, v in settings["per_tool_limits"].items() if v is not None}
+    approval = settings.get("approval")
+    if isinstance(approval, Mapping) and isinstance(approval.get("tools"), Mapping):
+        approval["tools"] = {k: v for k, v in approval["tools"].items() if v is not None}
+    return settings
+
+
+# --- validation ---------------------------------------------------------------
+
+
+def validate_document(document: Any, checks: Checks) -> dict[str, Any]:
+    """The document as stored, or LimitsError listing every problem ("where: what")."""
+    if not isinstance(document, Mapping):
+        raise LimitsError(["the document must be an object with “default” and “agents”"])
+    errors: list[str] = []
+    if unknown := set(document) - {"default", "agents"}:
+        errors.append(f"{_names(unknown)}: unknown key; the document has “default” and “agents”")
+    default = document.get("default") or {}
+    agents = document.get("agents") or {}
+    if not isinstance(default, Mapping):
+        errors.append("default: must be an object")
+        default = {}
+    if not isinstance(agents, Mapping):
+        errors.append("agents: must be an object of agent name → overrides")
+        agents = {}
+    errors += _unknown_keys(default, "default")
+    base = resolve({"default": default}, "")
+    errors += check_settings(base, "default", checks, tools=checks.all_tools, gate_everything=True)
+    inherited = {error.removeprefix("default") for error in errors}
+    for agent, override in agents.items():
+        where = f"agents.{agent}"
+        if agent not in checks.tools_by_agent:
+            errors.append(f"{where}: unknown agent; known: {_names(checks.tools_by_agent)}")
+            continue
+        if not isinstance(override, Mapping):
+            errors.append(f"{where}: must be an object of settings")
+            continue
+        errors += _unknown_keys(override, where)
+        own = set(checks.tools_by_agent[agent])
+        for name in (
+            (override.get("per_tool_limits") or {}) if isinstance(override.get("per_tool_limits"), Mapping) else ()
+        ):
+            if name not in own:
+                errors.append(f"{where}.per_tool_limits.{name}: {agent} has no tool {name!r}")
+        settings = resolve({"default": default, "agents": {agent: override}}, agent)
+        found = check_settings(settings, where, checks, tools=own, gate_everything=False)
+        # A problem of the default shows once, under "default", not again for every agent.
+        errors += [error for error in found if error.removeprefix(where) not in inherited]
+    if not errors:
+        errors += _construct(document, checks)
+    if errors:
+        raise LimitsError(_unique(errors))
+    return json.loads(json.dumps({"default": dict(default), "agents": dict(agents)}))
+
+
+def _construct(document: Mapping[str, Any], checks: Checks) -> list[str]:
+    # The last word is the library's: build every agent's stack as a run would.
+    from agents.stack import build_layers
+
+    errors = []
+    for agent, tools in checks.tools_by_agent.items():
+        try:
+            build_layers(AgentSettings(agent, resolve(document, agent)), sorted(tools))
+        except (TypeError, ValueError) as exc:
+            errors.append(f"agents.{agent}: the middleware refuses these settings: {exc}")
+    return errors
+
+
+def check_settings(
+    settings: Mapping[str, Any], where: str, checks: Checks, *, tools: set[str], gate_everything: bool
+) -> list[str]:
+    """Every problem of one agent's (or the default's) resolved settings."""
+    errors: list[str] = []
+    errors += _check_limit(settings.get("tool_call_limit"), f"{where}.tool_call_limit", TOOL_EXIT_BEHAVIORS, True)
+    per_tool = settings.get("per_tool_limits")
+    if not isinstance(per_tool, Mapping):
+        errors.append(f"{where}.per_tool_limits: must be an object of tool name → limit")
+    else:
+        for name, limit in per_tool.items():
+            if name not in checks.all_tools:
+                errors.append(f"{where}.per_tool_limits.{name}: unknown tool")
+                continue
+            entry = merge({"thread_limit": None, "run_limit": None, "exit_behavior": "continue"}, limit)
+            errors += _check_limit(entry, f"{where}.per_tool_limits.{name}", TOOL_EXIT_BEHAVIORS, False)
+    errors += _check_limit(settings.get("model_call_limit"), f"{where}.model_call_limit", MODEL_EXIT_BEHAVIORS, None)
+    errors += _check_retry(settings.get("tool_retry"), f"{where}.tool_retry")
+    errors += _check_retry(settings.get("model_retry"), f"{where}.model_retry")
+    errors += _check_tool_errors(settings.get("tool_errors"), f"{where}.tool_errors", checks)
+    errors += _check_summarization(settings.get("summarization"), f"{where}.summarization")
+    errors += _check_context_editing(settings.get("context_editing"), f"{where}.context_editing", checks)
+    errors += _check_approval(settings.get("approval"), f"{where}.approval", checks, tools, gate_everything)
+    return errors
+
+
+def _check_limit(limit: Any, where: str, behaviors: tuple[str, ...], global_limit: bool | None) -> list[str]:
+    if not isinstance(limit, Mapping):
+        return [f"{where}: must be an object with thread_limit, run_limit and exit_behavior"]
+    errors = [f"{where}.{key}: unknown setting" for key in limit if key not in _LIMIT_KEYS]
+    thread, run = limit.get("thread_limit"), limit.get("run_limit")
+    for key, value in (("thread_limit", thread), ("run_limit", run)):
+        if value is not None and not _is_int(value, minimum=0):
+            errors.append(f"{where}.{key}: must be a whole number ≥ 0, or empty for no limit")
+    if thread is None and run is None:
+        errors.append(f"{where}: at least one limit must be specified (thread_limit or run_limit)")
+    elif _is_int(thread) and _is_int(run) and run > thread:
+        errors.append(f"{where}.run_limit: run_limit ({run}) cannot exceed thread_limit ({thread})")
+    behavior = limit.get("exit_behavior")
+    if behavior not in behaviors:
+        errors.append(f"{where}.exit_behavior: must be one of {', '.join(behaviors)}, not {behavior!r}")
+    elif behavior == "end" and global_limit:
+        errors.append(f"{where}.exit_behavior: “end” is only allowed when one tool is limited (a per-tool limit)")
+    return errors
+
+
+def _check_retry(retry: Any, where: str) -> list[str]:
+    if not isinstance(retry, Mapping):
+        return [f"{where}: must be an object"]
+    errors = [f"{where}.{key}: unknown setting" for key in retry if key not in DEFAULT_SETTINGS["tool_retry"]]
+    if not _is_int(retry.get("max_retries"), minimum=0, maximum=MAX_RETRIES):
+        errors.append(f"{where}.max_retries: must be a whole number from 0 to {MAX_RETRIES}")
+    for key, top in (("backoff_factor", 10.0), ("initial_delay", MAX_INITIAL_DELAY), ("max_delay", MAX_DELAY)):
+        value = retry.get(key)
+        if not _is_number(value) or value < 0:
+            errors.append(f"{where}.{key}: must be a number ≥ 0")
+        elif value > top:
+            errors.append(f"{where}.{key}: at most {top:g} seconds: a retry must not hold a worker for long")
+    delays = retry.get("initial_delay"), retry.get("max_delay")
+    if all(_is_number(d) for d in delays) and delays[1] < delays[0]:
+        errors.append(f"{where}.max_delay: must be at least initial_delay ({delays[0]:g})")
+    if not isinstance(retry.get("jitter"), bool):
+        errors.append(f"{where}.jitter: must be true or false")
+    if retry.get("on_failure") not in ON_FAILURE:
+        errors.append(f"{where}.on_failure: must be one of {', '.join(ON_FAILURE)}")
+    retry_on = retry.get("retry_on")
+    if not isinstance(retry_on, list) or not retry_on:
+        errors.append(f"{where}.retry_on: name at least one error from: {_names(RETRYABLE_ERRORS)}")
+    elif unknown := [name for name in retry_on if name not in RETRYABLE_ERRORS]:
+        errors.append(f"{where}.retry_on: {_names(map(str, unknown))} not in the safe list: {_names(RETRYABLE_ERRORS)}")
+    elif "default" in retry_on and len(retry_on) > 1:
+        errors.append(f"{where}.retry_on: “default” already covers every error; use it alone")
+    return errors
+
+
+def _check_tool_errors(config: Any, where: str, checks: Checks) -> list[str]:
+    if not isinstance(config, Mapping):
+        return [f"{where}: must be an object"]
+    errors = [f"{where}.{key}: unknown setting" for key in config if key not in DEFAULT_SETTINGS["tool_errors"]]
+    tools = config.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list) or not all(isinstance(name, str) for name in tools):
+            errors.append(f"{where}.tools: must be a list of tool names, or empty for every tool")
+        elif unknown := set(tools) - checks.all_tools:
+            errors.append(f"{where}.tools: unknown tool {_names(unknown)}")
+    for key in ("message", "retried_message"):
+        errors += _check_template(config.get(key), f"{where}.{key}")
+    retried = config.get("retried_message")
+    if isinstance(retried, str) and RETRIED_MARKER not in retried:
+        errors.append(f"{where}.retried_message: must contain “{RETRIED_MARKER}” (Sidewisp reports look for it)")
+    return errors
+
+
+def _check_template(template: Any, where: str) -> list[str]:
+    if not isinstance(template, str) or not template.strip() or len(template) > 300:
+        return [f"{where}: must be a non-empty text of at most 300 characters"]
+    try:
+        fields = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+    except ValueError as exc:
+        return [f"{where}: not a valid template ({exc})"]
+    if unknown := fields - MESSAGE_FIELDS:
+        return [f"{where}: unknown placeholder {_names(unknown)}; allowed: {{tool}}, {{error_type}}, {{attempts}}"]
+    return []
+
+
+def _check_summarization(config: Any, where: str) -> list[str]:
+    if not isinstance(config, Mapping):
+        return [f"{where}: must be an object"]
+    errors = [f"{where}.{key}: unknown setting" for key in config if key not in DEFAULT_SETTINGS["summarization"]]
+    trigger, keep = config.get("trigger"), config.get("keep")
+    uses_fraction = False
+    if not isinstance(trigger, list):
+        errors.append(f'{where}.trigger: must be a list of clauses such as {{"messages": 24}} (empty: never)')
+    else:
+        for i, clause in enumerate(trigger):
+            at = f"{where}.trigger[{i}]"
+            if not isinstance(clause, Mapping) or not clause:
+                errors.append(f"{at}: trigger clause must specify at least one of 'tokens', 'messages', 'fraction'")
+                continue
+            for kind, value in clause.items():
+                errors += _check_context_size(kind, value, f"{at}.{kind}", "trigger")
+                uses_fraction |= kind == "fraction"
+    if not (isinstance(keep, list) and len(keep) == 2):
+        errors.append(f'{where}.keep: must be [kind, value], e.g. ["messages", 6]')
+    else:
+        errors += _check_context_size(keep[0], keep[1], f"{where}.keep", "keep")
+        uses_fraction |= keep[0] == "fraction"
+    model = config.get("model")
+    if model not in SUMMARIZER_MODELS:
+        errors.append(f"{where}.model: must be one of {_names(SUMMARIZER_MODELS)}")
+    elif uses_fraction:
+        errors.append(f"{where}: fraction triggers need a model profile (max_input_tokens); {model!r} has none")
+    return errors
+
+
+def _check_context_size(kind: Any, value: Any, where: str, parameter: str) -> list[str]:
+    # The rules of SummarizationMiddleware._validate_context_size and its trigger clauses.
+    if kind not in CONTEXT_KINDS:
+        return [f"{where}: unsupported context size {kind!r}; use {_names(CONTEXT_KINDS)}"]
+    if kind == "fraction":
+        if not _is_number(value) or not 0 < value <= 1:
+            return [f"{where}: fractional {parameter} values must be between 0 and 1, got {value!r}"]
+    elif not _is_int(value) or value <= 0:
+        return [f"{where}: {parameter} thresholds must be whole numbers greater than 0, got {value!r}"]
+    return []
+
+
+def _check_context_editing(config: Any, where: str, checks: Checks) -> list[str]:
+    if not isinstance(config, Mapping):
+        return [f"{where}: must be an object"]
+    errors = [f"{where}.{key}: unknown setting" for key in config if key not in DEFAULT_SETTINGS["context_editing"]]
+    if not _is_int(config.get("trigger"), minimum=1):
+        errors.append(f"{where}.trigger: must be a whole number of tokens ≥ 1")
+    for key in ("keep", "clear_at_least"):
+        if not _is_int(config.get(key), minimum=0):
+            errors.append(f"{where}.{key}: must be a whole number ≥ 0")
+    excluded = config.get("exclude_tools")
+    if not isinstance(excluded, list) or not all(isinstance(name, str) for name in excluded):
+        errors.append(f"{where}.exclude_tools: must be a list of tool names")
+    elif unknown := set(excluded) - checks.all_tools:
+        errors.append(f"{where}.exclude_tools: unknown tool {_names(unknown)}")
+    placeholder = config.get("placeholder")
+    if not isinstance(placeholder, str) or not placeholder.strip() or len(placeholder) > 100:
+        errors.append(f"{where}.placeholder: must be a non-empty text of at most 100 characters")
+    if not isinstance(config.get("clear_tool_inputs"), bool):
+        errors.append(f"{where}.clear_tool_inputs: must be true or false")
+    return errors
+
+
+def _check_approval(config: Any, where: str, checks: Checks, tools: set[str], gate_everything: bool) -> list[str]:
+    if not isinstance(config, Mapping):
+        return [f"{where}: must be an object"]
+    errors = [f"{where}.{key}: unknown setting" for key in config if key not in DEFAULT_SETTINGS["approval"]]
+    gated = config.get("tools")
+    if not isinstance(gated, Mapping):
+        errors.append(f"{where}.tools: must be an object of tool name → approval rule")
+        gated = {}
+    must_gate = set(SENSITIVE_TOOLS) if gate_everything else set(SENSITIVE_TOOLS) & tools
+    if missing := must_gate - set(gated):
+        errors.append(f"{where}.tools: {_names(missing)} must keep an approval (sensitive tools)")
+    for name, rule in gated.items():
+        at = f"{where}.tools.{name}"
+        if name not in checks.all_tools:
+            errors.append(f"{at}: unknown tool")
+            continue
+        if not isinstance(rule, Mapping):
+            errors.append(f"{at}: must be an object with allowed_decisions and reason")
+            continue
+        errors += [f"{at}.{key}: unknown setting" for key in rule if key not in _TOOL_APPROVAL_KEYS]
+        decisions = rule.get("allowed_decisions")
+        if not isinstance(decisions, list) or not decisions:
+            errors.append(
+                f"{at}.allowed_decisions: must be a non-empty list of decision types (e.g. ['approve', 'reject'])"
+            )
+        elif unknown := [d for d in decisions if d not in DECISIONS]:
+            errors.append(
+                f"{at}.allowed_decisions: {_names(map(str, unknown))} not allowed; choose from {_names(DECISIONS)}"
+            )
+        reason = rule.get("reason")
+        if not isinstance(reason, str) or not reason:
+            errors.append(f"{at}.reason: must name a wait reason code")
+        elif checks.reason_exists is not None and not checks.reason_exists(reason):
+            errors.append(f"{at}.reason: {reason!r} is not a known wait reason code")
+        if "threshold" in rule:
+            if name not in AMOUNT_TOOLS:
+                errors.append(f"{at}.threshold: only {_names(AMOUNT_TOOLS)} can be gated by amount")
+            elif not _is_int(rule["threshold"], minimum=0):
+                errors.append(f"{at}.threshold: must be a whole amount ≥ 0")
+    owner, backup = config.get("owner"), config.get("backup_owner")
+    if not isinstance(owner, str) or not owner:
+        errors.append(f"{where}.owner: an approval needs an owner (a user or group)")
+    elif checks.owner_exists is not None and not checks.owner_exists(owner):
+        errors.append(f"{where}.owner: no user or group named {owner!r}")
+    if not isinstance(backup, str):
+        errors.append(f"{where}.backup_owner: must be a user or group name, or empty")
+    elif backup:
+        if backup == owner:
+            errors.append(f"{where}.backup_owner: must differ from the owner")
+        elif checks.owner_exists is not None and not checks.owner_exists(backup):
+            errors.append(f"{where}.backup_owner: no user or group named {backup!r}")
+    if not _is_int(config.get("deadline_minutes"), minimum=1, maximum=MAX_DEADLINE_MINUTES):
+        errors.append(f"{where}.deadline_minutes: a deadline must be positive (1 to {MAX_DEADLINE_MINUTES} minutes)")
+    expiry = config.get("on_expiry")
+    if expiry not in ON_EXPIRY:
+        errors.append(f"{where}.on_expiry: must be one of {_names(ON_EXPIRY)}")
+    elif expiry == "escalate" and not backup:
+        errors.append(f"{where}.on_expiry: “escalate” needs a backup_owner")
+    return errors
+
+
+def _unknown_keys(settings: Mapping[str, Any], where: str) -> list[str]:
+    return [f"{where}.{key}: unknown section" for key in settings if key not in DEFAULT_SETTINGS]
+
+
+def _is_int(value: Any, *, minimum: int | None = None, maximum: int | None = None) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return False
+    return (minimum is None or value >= minimum) and (maximum is None or value <= maximum)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _names(values: Iterable[Any]) -> str:
+    return ", ".join(sorted(str(v) for v in values))
+
+
+def _unique(errors: list[str]) -> list[str]:
+    return list(dict.fromkeys(errors))
+
+
+# --- reading ------------------------------------------------------------------
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """{"a.b.c": leaf} for every leaf of a nested document (lists are leaves, empty objects vanish)."""
+    if isinstance(value, Mapping):  # an empty object sets nothing, so it shows nothing
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out.update(flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: value} if prefix else {}
+
+
+def diff(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[dict[str, str]]:
+    """What changed between two documents, one row per setting: {"setting", "before", "after"}."""
+    before, after = flatten(old or {}), flatten(new)
+    rows = []
+    for key in sorted(set(before) | set(after)):
+        if before.get(key, _MISSING) != after.get(key, _MISSING):
+            rows.append(
+                {"setting": key, "before": _show(before.get(key, _MISSING)), "after": _show(after.get(key, _MISSING))}
+            )
+    return rows
+
+
+_MISSING = object()
+
+
+def _show(value: Any) -> str:
+    if value is _MISSING:
+        return "—"
+    return json.dumps(value, ensure_ascii=False)
+
+
+# --- the database side: checks against the team, the stack of a run ------------
+
+
+def team_checks() -> Checks:
+    """Checks against the real team: its agents' tools, existing users and groups, known wait reasons."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    from agents.team import AGENT_TOOLS, declared_transfers
+    from receipts.models import WaitReason
+
+    tools = {agent: {t.name for t in own} for agent, own in AGENT_TOOLS.items()}
+    for transfer in declared_transfers():
+        tools.setdefault(transfer.sender, set()).add(f"transfer_to_{transfer.receiver}")
+    user_model = get_user_model()
+
+    def owner_exists(name: str) -> bool:
+        return user_model.objects.filter(**{user_model.USERNAME_FIELD: name}).exists() or (
+            Group.objects.filter(name=name).exists()
+        )
+
+    return Checks(
+        tools_by_agent=tools,
+        owner_exists=owner_exists,
+        reason_exists=lambda code: WaitReason.objects.filter(code=code).exists(),
+    )
+
+
+def preview(document: Mapping[str, Any], agent: str, scenario: Any = None) -> list[dict[str, Any]]:
+    """The middleware stack `agent` gets from `document`, in order: [{"middleware", "name", "args", "shown"}].
+
+    With a scenario, its overrides and tools are included (what that scenario's next run gets).
+    """
+    from agents.stack import build_layers
+    from agents.team import ROUTE_VERSION
+
+    if scenario is None:
+        from agents.scenarios import Scenario
+
+        scenario = Scenario(name="", message="", policies={}, expected=())
+    settings = AgentSettings(agent, resolve(document, agent, scenario.limits.get(agent)))
+    route_version = getattr(scenario, "route_version", ROUTE_VERSION)
+    layers = build_layers(settings, scenario.tool_names(agent), route_version=route_version)
+    return [_row(layer.describe()) for layer in layers]
+
+
+def effective_stack(run: Any) -> dict[str, Any]:
+    """What a run ran with: {"run", "version", "pinned_at", "agents": [{"agent", "stack": [row, ...]}]}.
+
+    Each row is {"middleware": class name, "name": instance name, "args": {...}, "shown": [(arg, json)]}.
+
+    `version` is None for a run that has not started (it will take the current
+    version then) or that no agent ran (an imported run).
+    """
+    from agents.models import RunLimits
+    from agents.scenarios import SCENARIOS
+    from agents.team import AGENTS
+
+    pin = RunLimits.objects.select_related("version").filter(run=run).first()
+    scenario = SCENARIOS.get(getattr(run, "scenario", ""))
+    if pin is None:
+        return {"run": run.pk, "version": None, "pinned_at": None, "agents": []}
+    agents = [{"agent": agent, "stack": preview(pin.version.document, agent, scenario)} for agent in AGENTS]
+    return {"run": run.pk, "version": pin.version.number, "pinned_at": pin.pinned_at, "agents": agents}
+
+
+def _row(described: dict[str, Any]) -> dict[str, Any]:
+    shown = [(key, json.dumps(value, ensure_ascii=False, default=str)) for key, value in described["args"].items()]
+    return {**described, "shown": shown}
