@@ -12,7 +12,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from agents import leases, runner
-from receipts.models import Decision, Run
+from receipts import audit
+from receipts.models import AuditEntry, Decision, Run
 
 MAX_DELIVERIES = 5
 SETTLED = {Run.Status.COMPLETE, Run.Status.FAILED, Run.Status.WAITING}
@@ -46,11 +47,16 @@ def resume(decision_id: int) -> str:
         if not held:
             raise LeaseBusy(decision.run.operation_id)
         decision.refresh_from_db()
+        decision.run.refresh_from_db()
         if decision.applied_at is not None:
             return decision.run.status
+        if not decision.run.auto_continue:
+            # Kept, not applied: resuming auto-continue applies it (receipts.actions).
+            return "held"
         Decision.objects.filter(pk=decision.pk).update(applications=F("applications") + 1)
         status = runner.resume_run(decision.run, decision.as_resume())
         Decision.objects.filter(pk=decision.pk).update(applied_at=timezone.now())
+        _audit_system("wait.resume", decision.run, decision.handoff, {"decision": decision.pk, "status": status})
         return status
 
 
@@ -59,7 +65,23 @@ def reverify(run_id: int) -> str:
     with leases.hold(run.pk) as held:
         if not held:
             raise LeaseBusy(run.operation_id)
-        return runner.reverify(run)
+        result = runner.reverify(run)
+        _audit_system("task.reverify", run, run.handoffs.order_by("created_at", "pk").last(), {"result": result})
+        return result
+
+
+def _audit_system(action: str, run: Run, handoff, detail: dict) -> None:
+    # The system's half of an operator action: the audit log shows what the worker did with it.
+    audit.log(
+        actor=None,
+        action=action,
+        object_type="run",
+        object_id=run.pk,
+        outcome=AuditEntry.Outcome.DONE,
+        run=run,
+        handoff=handoff,
+        detail=detail,
+    )
 
 
 def _count_delivery(run: Run) -> int:

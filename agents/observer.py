@@ -28,6 +28,7 @@ from langgraph.types import Interrupt
 
 from agents import evidence
 from agents.middleware import HANDOFF_EVENT, model_failure_reports
+from receipts.models import Run
 from receipts.recording import record
 
 logger = logging.getLogger(__name__)
@@ -116,10 +117,17 @@ def observe(
     if isinstance(graph_input, Mapping):
         values.update({k: v for k, v in graph_input.items() if k != "messages"})
     tracker = _Tracker(operation_id, values)
+    if auto_continue_stopped(operation_id):
+        return Outcome("parked")
     try:
         for ns, mode, chunk in graph.stream(
             graph_input, config, stream_mode=["updates", "tasks", "custom"], subgraphs=True, durability="sync"
         ):
+            if not ns and mode == "tasks" and "input" in chunk and auto_continue_stopped(operation_id):
+                # An operator stopped the run: leave the graph at its last checkpoint (durability
+                # "sync") before the next step starts; resuming auto-continue drives it on from there.
+                logger.info("run %s parked: auto-continue stopped", operation_id)
+                return Outcome("parked")
             if mode == "custom":
                 tracker.on_custom(ns, chunk)
             elif ns:
@@ -135,6 +143,11 @@ def observe(
         _record_final(operation_id, "failed", "error")
         return Outcome("failed", error=type(exc).__name__)
     return conclude(graph, config, wait_policies=wait_policies, verifier=verifier)
+
+
+def auto_continue_stopped(operation_id: str) -> bool:
+    """True when an operator stopped auto-continue for the run (one indexed query)."""
+    return Run.objects.filter(operation_id=operation_id, auto_continue=False).exists()
 
 
 def conclude(

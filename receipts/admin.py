@@ -5,7 +5,7 @@ from django.contrib import admin
 from django.core.exceptions import ValidationError
 
 from receipts import bundle
-from receipts.models import ContractVersion, Handoff, MiddlewareReport, Receipt, Run, WaitReason
+from receipts.models import AuditEntry, ContractVersion, Handoff, MiddlewareReport, Receipt, Run, WaitReason
 
 
 class ContractVersionForm(forms.ModelForm):
@@ -92,3 +92,14 @@ class MiddlewareReportAdmin(ReadOnlyAdmin):
     list_display = ["run", "agent", "kind", "recorded_at"]
     list_filter = ["kind"]
     list_select_related = ["run"]
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(ReadOnlyAdmin):
+    """The audit log is append-only: no add, change or delete here either (receipts.audit writes it)."""
+
+    list_display = ["at", "actor_name", "action", "object_type", "object_id", "verdict", "outcome"]
+    list_filter = ["outcome", "action"]
+    search_fields = ["actor_name", "action", "object_id"]
+    date_hierarchy = "at"
+    actions = None  # not even the bulk "delete selected"

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from receipts import recording
+from receipts import actions, recording
 
 
 @shared_task
 def reclassify_overdue_waits() -> int:
     return recording.reclassify_overdue_waits()
+
+
+@shared_task
+def expire_overdue_waits() -> int:
+    """Escalate or apply the safe default to open waits past their deadline."""
+    return actions.expire_overdue_waits()

@@ -17,15 +17,18 @@ from django import forms
 from django.core.paginator import Paginator
 from django.http import QueryDict
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils import timezone
 
 from agents.limits import effective_stack
-from receipts import dashboard
-from receipts.models import Run
+from receipts import actions, dashboard
+from receipts.models import AuditEntry, Handoff, Run
 from sidewisp import labels
 
 VIEWER_PERMISSION = "receipts.view_dashboard"
 RUNS_PER_PAGE = 25
+AUDIT_PER_PAGE = 50
+AUDIT_CSV_LIMIT = 10_000
 PAGES = ("overview", "runs", "run", "waits", "false")
 
 
@@ -121,9 +124,14 @@ def runs_context(params: QueryDict | Mapping[str, str]) -> dict:
 
 
 def run_context(run: Run) -> dict:
+    timeline = dashboard.run_timeline(run)
+    for item in timeline:
+        item.handoff.evidence = reconcile_evidence(item.handoff)
     return {
         "run": run,
-        "timeline": dashboard.run_timeline(run),
+        "timeline": timeline,
+        "stoppable": any(item.handoff.verdict in actions.STOPPABLE for item in timeline),
+        "held_decisions": run.decisions.filter(applied_at__isnull=True).count() if not run.auto_continue else 0,
         "handoff_count": dashboard.run_handoff_count(run),
         "reports": dashboard.run_reports(run),
         "effective_limits": effective_stack(run),
@@ -138,6 +146,150 @@ def waits_context(username: str | None) -> dict:
 
 def false_context() -> dict:
     return {"false_completions": dashboard.false_completions(), "false_count": dashboard.false_completion_count()}
+
+
+# --- operator actions -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A stale-control or open-tool-protocol handoff's evidence side by side: declared vs what the state says."""
+
+    receiver: str
+    route_version: str
+    required_keys: list[str]
+    tool_call_id: str
+    goto: str
+    active_before: str
+    active_after: str
+    context_keys: list[str]
+    tool_message_ids: list[str]
+    sender: str
+
+    @property
+    def open_tool_call(self) -> str:
+        return self.tool_call_id if self.tool_call_id and self.tool_call_id not in self.tool_message_ids else ""
+
+    @property
+    def missing_keys(self) -> list[str]:
+        return [k for k in self.required_keys if k not in self.context_keys]
+
+
+def reconcile_evidence(handoff: Handoff) -> Evidence | None:
+    if handoff.verdict not in actions.STOPPABLE:
+        return None
+    created, reduced = handoff.created_part or {}, handoff.reduced_part or {}
+    return Evidence(
+        receiver=created.get("receiver") or "",
+        route_version=created.get("route_version") or "",
+        required_keys=list(created.get("required_context_keys") or []),
+        tool_call_id=created.get("tool_call_id") or "",
+        goto=reduced.get("goto") or "",
+        active_before=reduced.get("active_agent_before") or "",
+        active_after=reduced.get("active_agent_after") or "",
+        context_keys=list(reduced.get("context_keys") or []),
+        tool_message_ids=list(reduced.get("tool_message_ids") or []),
+        sender=created.get("sender") or "",
+    )
+
+
+def pending_call(run: Run):
+    """The tool call an approval resumes (names only), read from the durable graph; None if unreadable."""
+    from agents.waits import pending_call as read_pending
+
+    try:
+        return read_pending(run)
+    except Exception:  # noqa: BLE001 - a confirmation page says "unknown" rather than failing
+        return None
+
+
+ACTION_URLS = {
+    "approve": "sidewisp:wait-decide",
+    "reject": "sidewisp:wait-decide",
+    "edit": "sidewisp:wait-decide",
+    "reassign": "sidewisp:wait-reassign",
+    "cancel": "sidewisp:wait-cancel",
+    "reopen": "sidewisp:task-reopen",
+    "stop": "sidewisp:run-stop",
+    "resume": "sidewisp:run-resume",
+}
+
+
+def confirm_context(what: str, found: actions.Result, form) -> dict:
+    handoff, run = found.handoff, found.run
+    pending = pending_call(run) if what in actions.DECISION_KINDS else None
+    target = handoff if handoff is not None else run
+    return {
+        "what": what,
+        "action_url": reverse(ACTION_URLS[what], args=[target.pk]),
+        "handoff": handoff,
+        "run": run,
+        "form": form,
+        "pending": pending,
+        "edit_allowed": pending is not None and "edit" in pending.allowed_decisions,
+        "evidence": reconcile_evidence(handoff) if handoff is not None else None,
+        "now": timezone.now(),
+    }
+
+
+def result_context(result: actions.Result, user) -> dict:
+    context: dict = {"result": result, "now": timezone.now()}
+    if result.run is not None and result.ok and user.has_perm(VIEWER_PERMISSION):
+        # The run, live: the operator watches the resume, re-verification or parking happen.
+        context.update(run_context(result.run))
+        context["ws_url"] = PageScope("run", run_id=result.run.pk).ws_url()
+    return context
+
+
+class AuditQuery:
+    def __init__(self, params: QueryDict | Mapping[str, str]) -> None:
+        from sidewisp.forms import AuditFilterForm
+
+        names = sorted(set(AuditEntry.objects.order_by().values_list("action", flat=True).distinct()))
+        self.form = AuditFilterForm(params, actions=names)
+        self.entries = AuditEntry.objects.filter(**self.form.filters()).order_by("-at", "-pk")
+
+
+def audit_context(params: QueryDict | Mapping[str, str]) -> dict:
+    query = AuditQuery(params)
+    page = Paginator(query.entries.select_related("run"), AUDIT_PER_PAGE).get_page(
+        query.form.cleaned_data.get("page") or 1
+    )
+    filters = {k: v for k, v in _flat(params).items() if k != "page" and v}
+    return {"form": query.form, "page_obj": page, "query": urlencode(filters)}
+
+
+AUDIT_COLUMNS = ("at", "actor", "action", "object_type", "object_id", "run", "verdict", "outcome", "reason")
+
+
+def audit_csv_rows(params: QueryDict | Mapping[str, str]) -> Iterable[list[str]]:
+    yield list(AUDIT_COLUMNS)
+    entries = AuditQuery(params).entries.select_related("run")[:AUDIT_CSV_LIMIT]
+    for e in entries.iterator(chunk_size=500):
+        row = [
+            e.at.isoformat(),
+            e.actor_name,
+            e.action,
+            e.object_type,
+            e.object_id,
+            e.run.operation_id if e.run else "",
+            e.verdict,
+            e.outcome,
+            e.reason,
+        ]
+        yield [_csv_safe(value) for value in row]
+
+
+def _csv_safe(value: str) -> str:
+    # A cell starting with = + - @ is a formula in a spreadsheet: never let a reason run as one.
+    return f"'{value}" if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
+
+
+class Echo:
+    """A file-like object whose write returns the line (csv.writer into a streaming response)."""
+
+    def write(self, value: str) -> str:
+        return value
 
 
 def _flat(params: QueryDict | Mapping[str, str]) -> dict[str, str]:

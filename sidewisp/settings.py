@@ -142,6 +142,8 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE: dict = {
     # Verdicts of waits depend on the time: a passed deadline turns a wait UNCERTAIN.
     "reclassify-overdue-waits": {"task": "receipts.tasks.reclassify_overdue_waits", "schedule": 15.0},
+    # Overdue waits are escalated to a backup owner or decided by the safe default (reject).
+    "expire-overdue-waits": {"task": "receipts.tasks.expire_overdue_waits", "schedule": 30.0},
 }
 
 # --- Auth and sessions ------------------------------------------------------

@@ -2,18 +2,50 @@
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Callable
 
 from django.contrib.auth.decorators import login_required, permission_required
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 
+from receipts import actions
 from receipts.models import Run
-from sidewisp import health, pages
+from sidewisp import forms, health, pages
 from sidewisp.pages import PageScope
+
+# Every URL that accepts POST is an operator action with a declared policy (a test enumerates the
+# URL patterns and fails on a POST URL missing here or in NOT_ACTIONS).
+ACTION_POLICIES: dict[str, actions.Policy] = {
+    "sidewisp:wait-decide": actions.DECIDE_WAIT,
+    "sidewisp:wait-reassign": actions.REASSIGN_WAIT,
+    "sidewisp:wait-cancel": actions.CANCEL_WAIT,
+    "sidewisp:task-reopen": actions.REOPEN_TASK,
+    "sidewisp:run-stop": actions.STOP_RUN,
+    "sidewisp:run-resume": actions.RESUME_RUN,
+}
+# POST URLs that are not operator actions, and what protects them instead.
+NOT_ACTIONS = {
+    "login": "Django's login view (CSRF, password)",
+    "logout": "Django's logout view (CSRF)",
+    "admin:": "the Django admin (CSRF, is_staff and model permissions; AuditEntry read-only)",
+}
+# What each confirmation page confirms, and the policy it is checked against.
+CONFIRMS: dict[str, actions.Policy] = {
+    "approve": actions.DECIDE_WAIT,
+    "reject": actions.DECIDE_WAIT,
+    "edit": actions.DECIDE_WAIT,
+    "reassign": actions.REASSIGN_WAIT,
+    "cancel": actions.CANCEL_WAIT,
+    "reopen": actions.REOPEN_TASK,
+    "stop": actions.STOP_RUN,
+    "resume": actions.RESUME_RUN,
+}
+_STATUS = {"done": 200, "noop": 200, "denied": 403, "not_found": 404, "refused": 409}
 
 
 def viewer_required(view: Callable) -> Callable:
@@ -78,6 +110,156 @@ def false_completions(request: HttpRequest) -> HttpResponse:
 def system(request: HttpRequest) -> HttpResponse:
     # Not on the socket: a worker ping can take a second, so the page polls it instead.
     return _page(request, "system", {"checks": health.overall()})
+
+
+@require_GET
+@login_required
+def confirm(request: HttpRequest, what: str, pk: int) -> HttpResponse:
+    """Say exactly what an action will do, with the form that does it (checked and audited like the action)."""
+    policy = CONFIRMS.get(what)
+    if policy is None:
+        raise Http404
+    found = actions.check(request.user, policy, pk, action=_action_name(policy, what))
+    if not found.ok:
+        return _result(request, found)
+    form = _form_for(what, found, initial={"key": forms.new_key()})
+    return render(request, "sidewisp/confirm.html", pages.confirm_context(what, found, form))
+
+
+@require_POST
+def wait_decide(request: HttpRequest, pk: int) -> HttpResponse:
+    kind = request.POST.get("decision", "")
+    what = kind if kind in actions.DECISION_KINDS else "approve"
+    found = actions.check(request.user, actions.DECIDE_WAIT, pk, action=_action_name(actions.DECIDE_WAIT, kind))
+    if not found.ok:
+        return _result(request, found)
+    form = _form_for(what, found, data=request.POST)
+    if not form.is_valid():
+        return render(request, "sidewisp/confirm.html", pages.confirm_context(what, found, form), status=400)
+    data = form.cleaned_data
+    return _result(
+        request,
+        actions.decide(
+            user=request.user,
+            handoff_id=pk,
+            kind=data["decision"],
+            token=data["token"],
+            key=data["key"],
+            reason=data["reason"],
+            edited_args=data.get("edited_args"),
+        ),
+    )
+
+
+@require_POST
+def wait_reassign(request: HttpRequest, pk: int) -> HttpResponse:
+    return _act(
+        request,
+        "reassign",
+        pk,
+        lambda d: actions.reassign(
+            user=request.user,
+            handoff_id=pk,
+            owner=d["owner"],
+            deadline_minutes=d["deadline_minutes"],
+            key=d["key"],
+            reason=d["reason"],
+        ),
+    )
+
+
+@require_POST
+def wait_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    return _act(
+        request,
+        "cancel",
+        pk,
+        lambda d: actions.cancel(user=request.user, handoff_id=pk, key=d["key"], reason=d["reason"]),
+    )
+
+
+@require_POST
+def task_reopen(request: HttpRequest, pk: int) -> HttpResponse:
+    return _act(
+        request,
+        "reopen",
+        pk,
+        lambda d: actions.reopen(user=request.user, handoff_id=pk, key=d["key"], reason=d["reason"]),
+    )
+
+
+@require_POST
+def run_stop(request: HttpRequest, pk: int) -> HttpResponse:
+    return _act(
+        request,
+        "stop",
+        pk,
+        lambda d: actions.stop_auto_continue(user=request.user, run_id=pk, key=d["key"], reason=d["reason"]),
+    )
+
+
+@require_POST
+def run_resume(request: HttpRequest, pk: int) -> HttpResponse:
+    return _act(
+        request,
+        "resume",
+        pk,
+        lambda d: actions.resume_auto_continue(user=request.user, run_id=pk, key=d["key"], reason=d["reason"]),
+    )
+
+
+@require_GET
+@login_required
+def audit_log(request: HttpRequest) -> HttpResponse:
+    if not actions.may_read_audit(request.user):
+        raise PermissionDenied
+    return render(request, "sidewisp/audit.html", pages.audit_context(request.GET))
+
+
+@require_GET
+@login_required
+def audit_csv(request: HttpRequest) -> StreamingHttpResponse:
+    if not actions.may_read_audit(request.user):
+        raise PermissionDenied
+    writer = csv.writer(pages.Echo())
+    rows = (writer.writerow(row) for row in pages.audit_csv_rows(request.GET))
+    response = StreamingHttpResponse(rows, content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = 'attachment; filename="sidewisp-audit.csv"'
+    return response
+
+
+def _act(request: HttpRequest, what: str, pk: int, perform: Callable[[dict], actions.Result]) -> HttpResponse:
+    # Permission first (a denied user learns nothing from form errors), then the form, then the action,
+    # which checks again under the row lock at execution time.
+    policy = CONFIRMS[what]
+    found = actions.check(request.user, policy, pk)
+    if not found.ok:
+        return _result(request, found)
+    form = _form_for(what, found, data=request.POST)
+    if not form.is_valid():
+        return render(request, "sidewisp/confirm.html", pages.confirm_context(what, found, form), status=400)
+    return _result(request, perform(form.cleaned_data))
+
+
+def _form_for(what: str, found: actions.Result, **kwargs) -> forms.ActionForm:
+    policy = CONFIRMS[what]
+    if policy is actions.DECIDE_WAIT:
+        wait = found.handoff.wait_part or {}
+        kwargs["initial"] = {**kwargs.get("initial", {}), "decision": what, "token": wait.get("resume_token_id")}
+        pending = pages.pending_call(found.run) if what == "edit" else None
+        return forms.DecisionForm(arg_types=pending.arg_types if pending else {}, **kwargs)
+    if policy is actions.REASSIGN_WAIT:
+        return forms.ReassignForm(**kwargs)
+    return forms.ActionForm(reason_required=policy.reason_required, **kwargs)
+
+
+def _action_name(policy: actions.Policy, what: str) -> str:
+    return f"wait.{what}" if policy is actions.DECIDE_WAIT and what in actions.DECISION_KINDS else policy.name
+
+
+def _result(request: HttpRequest, result: actions.Result) -> HttpResponse:
+    context = pages.result_context(result, request.user)
+    return render(request, "sidewisp/action_result.html", context, status=_STATUS[result.outcome])
 
 
 def forbidden(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:

@@ -266,3 +266,62 @@ def record_handoff(contracts):
         return result.handoff
 
     return _record
+
+
+# --- operator actions (issue 5) ---------------------------------------------------
+
+
+@pytest.fixture
+def roles(db):
+    """The role groups (transactional tests flush the ones the migration made)."""
+    from receipts.roles import ensure_groups
+
+    return ensure_groups()
+
+
+@pytest.fixture
+def person(roles, django_user_model):
+    """person("ops-lead", "approver") is a user in those role groups."""
+
+    def _person(username: str, *group_names: str, password: str | None = None, **fields):
+        # No password unless asked for: hashing one costs a fifth of a second, and force_login needs none.
+        user = django_user_model.objects.create_user(username=username, password=password, **fields)
+        user.groups.set([roles[name] for name in group_names])
+        return user
+
+    return _person
+
+
+def record_wait_for(handoff, **changes):
+    """Record a new `wait` part for `handoff` with `changes` applied (a distinct attempt each time)."""
+    import uuid
+
+    from receipts.recording import record
+
+    wait = {**(handoff.wait_part or {}), **changes}
+    return record(
+        handoff_id=handoff.handoff_id,
+        operation_id=handoff.run.operation_id,
+        part="wait",
+        value=wait,
+        attempt=f"test-{uuid.uuid4().hex[:8]}",
+    ).handoff
+
+
+@pytest.fixture
+def scenario_handoff(record_handoff):
+    """scenario_handoff("waiting", scenario="waiting_on_approval", owner="ops-lead"): recorded evidence on a run
+    that names an agent scenario (so actions treat it as resumable), without running the graph."""
+    import uuid
+
+    from receipts.models import Run
+
+    def _make(kind: str, *, scenario: str, owner: str | None = None, **kwargs):
+        token = uuid.uuid4().hex[:10]
+        Run.objects.create(operation_id=f"op-{token}", thread_id=f"th-{token}", scenario=scenario)
+        handoff = record_handoff(f"h-{token}", f"op-{token}", kind, **kwargs)
+        if owner is not None:
+            handoff = record_wait_for(handoff, owner=owner or None)
+        return handoff
+
+    return _make

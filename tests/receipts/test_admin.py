@@ -43,9 +43,9 @@ def test_a_referenced_version_cannot_be_edited_in_place(admin_client_):
 def test_a_referenced_version_can_be_saved_as_a_new_version(admin_client_):
     record(handoff_id="h-1", operation_id="op-1", part="created", value=healthy_parts()["created"])
     version = ContractVersion.objects.get(version="routes/1")
-    response = _post(admin_client_, version, version="routes/3", _saveasnew="Save as new")
+    response = _post(admin_client_, version, version="routes/next", _saveasnew="Save as new")
     assert response.status_code == 302
-    assert ContractVersion.objects.get(version="routes/3").routes == {"triage": {"sales": ["request_type"]}}
+    assert ContractVersion.objects.get(version="routes/next").routes == {"triage": {"sales": ["request_type"]}}
     assert ContractVersion.objects.get(version="routes/1").routes["triage"]["sales"][0] == "request_type"
 
 

@@ -1,4 +1,10 @@
-"""Create the demo operator account once, printing its random password once."""
+"""Create the demo accounts once, printing each random password once.
+
+- `operator`: groups operator + approver (not a superuser);
+- `ops-lead`: approver, the owner of the demo approval waits;
+- `viewer`: viewer only;
+- `admin`: admin group and staff, for the Django admin.
+"""
 
 from __future__ import annotations
 
@@ -7,20 +13,37 @@ import secrets
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from receipts.roles import ensure_groups
+
 DEMO_USERNAME = "operator"
+DEMO_ACCOUNTS: dict[str, tuple[tuple[str, ...], bool]] = {
+    # username: (groups, is_staff)
+    "operator": (("operator", "approver"), False),
+    "ops-lead": (("approver",), False),
+    "viewer": (("viewer",), False),
+    "admin": (("admin",), True),
+}
 
 
 class Command(BaseCommand):
-    help = "Create a demo operator account if none exists."
+    help = "Create the demo accounts (operator, ops-lead, viewer, admin) if they do not exist."
 
     def handle(self, *args, **options):
+        groups = ensure_groups()
         users = get_user_model().objects
-        if users.filter(username=DEMO_USERNAME).exists():
-            self.stdout.write(f"demo account: {DEMO_USERNAME} (exists; password printed when it was created)")
-            return
-        password = secrets.token_urlsafe(12)
-        user = users.create_user(DEMO_USERNAME, password=password)
-        user.is_staff = True
-        user.is_superuser = True
-        user.save(update_fields=["is_staff", "is_superuser"])
-        self.stdout.write(f"demo account created: login {DEMO_USERNAME} / password {password}")
+        for username, (roles, staff) in DEMO_ACCOUNTS.items():
+            user = users.filter(username=username).first()
+            if user is not None:
+                # An older checkout made `operator` a superuser: demo accounts get their roles, nothing more.
+                user.groups.add(*(groups[role] for role in roles))
+                if user.is_superuser and not staff:
+                    user.is_superuser = False
+                    user.save(update_fields=["is_superuser"])
+                self.stdout.write(f"demo account: {username} (exists; password printed when it was created)")
+                continue
+            password = secrets.token_urlsafe(12)
+            user = users.create_user(username, password=password)
+            user.is_staff = staff
+            user.save(update_fields=["is_staff"])
+            user.groups.set([groups[role] for role in roles])
+            self.stdout.write(f"demo account created: login {username} / password {password} ({', '.join(roles)})")

@@ -1,0 +1,632 @@
+"""The one module that performs operator actions (spec §5), and the deadline sweep's system decisions.
+
+Every action follows the same steps, on the server, at execution time:
+
+1. find the object (a guessed id that does not exist is audited and reported
+   as not found);
+2. check the permission *and* the object-level rule (deciding your own wait
+   needs `decide_own_wait` and `wait_owner == username`; Django's backend has
+   no object permissions, so this module is the check);
+3. lock the object's row, check that its state permits the action (a
+   transition the server enforces, whatever the page showed), and recognize
+   a replay (same idempotency key, or a resume token already used);
+4. change state, write the audit entry, and enqueue the work after commit.
+
+Denied, refused and repeated attempts are audited too. Views only parse forms
+and call one function here; nothing else writes `Decision` rows or changes a
+run's auto-continue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import partial
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from receipts import audit, broadcast
+from receipts.models import AuditEntry, Decision, Handoff, Run
+from receipts.recording import next_seq, reclassify, reclassify_overdue_waits, record
+
+User = AbstractBaseUser | AnonymousUser
+
+VIEW = "receipts.view_dashboard"
+DECIDE_OWN = "receipts.decide_own_wait"
+DECIDE_ANY = "receipts.decide_any_wait"
+REOPEN = "receipts.reopen_task"
+CONTROL = "receipts.control_run"
+REASSIGN = "receipts.reassign_wait"
+CHANGE_LIMITS = "receipts.change_limits"
+
+# Who may read the audit log: operators (control_run) and admins (change_limits).
+AUDIT_READERS = (CONTROL, CHANGE_LIMITS)
+# The verdicts whose runs an operator may stop (spec §5).
+STOPPABLE = ("STALE_CONTROL", "OPEN_TOOL_PROTOCOL")
+DECISION_KINDS = ("approve", "reject", "edit")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Who may perform an action: one of `permissions` (plus view), and for waits the owner rule."""
+
+    name: str
+    permissions: tuple[str, ...]
+    object_type: str  # "handoff" or "run"
+    owner_rule: bool = False  # DECIDE_OWN counts only for the wait's owner
+    reason_required: bool = False
+    description: str = ""
+
+
+DECIDE_WAIT = Policy(
+    "wait.decide", (DECIDE_OWN, DECIDE_ANY), "handoff", owner_rule=True, description="the wait's owner, or decide-any"
+)
+REASSIGN_WAIT = Policy("wait.reassign", (REASSIGN,), "handoff", description="reassign_wait")
+CANCEL_WAIT = Policy("wait.cancel", (REASSIGN,), "handoff", reason_required=True, description="reassign_wait")
+REOPEN_TASK = Policy("task.reopen", (REOPEN,), "handoff", reason_required=True, description="reopen_task")
+STOP_RUN = Policy("run.stop", (CONTROL,), "run", reason_required=True, description="control_run")
+RESUME_RUN = Policy("run.resume", (CONTROL,), "run", reason_required=True, description="control_run")
+POLICIES = (DECIDE_WAIT, REASSIGN_WAIT, CANCEL_WAIT, REOPEN_TASK, STOP_RUN, RESUME_RUN)
+
+
+class Outcome:
+    DONE = "done"
+    NOOP = "noop"
+    DENIED = "denied"
+    REFUSED = "refused"
+    NOT_FOUND = "not_found"
+
+
+@dataclass(frozen=True)
+class Result:
+    outcome: str
+    message: str
+    run: Run | None = None
+    handoff: Handoff | None = None
+    decision: Decision | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome in (Outcome.DONE, Outcome.NOOP)
+
+
+# --- permissions ------------------------------------------------------------------
+
+
+def may(user: User | None, policy: Policy, handoff: Handoff | None = None) -> bool:
+    """The permission and object check for `policy` on `handoff` (default deny)."""
+    if user is None or not user.is_authenticated or not user.is_active or not user.has_perm(VIEW):
+        return False
+    if policy.owner_rule:
+        if user.has_perm(DECIDE_ANY):
+            return True
+        return (
+            user.has_perm(DECIDE_OWN)
+            and handoff is not None
+            and bool(handoff.wait_owner)
+            and handoff.wait_owner == user.get_username()
+        )
+    return any(user.has_perm(p) for p in policy.permissions)
+
+
+def may_read_audit(user: User | None) -> bool:
+    if user is None or not user.is_authenticated or not user.is_active or not user.has_perm(VIEW):
+        return False
+    return any(user.has_perm(p) for p in AUDIT_READERS)
+
+
+def check(user: User | None, policy: Policy, object_id: object, *, action: str | None = None) -> Result:
+    """Find the policy's object and check `user` may act on it, auditing a denial.
+
+    Used by the confirmation pages (a denied confirmation is an attempt too) and by every action.
+    """
+    action = action or policy.name
+    obj = _find(policy, object_id)
+    if obj is None:
+        audit.log(
+            actor=user,
+            action=action,
+            object_type=policy.object_type,
+            object_id=str(object_id)[:200],
+            outcome=AuditEntry.Outcome.DENIED,
+            reason="no such object",
+        )
+        return Result(Outcome.NOT_FOUND, f"There is no {policy.object_type} {object_id}.")
+    handoff = obj if isinstance(obj, Handoff) else None
+    run = obj if isinstance(obj, Run) else obj.run
+    if not may(user, policy, handoff):
+        why = _denial(user, policy, handoff)
+        _log(user, action, policy, obj, AuditEntry.Outcome.DENIED, reason=why)
+        return Result(Outcome.DENIED, why, run=run, handoff=handoff)
+    return Result(Outcome.DONE, "", run=run, handoff=handoff)
+
+
+# --- approve, reject, edit ----------------------------------------------------------
+
+
+def decide(
+    *,
+    user: User,
+    handoff_id: object,
+    kind: str,
+    token: str,
+    key: str,
+    reason: str = "",
+    edited_args: Mapping[str, object] | None = None,
+    now: datetime | None = None,
+) -> Result:
+    """Answer an open wait with a decision bound to its resume token, then resume the graph after commit.
+
+    The token is single use (one Decision per run and token): a replay, a second
+    tab or a racing approver gets a no-op that names who decided and when.
+    """
+    if kind not in DECISION_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(DECISION_KINDS)}")
+    action = f"wait.{kind}"
+    found = check(user, DECIDE_WAIT, handoff_id, action=action)
+    if not found.ok:
+        return found
+    now = now or timezone.now()
+    with transaction.atomic():
+        handoff = Handoff.objects.select_for_update().select_related("run").get(pk=found.handoff.pk)
+        if (earlier := _decision_for(handoff, token)) is not None:
+            return _already_decided(user, action, handoff, earlier, key)
+        if refusal := _decision_refusal(handoff, kind, token, reason, edited_args, now):
+            _log(user, action, DECIDE_WAIT, handoff, AuditEntry.Outcome.REFUSED, reason=refusal, key=key)
+            return Result(Outcome.REFUSED, refusal, run=handoff.run, handoff=handoff)
+        try:
+            with transaction.atomic():
+                decision = Decision.objects.create(
+                    run=handoff.run,
+                    handoff=handoff,
+                    resume_token_id=token,
+                    kind=kind,
+                    message=reason[:500],
+                    edited_args=dict(edited_args) if kind == Decision.Kind.EDIT else None,
+                    decided_by=user,
+                    decided_at=now,
+                )
+        except IntegrityError:
+            # Another approver got there between our check and our insert.
+            return _already_decided(user, action, handoff, _decision_for(handoff, token, any_handoff=True), key)
+        _log(
+            user,
+            action,
+            DECIDE_WAIT,
+            handoff,
+            AuditEntry.Outcome.DONE,
+            reason=reason,
+            key=key,
+            detail={"decision": decision.pk, "edited_keys": sorted(edited_args or {}) if kind == "edit" else []},
+        )
+        transaction.on_commit(partial(_enqueue_resume, decision.pk))
+    verb = {"approve": "approved", "reject": "rejected", "edit": "approved with edited arguments"}[kind]
+    return Result(Outcome.DONE, f"Wait {verb}; the run resumes from its checkpoint.", handoff.run, handoff, decision)
+
+
+def _decision_for(handoff: Handoff, token: str, *, any_handoff: bool = False) -> Decision | None:
+    found = Decision.objects.select_related("decided_by").filter(run=handoff.run, resume_token_id=token)
+    return (found if any_handoff else found.filter(handoff=handoff)).first()
+
+
+def _already_decided(user: User, action: str, handoff: Handoff, earlier: Decision | None, key: str) -> Result:
+    who = _name(earlier.decided_by) if earlier else "someone"
+    when = f"{earlier.decided_at:%Y-%m-%d %H:%M:%S} UTC" if earlier else "earlier"
+    kind = earlier.kind if earlier else "decided"
+    message = f"Already decided ({kind}) by {who} at {when}; nothing changed."
+    _log(
+        user,
+        action,
+        DECIDE_WAIT,
+        handoff,
+        AuditEntry.Outcome.NOOP,
+        reason=message,
+        key=key,
+        detail={"decision": earlier.pk if earlier else None},
+    )
+    return Result(Outcome.NOOP, message, handoff.run, handoff, earlier)
+
+
+def _decision_refusal(
+    handoff: Handoff, kind: str, token: str, reason: str, edited: Mapping | None, now: datetime
+) -> str:
+    from agents.scenarios import SCENARIOS  # the agent side knows which runs have a graph
+
+    wait = handoff.wait_part or {}
+    if not handoff.wait_open:
+        return "This wait is no longer open."
+    if not wait.get("resume_token_id") or token != wait.get("resume_token_id"):
+        return "The resume token does not belong to this wait."
+    if handoff.wait_deadline is None or handoff.wait_deadline <= now:
+        return "The wait's deadline has passed; the deadline sweep decides it now."
+    if handoff.verdict != "WAITING_ON_APPROVAL":
+        return f"Only a valid wait can be decided (this one is {handoff.verdict}); reassign it first."
+    if handoff.run.scenario not in SCENARIOS:
+        return "This run has no agent graph to resume."
+    if kind == Decision.Kind.REJECT and not reason.strip():
+        return "A rejection needs a reason."
+    return _allowed_by_the_interrupt(handoff.run, kind, edited)
+
+
+def _allowed_by_the_interrupt(run: Run, kind: str, edited: Mapping | None) -> str:
+    # The interrupt's own review config decides which answers it takes; checked here so a
+    # decision the graph would refuse never uses up the token.
+    from agents.waits import pending_call
+
+    pending = pending_call(run)
+    if pending is None:
+        return "An edit needs the pending tool call, which could not be read." if kind == Decision.Kind.EDIT else ""
+    if kind not in pending.allowed_decisions:
+        return f"This approval does not allow “{kind}” (allowed: {', '.join(pending.allowed_decisions)})."
+    if kind == Decision.Kind.EDIT:
+        if not edited:
+            return "An edit needs at least one changed argument."
+        if unknown := sorted(set(edited) - set(pending.arg_types)):
+            return f"The tool call takes no argument named {', '.join(unknown)}."
+    return ""
+
+
+def _enqueue_resume(decision_id: int) -> None:
+    from agents import tasks
+
+    tasks.resume_run.delay(decision_id)
+
+
+# --- UNCERTAIN waits: reassign or cancel ----------------------------------------------
+
+
+def reassign(
+    *,
+    user: User,
+    handoff_id: object,
+    owner: str,
+    deadline_minutes: int,
+    key: str,
+    reason: str = "",
+    now: datetime | None = None,
+) -> Result:
+    """Give an open wait an owner and a new deadline (a new `wait` part; the verdict follows)."""
+    found = check(user, REASSIGN_WAIT, handoff_id)
+    if not found.ok:
+        return found
+    now = now or timezone.now()
+    with transaction.atomic():
+        handoff = _locked_handoff(found.handoff.pk)
+        if _replayed(REASSIGN_WAIT, handoff, key):
+            return _noop(user, REASSIGN_WAIT, handoff, key, "This reassignment was already made; nothing changed.")
+        refusal = "This wait is no longer open." if not handoff.wait_open else ""
+        if not refusal and not get_user_model()._default_manager.filter(username=owner, is_active=True).exists():
+            refusal = f"There is no active user named {owner!r}."
+        if refusal:
+            _log(user, REASSIGN_WAIT.name, REASSIGN_WAIT, handoff, AuditEntry.Outcome.REFUSED, reason=refusal, key=key)
+            return Result(Outcome.REFUSED, refusal, handoff.run, handoff)
+        deadline = now + timedelta(minutes=deadline_minutes)
+        wait = {**handoff.wait_part, "owner": owner, "deadline_utc": _iso(deadline), "resolved": False}
+        before = handoff.verdict
+        handoff = _record_wait(handoff, wait, f"reassign-{key}", now)
+        _log(
+            user,
+            REASSIGN_WAIT.name,
+            REASSIGN_WAIT,
+            handoff,
+            AuditEntry.Outcome.DONE,
+            reason=reason,
+            key=key,
+            detail={"owner": owner, "deadline_utc": _iso(deadline), "verdict_before": before},
+        )
+    return Result(Outcome.DONE, f"The wait now belongs to {owner}, due {_iso(deadline)}.", handoff.run, handoff)
+
+
+def cancel(*, user: User, handoff_id: object, key: str, reason: str, now: datetime | None = None) -> Result:
+    """Close an open wait without resuming the graph and mark its run failed (cancelled)."""
+    found = check(user, CANCEL_WAIT, handoff_id)
+    if not found.ok:
+        return found
+    now = now or timezone.now()
+    with transaction.atomic():
+        handoff = _locked_handoff(found.handoff.pk)
+        if _replayed(CANCEL_WAIT, handoff, key):
+            return _noop(user, CANCEL_WAIT, handoff, key, "This wait was already cancelled; nothing changed.")
+        if not handoff.wait_open:
+            refusal = "This wait is no longer open."
+            _log(user, CANCEL_WAIT.name, CANCEL_WAIT, handoff, AuditEntry.Outcome.REFUSED, reason=refusal, key=key)
+            return Result(Outcome.REFUSED, refusal, handoff.run, handoff)
+        handoff = _record_wait(handoff, {**handoff.wait_part, "resolved": True}, f"cancel-{key}", now)
+        _set_run_status(handoff.run, Run.Status.FAILED, error="Cancelled", now=now)
+        _log(user, CANCEL_WAIT.name, CANCEL_WAIT, handoff, AuditEntry.Outcome.DONE, reason=reason, key=key)
+    return Result(Outcome.DONE, "The wait is cancelled and its run marked failed.", handoff.run, handoff)
+
+
+# --- FALSE_COMPLETE: reopen ------------------------------------------------------------
+
+
+def reopen(*, user: User, handoff_id: object, key: str, reason: str) -> Result:
+    """Reopen a false-complete task: audit it and run its outcome verifier again through Celery."""
+    found = check(user, REOPEN_TASK, handoff_id)
+    if not found.ok:
+        return found
+    with transaction.atomic():
+        handoff = _locked_handoff(found.handoff.pk)
+        if _replayed(REOPEN_TASK, handoff, key):
+            return _noop(user, REOPEN_TASK, handoff, key, "This task was already reopened; nothing changed.")
+        refusal = ""
+        if handoff.verdict != "FALSE_COMPLETE":
+            refusal = f"Only a false completion can be reopened (this handoff is {handoff.verdict})."
+        elif not _has_verifier(handoff.run):
+            refusal = "This run has no outcome verifier to run again."
+        if refusal:
+            _log(user, REOPEN_TASK.name, REOPEN_TASK, handoff, AuditEntry.Outcome.REFUSED, reason=refusal, key=key)
+            return Result(Outcome.REFUSED, refusal, handoff.run, handoff)
+        _log(user, REOPEN_TASK.name, REOPEN_TASK, handoff, AuditEntry.Outcome.DONE, reason=reason, key=key)
+        transaction.on_commit(partial(_enqueue_reverify, handoff.run_id))
+    return Result(Outcome.DONE, "The task is reopened; its outcome verifier runs again.", handoff.run, handoff)
+
+
+def _has_verifier(run: Run) -> bool:
+    from agents.scenarios import SCENARIOS
+
+    scenario = SCENARIOS.get(run.scenario)
+    return scenario is not None and scenario.verifier is not None
+
+
+def _enqueue_reverify(run_id: int) -> None:
+    from agents import tasks
+
+    tasks.reverify.delay(run_id)
+
+
+# --- STALE_CONTROL, OPEN_TOOL_PROTOCOL: stop and resume auto-continue ---------------------
+
+
+def stop_auto_continue(*, user: User, run_id: object, key: str, reason: str) -> Result:
+    """Stop driving the run: the worker checks before every step and parks the run."""
+    found = check(user, STOP_RUN, run_id)
+    if not found.ok:
+        return found
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=found.run.pk)
+        if not run.auto_continue:
+            return _noop(user, STOP_RUN, run, key, "Auto-continue is already stopped; nothing changed.")
+        if not run.handoffs.filter(verdict__in=STOPPABLE).exists():
+            refusal = "Only a run with a stale-control or open-tool-protocol handoff can be stopped."
+            _log(user, STOP_RUN.name, STOP_RUN, run, AuditEntry.Outcome.REFUSED, reason=refusal, key=key)
+            return Result(Outcome.REFUSED, refusal, run)
+        _set_auto_continue(run, False)
+        _log(user, STOP_RUN.name, STOP_RUN, run, AuditEntry.Outcome.DONE, reason=reason, key=key)
+    return Result(Outcome.DONE, "Auto-continue is stopped; the worker parks the run before its next step.", run)
+
+
+def resume_auto_continue(*, user: User, run_id: object, key: str, reason: str) -> Result:
+    """The operator says the evidence is reconciled: drive the run again from its checkpoint."""
+    found = check(user, RESUME_RUN, run_id)
+    if not found.ok:
+        return found
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=found.run.pk)
+        if run.auto_continue:
+            return _noop(user, RESUME_RUN, run, key, "Auto-continue is already on; nothing changed.")
+        _set_auto_continue(run, True)
+        # A decision that arrived while the run was stopped was kept, not applied: apply it now.
+        pending = run.decisions.filter(applied_at__isnull=True).order_by("decided_at").first()
+        work = "decision" if pending is not None else ("start" if run.status in _DRIVABLE else "none")
+        _log(
+            user,
+            RESUME_RUN.name,
+            RESUME_RUN,
+            run,
+            AuditEntry.Outcome.DONE,
+            reason=reason,
+            key=key,
+            detail={"enqueued": work},
+        )
+        if pending is not None:
+            transaction.on_commit(partial(_enqueue_resume, pending.pk))
+        elif work == "start":
+            transaction.on_commit(partial(_enqueue_start, run.pk))
+    return Result(Outcome.DONE, "Auto-continue is on again; the run continues from its checkpoint.", run)
+
+
+_DRIVABLE = (Run.Status.PARKED, Run.Status.QUEUED, Run.Status.RUNNING)
+
+
+def _enqueue_start(run_id: int) -> None:
+    from agents import tasks
+
+    tasks.start_run.delay(run_id)
+
+
+def _set_auto_continue(run: Run, value: bool) -> None:
+    run.auto_continue = value
+    run.save(update_fields=["auto_continue", "updated_at"])
+    _announce_run(run)
+
+
+# --- the deadline sweep (Celery beat) ------------------------------------------------------
+
+
+def expire_overdue_waits(*, now: datetime | None = None) -> int:
+    """Escalate or default every open wait past its deadline; returns how many were handled.
+
+    With a backup owner (and `on_expiry: escalate`), the wait is given to the
+    backup with a new deadline, once. Otherwise the safe default (reject) is
+    applied as a system decision bound to the wait's token and the run resumes.
+    """
+    from agents.waits import escalation_for
+
+    now = now or timezone.now()
+    handled = 0
+    due = Handoff.objects.filter(wait_open=True, wait_deadline__lte=now).select_related("run").order_by("pk")
+    for candidate in due:
+        escalation = escalation_for(candidate)
+        with transaction.atomic():
+            handoff = _locked_handoff(candidate.pk)
+            if not handoff.wait_open or handoff.wait_deadline is None or handoff.wait_deadline > now:
+                continue  # decided or reassigned meanwhile
+            handled += _expire(handoff, escalation, now)
+    reclassify_overdue_waits(now=now)
+    return handled
+
+
+def _expire(handoff: Handoff, escalation, now: datetime) -> int:
+    wait = handoff.wait_part or {}
+    token = wait.get("resume_token_id") or ""
+    if escalation.backup_owner and handoff.wait_owner != escalation.backup_owner:
+        deadline = now + timedelta(minutes=escalation.deadline_minutes)
+        before = handoff.wait_owner
+        new = {**wait, "owner": escalation.backup_owner, "deadline_utc": _iso(deadline), "resolved": False}
+        handoff = _record_wait(handoff, new, f"escalate-{_iso(now)}", now)
+        audit.log(
+            actor=None,
+            action="wait.escalate",
+            object_type="handoff",
+            object_id=handoff.pk,
+            handoff=handoff,
+            outcome=AuditEntry.Outcome.DONE,
+            reason="deadline passed",
+            detail={"from": before, "to": escalation.backup_owner, "deadline_utc": _iso(deadline)},
+        )
+        return 1
+    if not token or _decision_for(handoff, token, any_handoff=True) is not None:
+        return 0  # no token to answer with, or a decision is already on its way: nothing to apply
+    from agents.scenarios import SCENARIOS
+
+    if handoff.run.scenario not in SCENARIOS:
+        return 0  # no graph to resume: re-classification shows the wait as UNCERTAIN
+    decision = Decision.objects.create(
+        run=handoff.run,
+        handoff=handoff,
+        resume_token_id=token,
+        kind=Decision.Kind.REJECT,
+        message=f"Deadline passed: safe default ({escalation.safe_default}) applied.",
+        decided_by=None,
+        decided_at=now,
+    )
+    reclassify(handoff, now=now)
+    audit.log(
+        actor=None,
+        action="wait.expire",
+        object_type="handoff",
+        object_id=handoff.pk,
+        handoff=handoff,
+        outcome=AuditEntry.Outcome.DONE,
+        reason="deadline passed",
+        detail={"decision": decision.pk, "safe_default": escalation.safe_default},
+    )
+    transaction.on_commit(partial(_enqueue_resume, decision.pk))
+    return 1
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def _find(policy: Policy, object_id: object) -> Handoff | Run | None:
+    try:
+        pk = int(str(object_id))
+    except ValueError:
+        return None
+    model = Handoff if policy.object_type == "handoff" else Run
+    query = model.objects.select_related("run") if model is Handoff else model.objects
+    return query.filter(pk=pk).first()
+
+
+def _locked_handoff(pk: int) -> Handoff:
+    return Handoff.objects.select_for_update().select_related("run").get(pk=pk)
+
+
+def _denial(user: User | None, policy: Policy, handoff: Handoff | None) -> str:
+    if user is None or not user.is_authenticated:
+        return "not logged in"
+    if policy.owner_rule and user.has_perm(DECIDE_OWN) and handoff is not None:
+        return f"only the wait's owner ({handoff.wait_owner or 'nobody'}) or an approve-any holder may decide it"
+    return f"needs the {policy.description} permission"
+
+
+def _replayed(policy: Policy, obj: Handoff | Run, key: str) -> bool:
+    return AuditEntry.objects.filter(
+        action=policy.name, object_type=policy.object_type, object_id=str(obj.pk), outcome="done", detail__key=key
+    ).exists()
+
+
+def _noop(user: User, policy: Policy, obj: Handoff | Run, key: str, message: str) -> Result:
+    earlier = (
+        AuditEntry.objects.filter(action=policy.name, object_type=policy.object_type, object_id=str(obj.pk))
+        .filter(outcome="done")
+        .order_by("-at", "-pk")
+        .first()
+    )
+    if earlier is not None:
+        message = f"{message} (done by {earlier.actor_name} at {earlier.at:%Y-%m-%d %H:%M:%S} UTC)"
+    _log(user, policy.name, policy, obj, AuditEntry.Outcome.NOOP, reason=message, key=key)
+    handoff = obj if isinstance(obj, Handoff) else None
+    return Result(Outcome.NOOP, message, obj if isinstance(obj, Run) else obj.run, handoff)
+
+
+def _log(
+    user: User | None,
+    action: str,
+    policy: Policy,
+    obj: Handoff | Run,
+    outcome: str,
+    *,
+    reason: str = "",
+    key: str = "",
+    detail: dict | None = None,
+) -> AuditEntry:
+    handoff = obj if isinstance(obj, Handoff) else None
+    run = obj if isinstance(obj, Run) else None
+    details = {**(detail or {}), **({"key": key} if key else {})}
+    return audit.log(
+        actor=user,
+        action=action,
+        object_type=policy.object_type,
+        object_id=obj.pk,
+        outcome=outcome,
+        reason=reason,
+        run=run,
+        handoff=handoff,
+        detail=details,
+    )
+
+
+def _record_wait(handoff: Handoff, wait: dict, attempt: str, now: datetime) -> Handoff:
+    return record(
+        handoff_id=handoff.handoff_id,
+        operation_id=handoff.run.operation_id,
+        part="wait",
+        value=wait,
+        attempt=attempt[:200],
+        now=now,
+    ).handoff
+
+
+def _set_run_status(run: Run, status: str, *, error: str = "", now: datetime) -> None:
+    run.status = status
+    run.error = error
+    run.finished_at = now
+    run.save(update_fields=["status", "error", "finished_at", "updated_at"])
+    _announce_run(run)
+
+
+def _announce_run(run: Run) -> None:
+    event: broadcast.RunEvent = {
+        "type": "run.changed",
+        "run": run.pk,
+        "operation_id": run.operation_id,
+        "seq": next_seq(run),
+        "status": str(run.status),
+        "dry_run": run.dry_run,
+        "at": timezone.now().isoformat(),
+    }
+    transaction.on_commit(partial(broadcast.publish, event))
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def _name(user: AbstractBaseUser | None) -> str:
+    return user.get_username() if user is not None else audit.SYSTEM

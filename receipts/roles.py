@@ -1,0 +1,37 @@
+"""The four roles as groups (the same as migration 0003_groups), for fixtures and commands.
+
+Default deny: a user in no group has no permission and sees nothing.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import Group, Permission
+
+ROLES: dict[str, list[str]] = {
+    "viewer": ["view_dashboard"],
+    "operator": ["view_dashboard", "reopen_task", "control_run", "reassign_wait"],
+    "approver": ["view_dashboard", "decide_own_wait"],
+    "admin": [
+        "view_dashboard",
+        "decide_own_wait",
+        "decide_any_wait",
+        "reopen_task",
+        "control_run",
+        "reassign_wait",
+        "change_limits",
+    ],
+}
+
+
+def ensure_groups() -> dict[str, Group]:
+    """Create the role groups (or reset their permissions to ROLES); returns them by name."""
+    groups = {}
+    for role, codenames in ROLES.items():
+        group, _ = Group.objects.get_or_create(name=role)
+        permissions = Permission.objects.filter(content_type__app_label="receipts", codename__in=codenames)
+        if permissions.count() != len(codenames):
+            msg = f"the permissions of role {role!r} are not all installed (run migrate)"
+            raise LookupError(msg)
+        group.permissions.set(permissions)
+        groups[role] = group
+    return groups

@@ -1,0 +1,159 @@
+"""An approver approves a real waiting run from the inbox in a real browser and watches it continue, live.
+
+daphne serves the app, a real Celery worker process runs the graph (start and
+resume), and the browser sees the resumed run complete through the socket.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import start_worker_process, wait_until
+from tests.e2e.test_live_pages import (
+    CHROMIUM,
+    LIVE_TIMEOUT_MS,
+    PASSWORD,
+    Server,
+    csp_errors,
+    expect,
+    in_db_thread,
+    log_in,
+    shoot,
+    wait_live,
+)
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"Debian chromium is not installed at {CHROMIUM}"),
+]
+
+
+@pytest.fixture
+def worker(transactional_db, celery_isolation):
+    process = start_worker_process(f"e2e{os.getpid()}", celery_isolation)
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def waiting_run(worker) -> int:
+    """A real waiting_on_approval run, started by the worker and now waiting for ops-lead."""
+
+    def _setup() -> int:
+        from django.contrib.auth import get_user_model
+
+        from agents import tasks
+        from agents.contracts import install_team_contracts
+        from agents.scenarios import create_run
+        from receipts.roles import ensure_groups
+
+        install_team_contracts()
+        groups = ensure_groups()
+        for username, role in (("ops-lead", "approver"), ("watcher", "viewer")):
+            user = get_user_model().objects.create_user(username=username, password=PASSWORD)
+            user.groups.set([groups[role]])
+        run = create_run("waiting_on_approval")
+        tasks.start_run.delay(run.pk)
+        return run.pk
+
+    run_id = in_db_thread(_setup)
+    wait_until(lambda: _status(run_id) == "waiting", what="the run to wait for approval")
+    return run_id
+
+
+def _status(run_id: int) -> str:
+    from receipts.models import Run
+
+    return in_db_thread(lambda: Run.objects.values_list("status", flat=True).get(pk=run_id))
+
+
+def _wait_pk(run_id: int) -> int:
+    from receipts.models import Handoff
+
+    return in_db_thread(lambda: Handoff.objects.values_list("pk", flat=True).get(run_id=run_id))
+
+
+@pytest.fixture
+def action_server(transactional_db, celery_isolation, monkeypatch) -> Iterator[Server]:
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # only for fixture teardown beside Playwright
+    live = Server(celery_isolation)
+    live.start()
+    yield live
+    live.stop()
+
+
+@pytest.fixture
+def browser_page(browser, action_server):
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, timezone_id="Europe/Berlin")
+    page = context.new_page()
+    page.console_errors = []
+    page.on("console", lambda m: m.type == "error" and page.console_errors.append(m.text))
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def browser():
+    from tests.e2e.test_live_pages import CHROMIUM_ARGS, playwright_sync
+
+    with playwright_sync.sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+def test_an_approver_approves_a_wait_from_the_inbox_and_sees_the_run_continue_live(
+    waiting_run, action_server, browser_page
+):
+    page, server = browser_page, action_server
+    wait_pk = _wait_pk(waiting_run)
+    log_in(page, server, "ops-lead")
+    page.goto(f"{server.url}/waits/")
+    wait_live(page)
+    row = page.locator(f"#wait-{wait_pk}")
+    expect(row).to_contain_text("ops-lead")
+
+    row.get_by_role("link", name="Approve…").click()
+    what = page.locator(".what-happens")
+    expect(what).to_contain_text("place_order")
+    expect(what).to_contain_text("quantity")
+    expect(what).not_to_contain_text("server")  # argument values never reach a page
+    shoot(page, "approve-confirm")
+    page.locator("button[data-confirm=approve]").click()
+
+    expect(page.locator("#result-title")).to_have_text("Done")
+    wait_live(page)
+    run = page.locator(f"#run-{waiting_run}")
+    expect(run).to_contain_text("Complete", timeout=LIVE_TIMEOUT_MS * 3)
+    expect(page.locator(f"#handoff-{wait_pk}")).to_contain_text("Healthy", timeout=LIVE_TIMEOUT_MS)
+    shoot(page, "approve-done-live")
+
+    page.goto(f"{server.url}/waits/")
+    expect(page.locator(f"#wait-{wait_pk}")).to_have_count(0)
+    assert csp_errors(page) == []
+
+
+def test_a_viewer_cannot_approve_and_the_attempt_is_audited(waiting_run, action_server, browser_page):
+    page, server = browser_page, action_server
+    wait_pk = _wait_pk(waiting_run)
+    page.goto(f"{server.url}/login/")
+    page.fill("#id_username", "watcher")
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+
+    page.goto(f"{server.url}/confirm/approve/{wait_pk}/")
+
+    expect(page.locator("#result-title")).to_have_text("Not allowed")
+
+    def denied() -> list:
+        from receipts.models import AuditEntry
+
+        return list(AuditEntry.objects.filter(outcome="denied").values_list("actor_name", "action"))
+
+    assert in_db_thread(denied) == [("watcher", "wait.approve")]
+    assert _status(waiting_run) == "waiting"
