@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import string
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.tools import SENSITIVE_TOOLS, TransientServiceError
+from agents.tools import EFFECT_TOOLS, SENSITIVE_TOOLS, TransientServiceError
 
 # Which errors a retry may be configured to retry: names an admin picks from, never free text.
 # "default" is the library's own rule (every Exception except a ModelError marked not retryable).
@@ -47,6 +48,17 @@ MAX_INITIAL_DELAY = 1.0
 MAX_DELAY = 5.0
 MAX_RETRIES = 10
 MAX_DEADLINE_MINUTES = 30 * 24 * 60
+# The agents that work in a per-run workspace, and the tools their middleware registers there.
+WORKSPACE_AGENTS = frozenset({"coder"})
+SHELL_TOOL = "shell"
+FILE_SEARCH_TOOLS = ("glob_search", "grep_search")
+SANDBOXES = ("namespace", "none")
+REDACTION_STRATEGIES = ("redact", "mask", "hash", "block")
+BUILTIN_REDACTIONS = frozenset({"email", "credit_card", "ip", "mac_address", "url"})
+# Providers whose APIs defer tool loading behind a server-side tool search (langchain's list).
+TOOL_SEARCH_PROVIDERS = frozenset({"anthropic", "openai"})
+MAX_COMMAND_TIMEOUT = 120
+MAX_STARTUP_COMMANDS = 10
 
 DEFAULT_SETTINGS: dict[str, Any] = {
     "tool_call_limit": {"thread_limit": 20, "run_limit": 8, "exit_behavior": "continue"},
@@ -96,11 +108,41 @@ DEFAULT_SETTINGS: dict[str, Any] = {
         "deadline_minutes": 24 * 60,
         "on_expiry": "reject",
     },
+    # The coder's shell: off unless an admin turns it on for the agent.
+    "shell": {
+        "enabled": False,
+        "startup_commands": ["umask 022"],
+        "command_timeout": 10,
+        "max_output_lines": 200,
+        "max_output_bytes": 16384,
+        "sandbox": "namespace",
+        "redaction": [
+            {
+                "type": "secret_assignment",
+                "pattern": r"(?i)\b[\w-]*(?:password|passwd|secret|token|api[_-]?key)\b\s*[=:]\s*\S+",
+                "strategy": "redact",
+            },
+            {
+                "type": "api_key",
+                "pattern": r"\b(?:sk|pk|rk|ghp|gho|xoxb|xoxp)[-_][A-Za-z0-9_-]{12,}",
+                "strategy": "redact",
+            },
+        ],
+    },
+    "file_search": {"enabled": True, "max_file_size_mb": 1},
+    "tool_search": {"enabled": False, "deferred_tools": []},
+    # Tools a dry run emulates: null for all of them, or a list that names at least every tool with effects.
+    "dry_run": {"emulate": None},
+}
+DEFAULT_SETTINGS["approval"]["tools"]["shell"] = {
+    "allowed_decisions": list(DECISIONS),
+    "reason": "destructive_command",
+    "commands": ["rm", "rmdir", "shred", "truncate", "dd", "mkfs"],
 }
 DEFAULT_DOCUMENT: dict[str, Any] = {"default": DEFAULT_SETTINGS, "agents": {}}
 
 _LIMIT_KEYS = ("thread_limit", "run_limit", "exit_behavior")
-_TOOL_APPROVAL_KEYS = ("allowed_decisions", "reason", "threshold")
+_TOOL_APPROVAL_KEYS = ("allowed_decisions", "reason", "threshold", "commands")
 
 
 class LimitsError(ValueError):
@@ -131,6 +173,9 @@ class Checks:
 
     def __post_init__(self) -> None:
         self.tools_by_agent = {agent: set(names) for agent, names in self.tools_by_agent.items()}
+        # A workspace agent's tools come from its middleware, whichever settings turn them on.
+        for agent in WORKSPACE_AGENTS & set(self.tools_by_agent):
+            self.tools_by_agent[agent] |= {SHELL_TOOL, *FILE_SEARCH_TOOLS}
         self.all_tools = set().union(*self.tools_by_agent.values()) if self.tools_by_agent else set()
 
 
@@ -217,7 +262,7 @@ def _construct(document: Mapping[str, Any], checks: Checks) -> list[str]:
     errors = []
     for agent, tools in checks.tools_by_agent.items():
         try:
-            build_layers(AgentSettings(agent, resolve(document, agent)), sorted(tools))
+            build_layers(AgentSettings(agent, resolve(document, agent)), sorted(tools), preview=True)
         except (TypeError, ValueError) as exc:
             errors.append(f"agents.{agent}: the middleware refuses these settings: {exc}")
     return errors
@@ -246,6 +291,118 @@ def check_settings(
     errors += _check_summarization(settings.get("summarization"), f"{where}.summarization")
     errors += _check_context_editing(settings.get("context_editing"), f"{where}.context_editing", checks)
     errors += _check_approval(settings.get("approval"), f"{where}.approval", checks, tools, gate_everything)
+    errors += _check_shell(settings.get("shell"), f"{where}.shell", tools, per_agent=not gate_everything)
+    errors += _check_file_search(settings.get("file_search"), f"{where}.file_search")
+    errors += _check_tool_search(settings.get("tool_search"), f"{where}.tool_search", tools)
+    errors += _check_dry_run(settings.get("dry_run"), f"{where}.dry_run", tools)
+    return errors
+
+
+def workspace_tool_names(agent: str, settings: Mapping[str, Any]) -> list[str]:
+    """The tools an agent's workspace middleware registers with these settings."""
+    if agent not in WORKSPACE_AGENTS:
+        return []
+    names = [SHELL_TOOL] if (settings.get("shell") or {}).get("enabled") else []
+    return names + (list(FILE_SEARCH_TOOLS) if (settings.get("file_search") or {}).get("enabled") else [])
+
+
+def _check_shell(config: Any, where: str, tools: set[str], *, per_agent: bool) -> list[str]:
+    if not isinstance(config, Mapping):
+        return [f"{where}: must be an object"]
+    errors = [f"{where}.{key}: unknown setting" for key in config if key not in DEFAULT_SETTINGS["shell"]]
+    enabled = config.get("enabled")
+    if not isinstance(enabled, bool):
+        errors.append(f"{where}.enabled: must be true or false")
+    elif enabled and not per_agent:
+        errors.append(f"{where}.enabled: turn the shell on for one agent (agents.coder.shell), not by default")
+    elif enabled and SHELL_TOOL not in tools:
+        errors.append(f"{where}.enabled: only {_names(WORKSPACE_AGENTS)} works in a workspace with a shell")
+    commands = config.get("startup_commands")
+    if not isinstance(commands, list) or len(commands) > MAX_STARTUP_COMMANDS:
+        errors.append(f"{where}.startup_commands: must be a list of at most {MAX_STARTUP_COMMANDS} commands")
+    elif not all(isinstance(c, str) and c.strip() and len(c) <= 200 and "\n" not in c for c in commands):
+        errors.append(f"{where}.startup_commands: each command is one line of 1 to 200 characters")
+    timeout = config.get("command_timeout")
+    if not _is_number(timeout) or not 0 < timeout <= MAX_COMMAND_TIMEOUT:
+        errors.append(f"{where}.command_timeout: must be a number of seconds above 0, at most {MAX_COMMAND_TIMEOUT}")
+    if not _is_int(config.get("max_output_lines"), minimum=1, maximum=10_000):
+        errors.append(f"{where}.max_output_lines: must be a whole number from 1 to 10000")
+    size = config.get("max_output_bytes")
+    if size is not None and not _is_int(size, minimum=1, maximum=1_000_000):
+        errors.append(f"{where}.max_output_bytes: must be a whole number from 1 to 1000000, or empty for no limit")
+    if config.get("sandbox") not in SANDBOXES:
+        errors.append(f"{where}.sandbox: must be one of {_names(SANDBOXES)}")
+    rules = config.get("redaction")
+    if not isinstance(rules, list):
+        errors.append(f'{where}.redaction: must be a list of rules such as {{"type": "token", "pattern": "..."}}')
+        rules = []
+    for i, rule in enumerate(rules):
+        errors += _check_redaction(rule, f"{where}.redaction[{i}]")
+    return errors
+
+
+def _check_redaction(rule: Any, where: str) -> list[str]:
+    if not isinstance(rule, Mapping):
+        return [f"{where}: must be an object with type, pattern and strategy"]
+    errors = [f"{where}.{key}: unknown setting" for key in rule if key not in ("type", "pattern", "strategy")]
+    kind, pattern = rule.get("type"), rule.get("pattern")
+    if not isinstance(kind, str) or not re.fullmatch(r"[a-z][a-z0-9_]{0,39}", kind):
+        errors.append(f"{where}.type: must be a lower-case name such as api_key")
+    if pattern is None:
+        if kind not in BUILTIN_REDACTIONS:
+            errors.append(f"{where}.pattern: needed unless the type is built in ({_names(BUILTIN_REDACTIONS)})")
+    elif not isinstance(pattern, str) or not pattern:
+        errors.append(f"{where}.pattern: must be a regular expression")
+    else:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            errors.append(f"{where}.pattern: not a valid regular expression ({exc})")
+    if rule.get("strategy", "redact") not in REDACTION_STRATEGIES:
+        errors.append(f"{where}.strategy: must be one of {_names(REDACTION_STRATEGIES)}")
+    return errors
+
+
+def _check_file_search(config: Any, where: str) -> list[str]:
+    if not isinstance(config, Mapping):
+        return [f"{where}: must be an object"]
+    errors = [f"{where}.{key}: unknown setting" for key in config if key not in DEFAULT_SETTINGS["file_search"]]
+    if not isinstance(config.get("enabled"), bool):
+        errors.append(f"{where}.enabled: must be true or false")
+    if not _is_int(config.get("max_file_size_mb"), minimum=1, maximum=100):
+        errors.append(f"{where}.max_file_size_mb: must be a whole number of megabytes from 1 to 100")
+    return errors
+
+
+def _check_tool_search(config: Any, where: str, tools: set[str]) -> list[str]:
+    if not isinstance(config, Mapping):
+        return [f"{where}: must be an object"]
+    errors = [f"{where}.{key}: unknown setting" for key in config if key not in DEFAULT_SETTINGS["tool_search"]]
+    enabled, deferred = config.get("enabled"), config.get("deferred_tools")
+    if not isinstance(enabled, bool):
+        errors.append(f"{where}.enabled: must be true or false")
+    if not isinstance(deferred, list) or not all(isinstance(name, str) for name in deferred):
+        errors.append(f"{where}.deferred_tools: must be a list of tool names")
+    elif unknown := set(deferred) - tools:
+        errors.append(f"{where}.deferred_tools: unknown tool {_names(unknown)}")
+    elif enabled is True and not deferred:
+        errors.append(f"{where}.deferred_tools: name at least one tool to load through the provider's tool search")
+    return errors
+
+
+def _check_dry_run(config: Any, where: str, tools: set[str]) -> list[str]:
+    if not isinstance(config, Mapping):
+        return [f"{where}: must be an object"]
+    errors = [f"{where}.{key}: unknown setting" for key in config if key not in DEFAULT_SETTINGS["dry_run"]]
+    emulate = config.get("emulate")
+    if emulate is None:
+        return errors
+    if not isinstance(emulate, list) or not all(isinstance(name, str) for name in emulate):
+        return [*errors, f"{where}.emulate: must be a list of tool names, or empty (null) for every tool"]
+    if unknown := set(emulate) - tools:
+        errors.append(f"{where}.emulate: unknown tool {_names(unknown)}")
+    if missing := (EFFECT_TOOLS & tools) - set(emulate):
+        errors.append(f"{where}.emulate: a dry run must emulate every tool with effects; add {_names(missing)}")
     return errors
 
 
@@ -426,6 +583,14 @@ def _check_approval(config: Any, where: str, checks: Checks, tools: set[str], ga
             errors.append(f"{at}.reason: must name a wait reason code")
         elif checks.reason_exists is not None and not checks.reason_exists(reason):
             errors.append(f"{at}.reason: {reason!r} is not a known wait reason code")
+        if "commands" in rule:
+            commands = rule["commands"]
+            if name != SHELL_TOOL:
+                errors.append(f"{at}.commands: only the {SHELL_TOOL} tool is gated by command")
+            elif not isinstance(commands, list) or not commands:
+                errors.append(f"{at}.commands: must be a non-empty list of command names (e.g. ['rm'])")
+            elif not all(isinstance(c, str) and re.fullmatch(r"[A-Za-z0-9_.+-]+", c) for c in commands):
+                errors.append(f"{at}.commands: each entry is one command name, such as rm")
         if "threshold" in rule:
             if name not in AMOUNT_TOOLS:
                 errors.append(f"{at}.threshold: only {_names(AMOUNT_TOOLS)} can be gated by amount")
@@ -537,10 +702,13 @@ def team_checks() -> Checks:
     )
 
 
-def preview(document: Mapping[str, Any], agent: str, scenario: Any = None) -> list[dict[str, Any]]:
+def preview(
+    document: Mapping[str, Any], agent: str, scenario: Any = None, *, dry_run: bool = False
+) -> list[dict[str, Any]]:
     """The middleware stack `agent` gets from `document`, in order: [{"middleware", "name", "args", "shown"}].
 
     With a scenario, its overrides and tools are included (what that scenario's next run gets).
+    A setting that is off or not applicable shows as a row whose name ends in "(off)".
     """
     from agents.stack import build_layers
     from agents.team import ROUTE_VERSION
@@ -551,7 +719,9 @@ def preview(document: Mapping[str, Any], agent: str, scenario: Any = None) -> li
         scenario = Scenario(name="", message="", policies={}, expected=())
     settings = AgentSettings(agent, resolve(document, agent, scenario.limits.get(agent)))
     route_version = getattr(scenario, "route_version", ROUTE_VERSION)
-    layers = build_layers(settings, scenario.tool_names(agent), route_version=route_version)
+    layers = build_layers(
+        settings, scenario.tool_names(agent), route_version=route_version, dry_run=dry_run, preview=True
+    )
     return [_row(layer.describe()) for layer in layers]
 
 
@@ -571,7 +741,10 @@ def effective_stack(run: Any) -> dict[str, Any]:
     scenario = SCENARIOS.get(getattr(run, "scenario", ""))
     if pin is None:
         return {"run": run.pk, "version": None, "pinned_at": None, "agents": []}
-    agents = [{"agent": agent, "stack": preview(pin.version.document, agent, scenario)} for agent in AGENTS]
+    dry_run = bool(getattr(run, "dry_run", False))
+    agents = [
+        {"agent": agent, "stack": preview(pin.version.document, agent, scenario, dry_run=dry_run)} for agent in AGENTS
+    ]
     return {"run": run.pk, "version": pin.version.number, "pinned_at": pin.pinned_at, "agents": agents}
 
 

@@ -13,7 +13,7 @@ from django.utils import timezone
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 
-from agents import evidence
+from agents import evidence, workspaces
 from agents.checkpoints import checkpointer
 from agents.models import RunLimits
 from agents.observer import Outcome, conclude, gated_tools, observe, verify
@@ -39,7 +39,7 @@ def start_run(run: Run) -> str:
     version = RunLimits.pin(run)
     _set_status(run, Run.Status.RUNNING, started=True)
     with checkpointer() as saver:
-        team = scenario.build(saver, version=version)
+        team = scenario.build(saver, version=version, workspace=_workspace(run, scenario), dry_run=run.dry_run)
         config = graph_config(run)
         snapshot = team.graph.get_state(config)
         kwargs = {"wait_policies": team.wait_policies, "verifier": scenario.outcome_verifier()}
@@ -66,7 +66,7 @@ def resume_run(run: Run, decision: dict) -> str:
     scenario = _scenario_of(run)
     version = RunLimits.pin(run)  # the version the run started with, never a newer one
     with checkpointer() as saver:
-        team = scenario.build(saver, version=version)
+        team = scenario.build(saver, version=version, workspace=_workspace(run, scenario), dry_run=run.dry_run)
         config = graph_config(run)
         pending = list(team.graph.get_state(config).interrupts)
         if not pending:
@@ -92,6 +92,9 @@ def reverify(run: Run) -> str:
     check = scenario.outcome_verifier()
     if check is None:
         msg = f"scenario {scenario.name!r} has no outcome verifier"
+        raise ValueError(msg)
+    if scenario.workspace and not workspaces.exists(run.operation_id):
+        msg = "the run's workspace was removed (its verification passed), so there is nothing to verify again"
         raise ValueError(msg)
     result = verify(run.operation_id, check, attempt=f"re-{timezone.now().strftime('%Y%m%dT%H%M%S%f')}")
     if result is None:
@@ -175,11 +178,27 @@ def _scenario_of(run: Run) -> Scenario:
     return scenario
 
 
+def _workspace(run: Run, scenario: Scenario):
+    """The run's workspace (created and seeded on its first delivery); None without a seed or in a dry run."""
+    if not scenario.workspace or run.dry_run:
+        return None
+    return workspaces.create(run.operation_id, scenario.workspace)
+
+
 def _finish(run: Run, outcome: Outcome) -> str:
     status = _STATUS[outcome.status]
     ended = status in (Run.Status.COMPLETE, Run.Status.FAILED)
     _set_status(run, status, finished=ended, error=outcome.error)
+    if ended and status == Run.Status.COMPLETE and workspaces.exists(run.operation_id) and _verified(run):
+        # Kept when the run failed or its verification did not pass: an operator inspects it, and
+        # reopening re-runs the verifier on it.
+        workspaces.remove(run.operation_id)
     return str(status)
+
+
+def _verified(run: Run) -> bool:
+    handoff = evidence.latest_handoff(run.operation_id)
+    return handoff is not None and (handoff.verification_part or {}).get("result") == "pass"
 
 
 def _set_status(run: Run, status: str, *, started: bool = False, finished: bool = False, error: str = "") -> None:

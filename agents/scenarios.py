@@ -11,6 +11,7 @@ import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from django.db import transaction
@@ -41,8 +42,16 @@ class Scenario:
     held_nodes: Sequence[str] = ()
     route_version: str = ROUTE_VERSION
     description: str = ""
+    workspace: str | None = None  # the seed (agents/workspace_seeds/<seed>) the run's workspace starts from
 
-    def build(self, checkpointer: Any, *, version: LimitsVersion | None = None) -> Team:
+    def build(
+        self,
+        checkpointer: Any,
+        *,
+        version: LimitsVersion | None = None,
+        workspace: Path | None = None,
+        dry_run: bool = False,
+    ) -> Team:
         """The team with the settings of `version` (default: the current one) and this scenario's overrides."""
         return build_team(
             self.policies,
@@ -51,6 +60,8 @@ class Scenario:
             transfers=self.transfers(),
             held_nodes=self.held_nodes,
             route_version=self.route_version,
+            workspace=workspace,
+            dry_run=dry_run,
         )
 
     def transfers(self) -> list[Transfer]:
@@ -259,6 +270,48 @@ _CATALOGUE = [
         expected=("HEALTHY",),
         verifier="order_exists",
         description="retries exhausted, a tool-call limit, a summary and a context edit, all reported",
+    ),
+]
+
+CODER_ROUTES = "routes/3"
+CODER_TASK = {"request_type": "code_change", "task": "make test_calc.py pass"}
+TRIAGE_TO_CODER = Script((Call("transfer_to_coder", CODER_TASK),))
+RUN_TESTS = Call("shell", {"command": "python3 test_calc.py"})
+SHELL_ON = {"coder": {"shell": {"enabled": True}}}
+
+_CATALOGUE += [
+    Scenario(
+        name="coder_fixes_function",
+        message="test_calc.py fails in the calculator workspace; please fix calc.py.",
+        policies={
+            "triage": TRIAGE_TO_CODER,
+            "coder": Script(
+                (
+                    RUN_TESTS,
+                    Call("grep_search", {"pattern": "def add", "output_mode": "content"}),
+                    Call("shell", {"command": "sed -i 's/return a - b/return a + b/' calc.py"}),
+                    RUN_TESTS,
+                    Say("Fixed calc.add; the tests pass."),
+                )
+            ),
+        },
+        limits=SHELL_ON,
+        expected=("HEALTHY",),
+        verifier="tests_pass",
+        route_version=CODER_ROUTES,
+        workspace="calc",
+        description="the coder fixes a failing function in its workspace; the verifier's own test run passes",
+    ),
+    Scenario(
+        name="coder_false_claim",
+        message="test_calc.py fails in the calculator workspace; please fix calc.py.",
+        policies={"triage": TRIAGE_TO_CODER, "coder": Script((RUN_TESTS, Say("Fixed! All tests pass now.")))},
+        limits=SHELL_ON,
+        expected=("FALSE_COMPLETE",),
+        verifier="tests_pass",
+        route_version=CODER_ROUTES,
+        workspace="calc",
+        description="the coder claims the fix with the tests still failing; its workspace is kept for inspection",
     ),
 ]
 

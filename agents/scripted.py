@@ -8,6 +8,7 @@ the same handoff ids).
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -152,3 +153,49 @@ def chat_model(policy: Callable[..., Step]) -> BaseChatModel:
     from langchain.chat_models import init_chat_model
 
     return init_chat_model(choice)
+
+
+# --- the scripted tool emulator (dry runs) ------------------------------------
+
+# What an emulated tool answers: the shape of the real result, with ids marked as dry.
+EMULATED_RESULTS = {
+    "create_ticket": "ticket_id=T-dry-{digest} state=open",
+    "update_ticket": "ticket_id={ticket_id} state={state}",
+    "place_order": "order_id=O-dry-{digest} amount=0",
+    "refund": "refund_id=R-dry-{digest}",
+    "shell": "(dry run: command not executed)",
+}
+_EMULATION_PROMPT = re.compile(r"^Tool: (?P<tool>\S+)$.*^Arguments: (?P<args>.*?)$", re.MULTILINE | re.DOTALL)
+
+
+def emulate_tool(messages: Sequence[BaseMessage], tool_names: Sequence[str]) -> Say:
+    """The scripted emulator's answer to `LLMToolEmulator`'s prompt: a fixed result per tool."""
+    prompt = str(messages[-1].content) if messages else ""
+    match = _EMULATION_PROMPT.search(prompt)
+    if match is None:
+        return Say("(emulated) ok")
+    tool, raw_args = match.group("tool"), match.group("args")
+    try:
+        args = ast.literal_eval(raw_args)
+    except (ValueError, SyntaxError):
+        args = {}
+    values = {**(args if isinstance(args, dict) else {}), "digest": hashlib.sha256(raw_args.encode()).hexdigest()[:10]}
+    try:
+        return Say(EMULATED_RESULTS.get(tool, f"(emulated) {tool} ok").format(**values))
+    except (KeyError, IndexError):
+        return Say(f"(emulated) {tool} ok")
+
+
+def emulator_model() -> BaseChatModel:
+    """The model `LLMToolEmulator` asks: scripted by default, else the configured provider's."""
+    choice = os.environ.get(MODEL_ENV, "scripted")
+    if choice == "scripted":
+        return ScriptedChatModel(policy=emulate_tool)
+    from langchain.chat_models import init_chat_model
+
+    return init_chat_model(choice)
+
+
+def model_choice() -> str:
+    """`scripted`, or the `provider:model` string of SIDEWISP_MODEL."""
+    return os.environ.get(MODEL_ENV, "scripted")

@@ -13,18 +13,26 @@ exactly what a run gets.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings as django_settings
 from langchain.agents.middleware import (
     AgentMiddleware,
     ClearToolUsesEdit,
     ContextEditingMiddleware,
+    FilesystemFileSearchMiddleware,
     HumanInTheLoopMiddleware,
     InterruptOnConfig,
+    LLMToolEmulator,
     ModelCallLimitMiddleware,
     ModelRetryMiddleware,
+    ProviderToolSearchMiddleware,
+    RedactionRule,
+    ShellToolMiddleware,
     SummarizationMiddleware,
     TodoListMiddleware,
     ToolCallLimitMiddleware,
@@ -32,38 +40,74 @@ from langchain.agents.middleware import (
     ToolErrorMiddleware,
     ToolRetryMiddleware,
 )
+from langchain.tools import tool
 
-from agents.limits import DEFAULT_SETTINGS, RETRYABLE_ERRORS, AgentSettings, merge
+from agents import workspaces
+from agents.limits import (
+    DEFAULT_SETTINGS,
+    RETRYABLE_ERRORS,
+    SHELL_TOOL,
+    TOOL_SEARCH_PROVIDERS,
+    WORKSPACE_AGENTS,
+    AgentSettings,
+    merge,
+    workspace_tool_names,
+)
 from agents.middleware import SidewispMiddleware
 from agents.models import AgentLimits
 from agents.observer import WaitPolicy
-from agents.scripted import Say, ScriptedChatModel, summarize
+from agents.scripted import Say, ScriptedChatModel, emulator_model, model_choice, summarize
 from agents.tools import order_amount
 
 TODO_AGENTS = frozenset({"support"})
+# A shell stopped this long after its timeout is killed (the library waits 10 s by default).
+SHELL_TERMINATION_SECONDS = 1.0
+PREVIEW_WORKSPACE = "_preview"
 
 
 @dataclass(frozen=True)
 class Layer:
-    middleware: AgentMiddleware
+    """One middleware with its arguments; `middleware` is None for a setting that is off or not applicable."""
+
+    middleware: AgentMiddleware | None
     args: dict[str, Any]
+    label: str = ""
 
     def describe(self) -> dict[str, Any]:
+        if self.middleware is None:
+            return {"middleware": self.label, "name": f"{self.label} (off)", "args": self.args}
         return {"middleware": type(self.middleware).__name__, "name": self.middleware.name, "args": self.args}
 
 
 def build_middleware(
-    limits: AgentSettings | AgentLimits, tool_names: Sequence[str], *, route_version: str = "routes/1"
+    limits: AgentSettings | AgentLimits,
+    tool_names: Sequence[str],
+    *,
+    route_version: str = "routes/1",
+    workspace: Path | None = None,
+    dry_run: bool = False,
 ) -> list[AgentMiddleware]:
-    return [layer.middleware for layer in build_layers(limits, tool_names, route_version=route_version)]
+    layers = build_layers(limits, tool_names, route_version=route_version, workspace=workspace, dry_run=dry_run)
+    return [layer.middleware for layer in layers if layer.middleware is not None]
 
 
 def build_layers(
-    limits: AgentSettings | AgentLimits, tool_names: Sequence[str], *, route_version: str = "routes/1"
+    limits: AgentSettings | AgentLimits,
+    tool_names: Sequence[str],
+    *,
+    route_version: str = "routes/1",
+    workspace: Path | None = None,
+    dry_run: bool = False,
+    preview: bool = False,
 ) -> list[Layer]:
-    """Each middleware of the agent, in order, with its arguments. Raises the library's ValueError."""
+    """Each middleware of the agent, in order, with its arguments. Raises the library's ValueError.
+
+    `workspace` is the run's workspace (the coder's shell and file search work
+    there); `preview` builds them on a placeholder path that nothing ever runs in.
+    """
     agent = as_settings(limits)
     s = agent.settings
+    tool_names = [*tool_names, *(n for n in workspace_tool_names(agent.agent, s) if n not in tool_names)]
     retry, errors = s["tool_retry"], s["tool_errors"]
     attempts = retry["max_retries"] + 1
     layers = [
@@ -120,6 +164,15 @@ def build_layers(
         layers.append(Layer(HumanInTheLoopMiddleware(interrupt_on=gated), _approval_args(s["approval"], tool_names)))
     if agent.agent in TODO_AGENTS:
         layers.append(Layer(TodoListMiddleware(), {}))
+    if agent.agent in WORKSPACE_AGENTS:
+        root = workspace or (Path(django_settings.VAR_DIR) / "workspaces" / PREVIEW_WORKSPACE if preview else None)
+        shown = workspaces.display_path(workspace.name) if workspace else workspaces.display_path()
+        layers += _workspace_layers(s, root, shown, dry_run=dry_run)
+    if s["tool_search"]["enabled"]:
+        layers.append(_tool_search_layer(s["tool_search"], tool_names))
+    if dry_run:
+        emulated = emulated_tools(s, tool_names)
+        layers.append(Layer(LLMToolEmulator(tools=emulated, model=emulator_model()), {"tools": emulated}))
     layers.append(
         Layer(
             SidewispMiddleware(agent=agent.agent, route_version=route_version),
@@ -129,9 +182,104 @@ def build_layers(
     return layers
 
 
+def emulated_tools(settings: Mapping[str, Any], tool_names: Sequence[str]) -> list[str]:
+    """The tools a dry run emulates: the chosen list (or all), never a transfer (routes are what it rehearses)."""
+    chosen = settings["dry_run"]["emulate"]
+    names = [n for n in tool_names if not n.startswith("transfer_to_")]
+    return names if chosen is None else [n for n in names if n in chosen]
+
+
+def _workspace_layers(s: Mapping[str, Any], root: Path | None, shown: str, *, dry_run: bool) -> list[Layer]:
+    shell, search = s["shell"], s["file_search"]
+    shell_args = {"enabled": shell["enabled"]}
+    layers: list[Layer] = []
+    if not shell["enabled"]:
+        layers.append(Layer(None, shell_args, "ShellToolMiddleware"))
+    elif dry_run:
+        # Nothing runs in a dry run: a stand-in tool of the same name that the emulator always answers.
+        layers.append(Layer(_DryRunShell(), {**shell_args, "dry_run": "emulated, never executed"}))
+    elif root is None:
+        layers.append(Layer(None, {**shell_args, "workspace": "none for this run"}, "ShellToolMiddleware"))
+    else:
+        policy = workspaces.WorkspaceExecutionPolicy(
+            command_timeout=float(shell["command_timeout"]),
+            startup_timeout=float(shell["command_timeout"]),
+            termination_timeout=SHELL_TERMINATION_SECONDS,
+            max_output_lines=shell["max_output_lines"],
+            max_output_bytes=shell["max_output_bytes"],
+            sandbox=shell["sandbox"],
+        )
+        rules = [RedactionRule(r["type"], r.get("strategy", "redact"), r.get("pattern")) for r in shell["redaction"]]
+        middleware = ShellToolMiddleware(
+            workspace_root=root,
+            startup_commands=list(shell["startup_commands"]),
+            execution_policy=policy,
+            redaction_rules=rules,
+            tool_name=SHELL_TOOL,
+            env=workspaces.shell_env(root),
+        )
+        args = {
+            **shell_args,
+            "workspace": shown,
+            "startup_commands": list(shell["startup_commands"]),
+            "execution_policy": {
+                "policy": "host",
+                "sandbox": shell["sandbox"],
+                "command_timeout": shell["command_timeout"],
+                "max_output_lines": shell["max_output_lines"],
+                "max_output_bytes": shell["max_output_bytes"],
+            },
+            # Types and strategies only: the patterns describe what a secret looks like.
+            "redaction_rules": [f"{r['type']}:{r.get('strategy', 'redact')}" for r in shell["redaction"]],
+        }
+        layers.append(Layer(middleware, args))
+        layers.append(Layer(workspaces.ShellArtifactScrubber(tool_name=SHELL_TOOL), {"tool": SHELL_TOOL}))
+    if not search["enabled"]:
+        layers.append(Layer(None, {"enabled": False}, "FilesystemFileSearchMiddleware"))
+    elif root is None and not dry_run:
+        layers.append(
+            Layer(None, {"enabled": True, "root_path": "none for this run"}, "FilesystemFileSearchMiddleware")
+        )
+    else:
+        root = root or Path(django_settings.VAR_DIR) / "workspaces" / PREVIEW_WORKSPACE
+        middleware = FilesystemFileSearchMiddleware(
+            root_path=str(root), use_ripgrep=False, max_file_size_mb=search["max_file_size_mb"]
+        )
+        layers.append(Layer(middleware, {"root_path": shown, "max_file_size_mb": search["max_file_size_mb"]}))
+    return layers
+
+
+def _tool_search_layer(config: Mapping[str, Any], tool_names: Sequence[str]) -> Layer:
+    deferred = [name for name in config["deferred_tools"] if name in tool_names]
+    args = {"enabled": True, "deferred_tools": deferred}
+    choice = model_choice()
+    provider = choice.split(":", 1)[0] if ":" in choice else choice
+    if provider not in TOOL_SEARCH_PROVIDERS:
+        why = "the scripted model" if choice == "scripted" else f"provider {provider!r}"
+        reason = f"not applicable: {why} has no provider tool search"
+        return Layer(None, {**args, "status": reason}, "ProviderToolSearchMiddleware")
+    return Layer(ProviderToolSearchMiddleware(searchable_tools=deferred), args)
+
+
+@tool(SHELL_TOOL)
+def _dry_run_shell(command: str) -> str:
+    """Execute a shell command in the run's workspace."""
+    msg = "a dry run never executes a shell command"
+    raise RuntimeError(msg)
+
+
+class _DryRunShell(AgentMiddleware):
+    """Registers the stand-in `shell` tool of a dry run (the emulator answers every call)."""
+
+    name = "DryRunShell"
+    tools = [_dry_run_shell]
+
+
 def wait_policies(limits: AgentSettings | AgentLimits, tool_names: Sequence[str]) -> dict[str, WaitPolicy]:
     """Owner, reason and deadline of the approval wait for each gated tool of this agent."""
-    approval = as_settings(limits).settings["approval"]
+    settings = as_settings(limits)
+    approval = settings.settings["approval"]
+    tool_names = [*tool_names, *workspace_tool_names(settings.agent, settings.settings)]
     return {
         name: WaitPolicy(
             owner=approval["owner"] or None,
@@ -221,6 +369,8 @@ def _interrupt_on(approval: Mapping[str, Any], tool_names: Sequence[str]) -> dic
         config = InterruptOnConfig(allowed_decisions=list(rule["allowed_decisions"]))
         if "threshold" in rule:
             config["when"] = _above(int(rule["threshold"]))
+        if "commands" in rule:
+            config["when"] = _runs_any(rule["commands"])
         gated[name] = config
     return gated
 
@@ -235,6 +385,16 @@ def _above(threshold: int):
     def needs_approval(request: ToolCallRequest) -> bool:
         args = request.tool_call["args"]
         return order_amount(str(args.get("sku", "")), int(args.get("quantity", 0) or 0)) > threshold
+
+    return needs_approval
+
+
+def _runs_any(commands: Sequence[str]):
+    # A command word at the start or after a separator: `rm x`, `cd a && rm -rf b`, `x | xargs rm`.
+    pattern = re.compile(rf"(?:^|[\s;&|(`$])(?:{'|'.join(map(re.escape, commands))})(?=\s|$|[;&|)`])")
+
+    def needs_approval(request: ToolCallRequest) -> bool:
+        return bool(pattern.search(str(request.tool_call["args"].get("command") or "")))
 
     return needs_approval
 

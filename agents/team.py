@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any, NotRequired, TypedDict
 
 from langchain.agents import create_agent
@@ -21,18 +22,21 @@ from agents.scripted import Say, chat_model
 from agents.stack import build_middleware, wait_policies
 
 ROUTE_VERSION = "routes/1"
-AGENTS = ("triage", "sales", "support", "billing")
+AGENTS = ("triage", "sales", "support", "billing", "coder")
 AGENT_TOOLS: dict[str, tuple[BaseTool, ...]] = {
     "triage": (tools.create_ticket,),
     "sales": (tools.check_inventory, tools.place_order, tools.confirm_with_supplier),
     "support": (tools.update_ticket, tools.add_note, tools.disclose_secret),
     "billing": (tools.refund,),
+    # The coder's tools come from its workspace middleware (shell, glob and grep search), see agents.stack.
+    "coder": (),
 }
 PROMPTS = {
     "triage": "Classify the request and hand it to sales or support with the context the route needs.",
     "sales": "Quote and place orders; hand paid orders to billing.",
     "support": "Resolve support tickets.",
     "billing": "Handle refunds and invoices.",
+    "coder": "Make the requested change in your workspace, run its tests, and say what you did.",
 }
 
 
@@ -46,6 +50,7 @@ class TeamState(TypedDict):
     ticket_id: NotRequired[str]
     order_id: NotRequired[str]
     currency: NotRequired[str]
+    task: NotRequired[str]
 
 
 @dataclass(frozen=True)
@@ -79,8 +84,14 @@ def build_team(
     transfers: Sequence[Transfer] | None = None,
     held_nodes: Sequence[str] = (),
     route_version: str = ROUTE_VERSION,
+    workspace: Path | None = None,
+    dry_run: bool = False,
 ) -> Team:
-    """Compile the team graph; `policies` gives each agent's scripted policy."""
+    """Compile the team graph; `policies` gives each agent's scripted policy.
+
+    `workspace` is the run's workspace (the coder works there); in a `dry_run`
+    the tool emulator answers for the tools, so nothing has an effect.
+    """
     limits = dict(limits or {})
     transfers = list(transfers if transfers is not None else declared_transfers(route_version))
     builder = StateGraph(TeamState)
@@ -94,11 +105,14 @@ def build_team(
         ]
         agent_tools = [*AGENT_TOOLS[agent], *own]
         names = [t.name for t in agent_tools]
+        middleware = build_middleware(
+            agent_limits, names, route_version=route_version, workspace=workspace, dry_run=dry_run
+        )
         runnable = create_agent(
             chat_model(policies.get(agent) or _idle),
             tools=agent_tools,
             system_prompt=PROMPTS[agent],
-            middleware=build_middleware(agent_limits, names, route_version=route_version),
+            middleware=middleware,
             name=agent,
         )
         destinations = tuple(t.receiver for t in transfers if t.sender == agent and t.receiver in AGENTS)

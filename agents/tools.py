@@ -22,7 +22,12 @@ SENSITIVE_TOOLS = {
     "place_order": "purchase_approval",
     "disclose_secret": "secret_disclosure",
     "refund": "irreversible_choice",
+    "shell": "destructive_command",
 }
+# Tools that change the store, the workspace or the outside world: a dry run must emulate all of them.
+EFFECT_TOOLS = frozenset(
+    {"create_ticket", "update_ticket", "place_order", "refund", "disclose_secret", "confirm_with_supplier", "shell"}
+)
 
 
 class TransientServiceError(ConnectionError):

@@ -1,9 +1,15 @@
-"""Outcome verifiers: did the task really happen in the store? Never trust the final message."""
+"""Outcome verifiers: did the task really happen? Never trust the final message.
+
+`tests_pass` runs the workspace's test command itself (the seed's command, in
+the sandbox, with a timeout and a minimal environment) and checks the expected
+artifact, whatever the coder said about it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from agents import workspaces
 from agents.evidence import digest
 from agents.models import Order, Refund, Ticket
 
@@ -22,10 +28,22 @@ def refund_exists(operation_id: str) -> bool:
     return Refund.objects.filter(operation_id=operation_id).exists()
 
 
+def tests_pass(operation_id: str) -> bool:
+    from agents.scenarios import SCENARIOS  # scenarios name their verifier by this registry
+    from receipts.models import Run
+
+    scenario_name = Run.objects.filter(operation_id=operation_id).values_list("scenario", flat=True).first()
+    scenario = SCENARIOS.get(scenario_name or "")
+    if scenario is None or not scenario.workspace:
+        return False
+    return workspaces.run_tests(operation_id, scenario.workspace)
+
+
 VERIFIERS: dict[str, Check] = {
     "ticket_state_changed": ticket_state_changed,
     "order_exists": order_exists,
     "refund_exists": refund_exists,
+    "tests_pass": tests_pass,
 }
 
 

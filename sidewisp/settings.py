@@ -189,6 +189,8 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    # The shell middleware logs every command and the workspace's absolute path at INFO.
+    "loggers": {"langchain.agents.middleware.shell_tool": {"level": "WARNING"}},
 }
 
 # --- Sidewisp -----------------------------------------------------------------

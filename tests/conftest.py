@@ -47,6 +47,17 @@ def celery_isolation() -> str:
     return name
 
 
+@pytest.fixture(scope="session", autouse=True)
+def isolated_var_dir(tmp_path_factory) -> Iterator[str]:
+    """Workspaces and other run files of this test run go to a temporary folder, not var/."""
+    from django.conf import settings
+
+    original = settings.VAR_DIR
+    settings.VAR_DIR = tmp_path_factory.mktemp("var")
+    yield str(settings.VAR_DIR)
+    settings.VAR_DIR = original
+
+
 def database_url_for_subprocess() -> str:
     from django.db import connection
 
@@ -109,6 +120,7 @@ def start_worker_process(name: str, queue: str, *, concurrency: int = 2) -> Work
         # A dead worker's task comes back in seconds rather than half a minute.
         "CELERY_VISIBILITY_TIMEOUT": "5",
         "SIDEWISP_LEASE_SECONDS": "6",
+        "SIDEWISP_VAR_DIR": str(settings.VAR_DIR),
     }
     command = [
         sys.executable,

@@ -158,7 +158,7 @@ INVALID = [
     ),
     ("default.approval.on_expiry", "escalate", "default.approval.on_expiry: “escalate” needs a backup_owner"),
     ("default.speed", {}, "default.speed: unknown section"),
-    ("agents.janitor", {}, "agents.janitor: unknown agent; known: billing, sales, support, triage"),
+    ("agents.janitor", {}, "agents.janitor: unknown agent; known: billing, coder, sales, support, triage"),
 ]
 
 
