@@ -5,6 +5,34 @@ Plain Python (no Django), so the pure classifier tests can use it too.
 
 from __future__ import annotations
 
+import copy
+
+# The spec's public contracts (shared/spec/cases/contracts.json).
+_PUBLIC_CONTRACTS = {
+    "wait_reasons": ["purchase_approval", "secret_disclosure", "irreversible_choice"],
+    "routes": {
+        "routes/1": {
+            "triage": {
+                "sales": ["request_type", "customer_tier", "consent_status"],
+                "support": ["request_type", "ticket_id"],
+            },
+            "sales": {"billing": ["order_id"]},
+        },
+        "routes/2": {
+            "triage": {
+                "sales": ["request_type", "customer_tier", "consent_status", "region"],
+                "support": ["request_type", "ticket_id"],
+            },
+            "sales": {"billing": ["order_id", "currency"]},
+        },
+    },
+}
+
+
+def public_contracts() -> dict:
+    """A fresh copy of the spec's public contracts document."""
+    return copy.deepcopy(_PUBLIC_CONTRACTS)
+
 
 def healthy_parts() -> dict[str, dict]:
     """The receipt parts of a healthy handoff, verified after its destination started."""

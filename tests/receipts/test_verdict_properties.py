@@ -32,6 +32,7 @@ from receipts.bundle import (
 )
 from receipts.verdicts import BOUNDARIES, NEXT_MOVES, VERDICT_BOUNDARY, Verdict, classify
 from tests.factories import healthy_bundle as healthy
+from tests.factories import public_contracts
 
 NOW = datetime(2026, 7, 30, 12, 0, tzinfo=UTC)
 STARTED_AT = "2026-07-30T10:00:02Z"
@@ -40,27 +41,7 @@ KEYS = ["request_type", "customer_tier", "consent_status", "region", "ticket_id"
 CALL_IDS = ["call_abc", "call_other", ""]
 DROP = object()  # an edit value meaning "delete this part or field"
 
-CONTRACTS = parse_contracts(
-    {
-        "wait_reasons": ["purchase_approval", "secret_disclosure", "irreversible_choice"],
-        "routes": {
-            "routes/1": {
-                "triage": {
-                    "sales": ["request_type", "customer_tier", "consent_status"],
-                    "support": ["request_type", "ticket_id"],
-                },
-                "sales": {"billing": ["order_id"]},
-            },
-            "routes/2": {
-                "triage": {
-                    "sales": ["request_type", "customer_tier", "consent_status", "region"],
-                    "support": ["request_type", "ticket_id"],
-                },
-                "sales": {"billing": ["order_id", "currency"]},
-            },
-        },
-    }
-)
+CONTRACTS = parse_contracts(public_contracts())
 
 VALID_WAIT = {
     "owner": "ops-lead",

@@ -9,32 +9,15 @@ import pytest
 from receipts.bundle import VERDICTS, Contracts, parse_bundle, parse_contracts
 from receipts.verdicts import BOUNDARIES, NEXT_MOVES, VERDICT_BOUNDARY, Verdict, classify
 from tests.factories import healthy_bundle as healthy
+from tests.factories import public_contracts
 
 NOW = datetime(2026, 7, 30, 12, 0, tzinfo=UTC)
 SHARED = (Path(__file__).resolve().parents[2] / ".." / "shared").resolve()
 CASES_DIR = SHARED / "spec" / "cases"
 
 # The public contracts.json, plus one route declared only under routes/2.
-CONTRACTS_DOCUMENT = {
-    "wait_reasons": ["purchase_approval", "secret_disclosure", "irreversible_choice"],
-    "routes": {
-        "routes/1": {
-            "triage": {
-                "sales": ["request_type", "customer_tier", "consent_status"],
-                "support": ["request_type", "ticket_id"],
-            },
-            "sales": {"billing": ["order_id"]},
-        },
-        "routes/2": {
-            "triage": {
-                "sales": ["request_type", "customer_tier", "consent_status", "region"],
-                "support": ["request_type", "ticket_id"],
-                "escalation": ["ticket_id"],
-            },
-            "sales": {"billing": ["order_id", "currency"]},
-        },
-    },
-}
+CONTRACTS_DOCUMENT = public_contracts()
+CONTRACTS_DOCUMENT["routes"]["routes/2"]["triage"]["escalation"] = ["ticket_id"]
 
 
 def contracts() -> Contracts:
