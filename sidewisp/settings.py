@@ -80,6 +80,9 @@ DATABASE_URL = env_url(
 )
 DATABASES = {"default": dj_database_url.parse(DATABASE_URL)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The embedded database lives under var/, which a fresh clone does not have yet.
+    Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
     # Workers and the web process write to one file: wait for locks instead of
     # failing, take the write lock up front, and let readers run beside writers.
     DATABASES["default"]["OPTIONS"] = {
