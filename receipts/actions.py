@@ -176,8 +176,7 @@ def decide(
         if (earlier := _decision_for(handoff, token)) is not None:
             return _already_decided(user, action, handoff, earlier, key)
         if refusal := _decision_refusal(handoff, kind, token, reason, edited_args, now):
-            _log(user, action, DECIDE_WAIT, handoff, AuditEntry.Outcome.REFUSED, reason=refusal, key=key)
-            return Result(Outcome.REFUSED, refusal, run=handoff.run, handoff=handoff)
+            return _refuse(user, DECIDE_WAIT, handoff, key, refusal, action=action)
         try:
             with transaction.atomic():
                 decision = Decision.objects.create(
@@ -302,8 +301,7 @@ def reassign(
         if not refusal and not get_user_model()._default_manager.filter(username=owner, is_active=True).exists():
             refusal = f"There is no active user named {owner!r}."
         if refusal:
-            _log(user, REASSIGN_WAIT.name, REASSIGN_WAIT, handoff, AuditEntry.Outcome.REFUSED, reason=refusal, key=key)
-            return Result(Outcome.REFUSED, refusal, handoff.run, handoff)
+            return _refuse(user, REASSIGN_WAIT, handoff, key, refusal)
         deadline = now + timedelta(minutes=deadline_minutes)
         wait = {**handoff.wait_part, "owner": owner, "deadline_utc": _iso(deadline), "resolved": False}
         before = handoff.verdict
@@ -333,8 +331,7 @@ def cancel(*, user: User, handoff_id: object, key: str, reason: str, now: dateti
             return _noop(user, CANCEL_WAIT, handoff, key, "This wait was already cancelled; nothing changed.")
         if not handoff.wait_open:
             refusal = "This wait is no longer open."
-            _log(user, CANCEL_WAIT.name, CANCEL_WAIT, handoff, AuditEntry.Outcome.REFUSED, reason=refusal, key=key)
-            return Result(Outcome.REFUSED, refusal, handoff.run, handoff)
+            return _refuse(user, CANCEL_WAIT, handoff, key, refusal)
         handoff = _record_wait(handoff, {**handoff.wait_part, "resolved": True}, f"cancel-{key}", now)
         _set_run_status(handoff.run, Run.Status.FAILED, error="Cancelled", now=now)
         _log(user, CANCEL_WAIT.name, CANCEL_WAIT, handoff, AuditEntry.Outcome.DONE, reason=reason, key=key)
@@ -359,8 +356,7 @@ def reopen(*, user: User, handoff_id: object, key: str, reason: str) -> Result:
         elif not _has_verifier(handoff.run):
             refusal = "This run has no outcome verifier to run again."
         if refusal:
-            _log(user, REOPEN_TASK.name, REOPEN_TASK, handoff, AuditEntry.Outcome.REFUSED, reason=refusal, key=key)
-            return Result(Outcome.REFUSED, refusal, handoff.run, handoff)
+            return _refuse(user, REOPEN_TASK, handoff, key, refusal)
         _log(user, REOPEN_TASK.name, REOPEN_TASK, handoff, AuditEntry.Outcome.DONE, reason=reason, key=key)
         transaction.on_commit(partial(_enqueue_reverify, handoff.run_id))
     return Result(Outcome.DONE, "The task is reopened; its outcome verifier runs again.", handoff.run, handoff)
@@ -393,8 +389,7 @@ def stop_auto_continue(*, user: User, run_id: object, key: str, reason: str) -> 
             return _noop(user, STOP_RUN, run, key, "Auto-continue is already stopped; nothing changed.")
         if not run.handoffs.filter(verdict__in=STOPPABLE).exists():
             refusal = "Only a run with a stale-control or open-tool-protocol handoff can be stopped."
-            _log(user, STOP_RUN.name, STOP_RUN, run, AuditEntry.Outcome.REFUSED, reason=refusal, key=key)
-            return Result(Outcome.REFUSED, refusal, run)
+            return _refuse(user, STOP_RUN, run, key, refusal)
         _set_auto_continue(run, False)
         _log(user, STOP_RUN.name, STOP_RUN, run, AuditEntry.Outcome.DONE, reason=reason, key=key)
     return Result(Outcome.DONE, "Auto-continue is stopped; the worker parks the run before its next step.", run)
@@ -563,6 +558,13 @@ def _noop(user: User, policy: Policy, obj: Handoff | Run, key: str, message: str
     _log(user, policy.name, policy, obj, AuditEntry.Outcome.NOOP, reason=message, key=key)
     handoff = obj if isinstance(obj, Handoff) else None
     return Result(Outcome.NOOP, message, obj if isinstance(obj, Run) else obj.run, handoff)
+
+
+def _refuse(user: User, policy: Policy, obj: Handoff | Run, key: str, refusal: str, *, action: str = "") -> Result:
+    """Allowed, but the object's state does not permit it: audit and say why."""
+    _log(user, action or policy.name, policy, obj, AuditEntry.Outcome.REFUSED, reason=refusal, key=key)
+    handoff = obj if isinstance(obj, Handoff) else None
+    return Result(Outcome.REFUSED, refusal, obj if isinstance(obj, Run) else obj.run, handoff)
 
 
 def _log(

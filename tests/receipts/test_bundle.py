@@ -26,51 +26,24 @@ from receipts.bundle import (
     parse_time,
     part_to_dict,
 )
+from tests.factories import healthy_bundle
 
 CANARY = "CANARY-SECRET-9f2c"
 
 
 def spec_example() -> dict:
     """The full bundle from spec §1, every part present."""
-    return {
-        "schema": "sidewisp.handoff/1",
-        "handoff_id": "h-7f3a",
-        "operation_id": "op-91c2",
-        "expect": "HEALTHY",
-        "created": {
-            "sender": "triage",
-            "receiver": "sales",
-            "route_version": "routes/1",
-            "tool_call_id": "call_abc",
-            "required_context_keys": ["request_type", "customer_tier", "consent_status"],
-            "at": "2026-07-30T10:00:00Z",
-        },
-        "reduced": {
-            "goto": "sales",
-            "active_agent_before": "triage",
-            "active_agent_after": "sales",
-            "graph_scope": "parent",
-            "tool_message_ids": ["call_abc"],
-            "context_keys": ["request_type", "customer_tier", "consent_status"],
-            "at": "2026-07-30T10:00:01Z",
-        },
-        "destination": {"node_id": "sales", "started_at": "2026-07-30T10:00:02Z", "attempt_id": "a-1"},
-        "wait": {
-            "owner": "ops-lead",
-            "reason": "purchase_approval",
-            "deadline_utc": "2026-07-31T10:00:00Z",
-            "resume_token_id": "rt-55d0",
-            "state_persisted": True,
-            "resolved": False,
-        },
-        "verification": {
-            "verifier": "order_exists",
-            "result": "pass",
-            "checked_at": "2026-07-30T10:05:00Z",
-            "receipt_id": "v-19",
-        },
-        "final_status": "complete",
+    bundle = healthy_bundle("h-7f3a", operation_id="op-91c2", expect="HEALTHY")
+    bundle["wait"] = {
+        "owner": "ops-lead",
+        "reason": "purchase_approval",
+        "deadline_utc": "2026-07-31T10:00:00Z",
+        "resume_token_id": "rt-55d0",
+        "state_persisted": True,
+        "resolved": False,
     }
+    bundle["verification"]["receipt_id"] = "v-19"
+    return bundle
 
 
 def with_field(part: str, field: str, value: object) -> dict:
