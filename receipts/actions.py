@@ -29,9 +29,9 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from receipts import audit, broadcast
+from receipts import audit, runs
 from receipts.models import AuditEntry, Decision, Handoff, Run
-from receipts.recording import next_seq, reclassify, reclassify_overdue_waits, record
+from receipts.recording import reclassify, reclassify_overdue_waits, record
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -333,7 +333,7 @@ def cancel(*, user: User, handoff_id: object, key: str, reason: str, now: dateti
             refusal = "This wait is no longer open."
             return _refuse(user, CANCEL_WAIT, handoff, key, refusal)
         handoff = _record_wait(handoff, {**handoff.wait_part, "resolved": True}, f"cancel-{key}", now)
-        _set_run_status(handoff.run, Run.Status.FAILED, error="Cancelled", now=now)
+        runs.set_status(handoff.run, Run.Status.FAILED, error="Cancelled", now=now)
         _log(user, CANCEL_WAIT.name, CANCEL_WAIT, handoff, AuditEntry.Outcome.DONE, reason=reason, key=key)
     return Result(Outcome.DONE, "The wait is cancelled and its run marked failed.", handoff.run, handoff)
 
@@ -437,7 +437,7 @@ def _enqueue_start(run_id: int) -> None:
 def _set_auto_continue(run: Run, value: bool) -> None:
     run.auto_continue = value
     run.save(update_fields=["auto_continue", "updated_at"])
-    _announce_run(run)
+    runs.announce(run)
 
 
 # --- the deadline sweep (Celery beat) ------------------------------------------------------
@@ -603,27 +603,6 @@ def _record_wait(handoff: Handoff, wait: dict, attempt: str, now: datetime) -> H
         attempt=attempt[:200],
         now=now,
     ).handoff
-
-
-def _set_run_status(run: Run, status: str, *, error: str = "", now: datetime) -> None:
-    run.status = status
-    run.error = error
-    run.finished_at = now
-    run.save(update_fields=["status", "error", "finished_at", "updated_at"])
-    _announce_run(run)
-
-
-def _announce_run(run: Run) -> None:
-    event: broadcast.RunEvent = {
-        "type": "run.changed",
-        "run": run.pk,
-        "operation_id": run.operation_id,
-        "seq": next_seq(run),
-        "status": str(run.status),
-        "dry_run": run.dry_run,
-        "at": timezone.now().isoformat(),
-    }
-    transaction.on_commit(partial(broadcast.publish, event))
 
 
 def _iso(moment: datetime) -> str:

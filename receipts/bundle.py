@@ -33,6 +33,8 @@ VERDICTS = (
     "FALSE_COMPLETE",
 )
 RESULTS = ("pass", "fail")
+# How a wait was decided (spec §1 v1.1); `expired` is the safe default applied at the deadline.
+RESOLUTIONS = ("approved", "edited", "rejected", "expired", "cancelled")
 
 MAX_STRING_LENGTH = 200
 MAX_LIST_ENTRIES = 100
@@ -101,6 +103,7 @@ class Wait:
     resume_token_id: str | None = None
     state_persisted: bool | None = None
     resolved: bool | None = None
+    resolution: str | None = None
 
 
 @dataclass(frozen=True)
@@ -222,6 +225,12 @@ def _parse_result(value: object, field: str) -> str | None:
     raise BundleError(field, 'must be "pass" or "fail"')
 
 
+def _parse_resolution(value: object, field: str) -> str | None:
+    if value is None or (isinstance(value, str) and value in RESOLUTIONS):
+        return value
+    raise BundleError(field, f"must be one of {', '.join(RESOLUTIONS)}")
+
+
 def format_time(moment: datetime) -> str:
     """ISO 8601 in UTC with a trailing Z, e.g. ``2026-07-30T10:00:00Z``."""
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
@@ -230,13 +239,14 @@ def format_time(moment: datetime) -> str:
 # --- parts ------------------------------------------------------------------
 
 _Parser = Callable[[object, str], object]
-_TEXT, _NAMES, _TIME, _BOOL, _RESULT = "text", "names", "time", "bool", "result"
+_TEXT, _NAMES, _TIME, _BOOL, _RESULT, _RESOLUTION = "text", "names", "time", "bool", "result", "resolution"
 _PARSERS: dict[str, _Parser] = {
     _TEXT: _parse_text,
     _NAMES: _parse_names,
     _TIME: _parse_optional_time,
     _BOOL: _parse_bool,
     _RESULT: _parse_result,
+    _RESOLUTION: _parse_resolution,
 }
 # The only fields a part may carry; everything else is dropped unread.
 _PART_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -265,6 +275,7 @@ _PART_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
         ("resume_token_id", _TEXT),
         ("state_persisted", _BOOL),
         ("resolved", _BOOL),
+        ("resolution", _RESOLUTION),
     ),
     "verification": (("verifier", _TEXT), ("result", _RESULT), ("checked_at", _TIME), ("receipt_id", _TEXT)),
 }

@@ -94,10 +94,25 @@ class Run(models.Model):
         AGENT = "agent"
         IMPORT = "import"
 
+    class Mode(models.TextChoices):
+        # Sidewisp's workers drive a registered graph (start, resume, re-verify, stop).
+        HOSTED = "hosted"
+        # The user's own process drives its graph through observe/aobserve; decisions go back to it.
+        OBSERVED = "observed"
+
     operation_id = models.CharField(max_length=200, unique=True)
     thread_id = models.CharField(max_length=200, unique=True)
+    # The registered graph a hosted run drives (agents.registry); empty for observed and imported runs.
+    graph = models.CharField(max_length=100, blank=True, db_index=True)
+    # A label the graph's factory reads from `configurable.scenario` (the demo graph's scenario).
     scenario = models.CharField(max_length=100, blank=True)
     source = models.CharField(max_length=20, choices=Source.choices, default=Source.AGENT)
+    mode = models.CharField(max_length=20, choices=Mode.choices, default=Mode.OBSERVED)
+    # A hosted run's graph input until the graph holds it in its checkpoint; never shown or sent.
+    input = models.JSONField(null=True, blank=True, editable=False)
+    # An observed run's pending approval as names only: {"tool", "arg_types", "allowed_decisions",
+    # "resume_token_id"}; Sidewisp has no access to that process's checkpoint.
+    pending_call = models.JSONField(null=True, blank=True, editable=False)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED, db_index=True)
     dry_run = models.BooleanField(default=False)
     auto_continue = models.BooleanField(default=True)
@@ -166,6 +181,7 @@ class Handoff(models.Model):
             ("control_run", "Can stop or resume auto-continue of a run"),
             ("reassign_wait", "Can reassign or cancel a wait"),
             ("change_limits", "Can change limits and contracts"),
+            ("start_run", "Can start a run of a registered graph"),
         ]
 
     def __str__(self) -> str:
@@ -217,6 +233,10 @@ class MiddlewareReport(AppendOnlyModel):
         SUMMARIZED = "summarized"
         CONTEXT_EDITED = "context_edited"
         MODEL_FAILED = "model_failed"
+        # Observation: evidence that could not be recorded as it was (a missing part is the truth).
+        EVIDENCE_DROPPED = "evidence_dropped"
+        # The run ended without any handoff recorded: nothing was proven.
+        NO_HANDOFF = "no_handoff"
 
     run = models.ForeignKey(Run, related_name="reports", on_delete=models.PROTECT)
     agent = models.CharField(max_length=200)

@@ -9,7 +9,7 @@ from django.contrib.auth.models import Group, Permission
 
 ROLES: dict[str, list[str]] = {
     "viewer": ["view_dashboard"],
-    "operator": ["view_dashboard", "reopen_task", "control_run", "reassign_wait"],
+    "operator": ["view_dashboard", "reopen_task", "control_run", "reassign_wait", "start_run"],
     "approver": ["view_dashboard", "decide_own_wait"],
     "admin": [
         "view_dashboard",
@@ -19,6 +19,7 @@ ROLES: dict[str, list[str]] = {
         "control_run",
         "reassign_wait",
         "change_limits",
+        "start_run",
     ],
 }
 

@@ -1,0 +1,51 @@
+"""A run's lifecycle: the one place that changes a run's status and announces it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from functools import partial
+
+from django.db import transaction
+from django.utils import timezone
+
+from receipts import broadcast
+from receipts.models import Run
+from receipts.recording import next_seq
+
+ENDED = (Run.Status.COMPLETE, Run.Status.FAILED)
+
+
+def set_status(run: Run, status: str, *, error: str = "", now: datetime | None = None) -> Run:
+    """Move `run` to `status` (stamping start, end and heartbeat) and publish `run.changed` after commit.
+
+    `error` is a class name or a short code, never an exception's text.
+    """
+    now = now or timezone.now()
+    run.status = status
+    run.heartbeat_at = now
+    run.error = error[:200]
+    fields = ["status", "heartbeat_at", "error", "updated_at"]
+    if status != Run.Status.QUEUED and run.started_at is None:
+        run.started_at = now
+        fields.append("started_at")
+    if status in ENDED:
+        run.finished_at = now
+        fields.append("finished_at")
+    with transaction.atomic():
+        run.save(update_fields=fields)
+        announce(run, now=now)
+    return run
+
+
+def announce(run: Run, *, now: datetime | None = None) -> None:
+    """Publish the run's current status (after commit) with the run's next sequence number."""
+    event: broadcast.RunEvent = {
+        "type": "run.changed",
+        "run": run.pk,
+        "operation_id": run.operation_id,
+        "seq": next_seq(run),
+        "status": str(run.status),
+        "dry_run": run.dry_run,
+        "at": (now or timezone.now()).isoformat(),
+    }
+    transaction.on_commit(partial(broadcast.publish, event))
