@@ -16,14 +16,13 @@ from langgraph.types import Command
 from agents import evidence, workspaces
 from agents.checkpoints import checkpointer
 from agents.models import RunLimits
-from agents.observer import Outcome, conclude, gated_tools, observe, verify
+from agents.decisions import resume_value, validate_decision
+from agents.observer import Outcome, conclude, observe, verify
 from agents.scenarios import SCENARIOS, Scenario
 from receipts import broadcast
 from receipts.models import Run
 from receipts.recording import next_seq, record
 
-DECISION_TYPES = ("approve", "reject", "edit")
-MAX_REJECT_MESSAGE = 1000
 _STATUS = {
     "complete": Run.Status.COMPLETE,
     "waiting": Run.Status.WAITING,
@@ -72,7 +71,7 @@ def resume_run(run: Run, decision: dict) -> str:
         if not pending:
             msg = "this run has no pending approval to decide"
             raise ValueError(msg)
-        resume = {item.id: {"decisions": _decisions_for(item, clean)} for item in pending}
+        resume = resume_value(pending, clean)
         _set_status(run, Run.Status.RUNNING)
         for item in pending:
             _record_resolved(run.operation_id, item.id)
@@ -105,55 +104,6 @@ def reverify(run: Run) -> str:
 
 def graph_config(run: Run) -> dict[str, Any]:
     return {"configurable": {"thread_id": run.thread_id, "operation_id": run.operation_id}}
-
-
-def validate_decision(decision: object) -> dict:
-    """The decision in a known shape, or ValueError naming what is wrong."""
-    if not isinstance(decision, dict):
-        msg = "decision must be an object"
-        raise ValueError(msg)
-    kind = decision.get("type")
-    if kind not in DECISION_TYPES:
-        msg = f"decision.type must be one of {', '.join(DECISION_TYPES)}"
-        raise ValueError(msg)
-    allowed = {"approve": {"type"}, "reject": {"type", "message"}, "edit": {"type", "args"}}[kind]
-    if extra := set(decision) - allowed:
-        msg = f"decision has unexpected fields: {', '.join(sorted(map(str, extra)))}"
-        raise ValueError(msg)
-    if kind == "reject":
-        message = decision.get("message")
-        if not isinstance(message, str) or not message.strip() or len(message) > MAX_REJECT_MESSAGE:
-            msg = f"decision.message must be a non-empty string of at most {MAX_REJECT_MESSAGE} characters"
-            raise ValueError(msg)
-    if kind == "edit":
-        args = decision.get("args")
-        if not isinstance(args, dict) or not args or not all(isinstance(key, str) for key in args):
-            msg = "decision.args must be a non-empty object"
-            raise ValueError(msg)
-    return dict(decision)
-
-
-def _decisions_for(pending: Any, decision: dict) -> list[dict]:
-    value = pending.value if isinstance(pending.value, dict) else {}
-    requests = value.get("action_requests", [])
-    for review in value.get("review_configs", []):
-        if decision["type"] not in review.get("allowed_decisions", DECISION_TYPES):
-            msg = f"decision.type {decision['type']} is not allowed for this approval"
-            raise ValueError(msg)
-    if decision["type"] == "approve":
-        return [{"type": "approve"} for _ in requests]
-    if decision["type"] == "reject":
-        return [{"type": "reject", "message": decision["message"]} for _ in requests]
-    if len(requests) != 1:
-        msg = "an edit decision needs exactly one pending tool call"
-        raise ValueError(msg)
-    original = requests[0].get("args", {})
-    if unknown := set(decision["args"]) - set(original):
-        msg = f"decision.args has fields the tool call does not take: {', '.join(sorted(unknown))}"
-        raise ValueError(msg)
-    return [
-        {"type": "edit", "edited_action": {"name": gated_tools(pending)[0], "args": {**original, **decision["args"]}}}
-    ]
 
 
 def _record_resolved(operation_id: str, interrupt_id: str) -> None:

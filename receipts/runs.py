@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from functools import partial
 
@@ -49,3 +50,27 @@ def announce(run: Run, *, now: datetime | None = None) -> None:
         "at": (now or timezone.now()).isoformat(),
     }
     transaction.on_commit(partial(broadcast.publish, event))
+
+
+def create_hosted(
+    graph: str, graph_input: dict | None, *, operation_id: str | None = None, scenario: str = "", dry_run: bool = False
+) -> Run:
+    """A new queued hosted run of the registered `graph` (the caller enqueues its start after commit).
+
+    Fresh unique operation and thread ids unless `operation_id` is given; a
+    given one that exists already raises `ValueError` naming it.
+    """
+    token = uuid.uuid4().hex[:16]
+    operation_id = operation_id or f"op-{token}"
+    if Run.objects.filter(operation_id=operation_id).exists():
+        msg = f"a run with operation id {operation_id!r} exists already"
+        raise ValueError(msg)
+    return Run.objects.create(
+        operation_id=operation_id,
+        thread_id=f"th-{token}",
+        graph=graph,
+        scenario=scenario,
+        mode=Run.Mode.HOSTED,
+        input=graph_input,
+        dry_run=dry_run,
+    )

@@ -39,6 +39,9 @@ class Escalation:
 
 
 class Runtime(Protocol):
+    def graphs(self) -> list[str]:
+        """The names of the registered graphs a hosted run can start."""
+
     def can_resume(self, run: Run) -> bool:
         """A decision on this run's wait can reach its graph (a hosted graph, or an observing app)."""
 
@@ -64,6 +67,9 @@ class Runtime(Protocol):
 
 class NoRuntime:
     """No agent runtime installed: evidence can be read and judged, nothing can be driven."""
+
+    def graphs(self) -> list[str]:
+        return []
 
     def can_resume(self, run: Run) -> bool:
         return False
