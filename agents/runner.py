@@ -15,8 +15,8 @@ from langgraph.types import Command
 
 from agents import evidence, workspaces
 from agents.checkpoints import checkpointer
-from agents.models import RunLimits
 from agents.decisions import resume_value, validate_decision
+from agents.models import RunLimits
 from agents.observer import Outcome, conclude, observe, verify
 from agents.scenarios import SCENARIOS, Scenario
 from receipts import broadcast
