@@ -6,6 +6,7 @@ from typing import TypedDict
 
 import redis
 from django.conf import settings
+from kombu.exceptions import KombuError
 from django.db import DatabaseError, connection
 
 from sidewisp.celery import app as celery_app
@@ -37,10 +38,18 @@ def check_redis() -> Check:
 
 
 def check_workers() -> Check:
-    """A worker is alive when it answers a broadcast ping within the timeout."""
+    """A worker is alive when it answers a broadcast ping within the timeout.
+
+    The ping goes over a connection of its own that tries the broker once: with
+    the broker down it fails at once (kombu would otherwise retry), and a
+    connection broken by a Redis restart is never reused from a pool.
+    """
+    timeout = settings.SIDEWISP_WORKER_PING_TIMEOUT
     try:
-        replies = celery_app.control.ping(timeout=settings.SIDEWISP_WORKER_PING_TIMEOUT, limit=1)
-    except (OSError, redis.RedisError) as exc:
+        with celery_app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, interval_start=0, interval_step=0, timeout=timeout)
+            replies = celery_app.control.ping(timeout=timeout, limit=1, connection=conn)
+    except (OSError, redis.RedisError, KombuError) as exc:
         return {"ok": False, "detail": type(exc).__name__}
     if not replies:
         return {"ok": False, "detail": "no worker answered"}
