@@ -14,12 +14,15 @@ from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from sidewisp.routing import websocket_urlpatterns  # noqa: E402
+from sidewisp.security import SameOriginWebSocket  # noqa: E402
 
 http_app = ASGIStaticFilesHandler(django_asgi_app) if settings.SIDEWISP_SERVE_STATIC else django_asgi_app
 
 application = ProtocolTypeRouter(
     {
         "http": http_app,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": SameOriginWebSocket(
+            AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+        ),
     }
 )

@@ -32,6 +32,7 @@ COALESCE_SECONDS = 0.25
 # Events published while Redis was down are lost for good: this repairs them.
 RESYNC_SECONDS = 5.0
 MAX_RESYNCS_PER_MINUTE = 30
+MAX_INBOUND_FRAME = 64  # {"type": "resync"} with room for whitespace
 
 
 class HealthConsumer(AsyncWebsocketConsumer):
@@ -59,9 +60,12 @@ class HealthConsumer(AsyncWebsocketConsumer):
             await self.channel_layer.group_discard(HEALTH_GROUP, self.channel_name)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        # The only message a page sends: {"type": "resync"} after it saw a gap.
+        # The only message a page sends: {"type": "resync"} after it saw a gap. Anything else,
+        # including a frame too long to be that message (deep nesting), is ignored unparsed.
+        if not text_data or len(text_data) > MAX_INBOUND_FRAME:
+            return
         with contextlib.suppress(ValueError, TypeError, AttributeError):
-            if json.loads(text_data or "").get("type") == "resync" and self._resync_allowed():
+            if json.loads(text_data).get("type") == "resync" and self._resync_allowed():
                 await self._send_render(snapshot=True)
 
     async def health_event(self, message: dict) -> None:

@@ -5,15 +5,17 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.conf import settings
+from django.conf import settings as django_settings
 from django.core.management import CommandError, call_command
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agents.contracts import team_contracts
 from receipts.models import ContractVersion, WaitReason
 from receipts.recording import record
 from tests.factories import healthy_parts
 
-SHARED_CASES = Path(settings.BASE_DIR).parent / "shared" / "spec" / "cases"
+SHARED_CASES = Path(django_settings.BASE_DIR).parent / "shared" / "spec" / "cases"
 
 
 def _replay(*args: str) -> tuple[list[str], int]:
@@ -178,3 +180,55 @@ def test_importing_an_invalid_document_names_the_field(no_contracts, tmp_path):
         call_command("import_contracts", str(path), stdout=StringIO())
     assert "bad.json: wait_reasons" in str(excinfo.value)
     assert ContractVersion.objects.count() == 0
+
+
+# --- bad input is refused cleanly: exit 2 naming the file and line, never a traceback ---
+
+HOSTILE_LINES = {
+    "nested too deeply": b"[" * 100_000 + b"]" * 100_000,
+    "a number is too long": b'{"n": ' + b"9" * 5_000 + b"}",
+    "not UTF-8 text": b'{"schema": "\xff\xfe"}',
+}
+
+
+@pytest.mark.parametrize("problem", sorted(HOSTILE_LINES))
+def test_replay_refuses_hostile_input_with_exit_2_naming_the_problem(tmp_path, contracts_file, problem):
+    cases = tmp_path / "cases.jsonl"
+    cases.write_bytes(json.dumps(_bundle("ok")).encode() + b"\n" + HOSTILE_LINES[problem] + b"\n")
+    with pytest.raises(CommandError) as excinfo:
+        call_command("replay_receipts", str(cases), "--contracts", str(contracts_file), stdout=StringIO())
+    assert excinfo.value.returncode == 2
+    assert str(excinfo.value).startswith("cases.jsonl")
+    assert problem in str(excinfo.value)
+
+
+@pytest.mark.parametrize("problem", sorted(HOSTILE_LINES))
+def test_import_contracts_refuses_hostile_input_with_exit_2(no_contracts, tmp_path, problem):
+    path = tmp_path / "contracts.json"
+    path.write_bytes(HOSTILE_LINES[problem])
+    with pytest.raises(CommandError) as excinfo:
+        call_command("import_contracts", str(path), stdout=StringIO())
+    assert excinfo.value.returncode == 2
+    assert problem in str(excinfo.value)
+    assert not ContractVersion.objects.exists()
+
+
+def test_a_line_holding_a_unicode_line_separator_is_one_case(tmp_path, contracts_file):
+    case = _bundle("ok", note="one\u2028line")
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(json.dumps(case, ensure_ascii=False) + "\n", encoding="utf-8")
+    lines, code = _replay(str(cases), "--contracts", str(contracts_file))
+    assert (lines[-1], code) == ("1 cases, 0 as expected, 0 not", 0)
+
+
+@given(payload=st.binary(max_size=300) | st.text(max_size=300).map(str.encode))
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_replay_never_raises_anything_but_a_clean_exit_on_any_bytes(tmp_path, contracts_file, payload):
+    cases = tmp_path / "fuzz.jsonl"
+    cases.write_bytes(payload)
+    try:
+        call_command("replay_receipts", str(cases), "--contracts", str(contracts_file), stdout=StringIO())
+    except CommandError as exc:
+        assert exc.returncode == 2
+    except SystemExit as exc:
+        assert exc.code == 1

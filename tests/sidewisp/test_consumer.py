@@ -11,6 +11,8 @@ from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from receipts import broadcast
 from receipts.models import Handoff
@@ -21,6 +23,7 @@ from tests.conftest import handoff_parts
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ORIGIN = (b"origin", b"http://localhost")
+HOST = (b"host", b"localhost")
 TIMEOUT = 5
 
 
@@ -31,7 +34,8 @@ def session_cookie(user) -> tuple[bytes, bytes]:
 
 
 def socket(path: str, *headers: tuple[bytes, bytes]) -> WebsocketCommunicator:
-    return WebsocketCommunicator(application, path, headers=list(headers))
+    """A socket as a browser on http://localhost opens it (Host first; a test may name another origin)."""
+    return WebsocketCommunicator(application, path, headers=[HOST, *headers])
 
 
 def marker(message: str) -> dict:
@@ -470,6 +474,42 @@ def test_the_runs_socket_renders_the_list_with_the_pages_filters(viewer, record_
         assert '<section id="runs-list"' in first and 'hx-swap-oob="true"' in first
         assert "op-false" in first and "op-ok" not in first
         assert 'id="runs-live"' not in first  # the socket's own element is never swapped
+        await communicator.disconnect()
+
+    run_async(body)
+
+
+@pytest.mark.parametrize(
+    "origin",
+    [b"http://localhost:3000", b"https://localhost", b"http://localhost.evil.example", b"null", b"ws://localhost"],
+)
+def test_it_refuses_an_origin_that_differs_in_scheme_host_or_port(viewer, origin):
+    cookie = session_cookie(viewer)
+
+    async def body():
+        communicator = socket("/ws/health/?page=overview", (b"origin", origin), cookie)
+        connected, _ = await communicator.connect()
+        assert not connected
+
+    run_async(body)
+
+
+@given(
+    frame=st.recursive(st.none() | st.integers() | st.text(max_size=5), st.lists, max_leaves=30).map(json.dumps)
+    | st.text(max_size=200)
+    | st.just("[" * 50_000 + "]" * 50_000)
+)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_inbound_frame_that_is_not_a_resync_is_ignored_without_closing(viewer, frame):
+    cookie = session_cookie(viewer)
+
+    async def body():
+        communicator = socket("/ws/health/?page=overview", ORIGIN, cookie)
+        connected, _ = await communicator.connect()
+        assert connected
+        await communicator.receive_from(timeout=TIMEOUT)  # the snapshot
+        await communicator.send_to(text_data=frame)
+        assert await communicator.receive_nothing(timeout=0.2)
         await communicator.disconnect()
 
     run_async(body)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from receipts import bundle
+from receipts import bundle, jsonfiles
 from receipts.contracts import ContractConflict, import_document
 
 
@@ -18,12 +17,7 @@ class Command(BaseCommand):
         parser.add_argument("path", type=Path)
 
     def handle(self, *args, path: Path, **options):
-        try:
-            document = json.loads(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise CommandError(f"{path.name}: cannot read ({exc.strerror})", returncode=2) from None
-        except json.JSONDecodeError as exc:
-            raise CommandError(f"{path.name}: not valid JSON ({exc.msg})", returncode=2) from None
+        document = jsonfiles.read_document(path)
         try:
             result = import_document(document)
         except (bundle.BundleError, ContractConflict) as exc:

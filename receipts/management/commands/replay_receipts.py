@@ -8,7 +8,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from receipts import bundle, verdicts
+from receipts import bundle, jsonfiles, verdicts
 
 
 class Command(BaseCommand):
@@ -56,12 +56,7 @@ def _parse_now(raw: str | None) -> datetime:
 
 
 def _read_contracts(path: Path) -> bundle.Contracts:
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise CommandError(f"{path.name}: cannot read ({exc.strerror})", returncode=2) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CommandError(f"{path.name}: not valid JSON ({_short(exc)})", returncode=2) from None
+    document = jsonfiles.read_document(path)
     try:
         return bundle.parse_contracts(document)
     except bundle.BundleError as exc:
@@ -69,25 +64,8 @@ def _read_contracts(path: Path) -> bundle.Contracts:
 
 
 def _read_bundles(path: Path):
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise CommandError(f"{path.name}: cannot read ({exc.strerror})", returncode=2) from None
-    except UnicodeDecodeError:
-        raise CommandError(f"{path.name}: not UTF-8 text", returncode=2) from None
-    for line_no, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CommandError(f"{path.name}:{line_no}: not valid JSON ({_short(exc)})", returncode=2) from None
+    for line_no, value in jsonfiles.read_lines(path):
         try:
             yield bundle.parse_bundle(value)
         except bundle.BundleError as exc:
             raise CommandError(f"{path.name}:{line_no}: {exc}", returncode=2) from None
-
-
-def _short(exc: Exception) -> str:
-    # json's messages carry positions, never the offending text.
-    return str(exc).split(":")[0] if isinstance(exc, UnicodeDecodeError) else exc.msg
