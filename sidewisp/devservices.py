@@ -147,16 +147,71 @@ def run() -> int:
             "worker": [*celery, "worker", "-l", "INFO", "-c", os.environ.get("SIDEWISP_WORKER_CONCURRENCY", "2")],
             "beat": [*celery, "beat", "-l", "INFO", "-s", str(VAR_DIR / "celerybeat-schedule")],
         }
-        processes = [subprocess.Popen(cmd, env=env, cwd=BASE_DIR) for cmd in children.values()]
         print(f"sidewisp: open http://127.0.0.1:{port}/  (Ctrl-C stops everything)", flush=True)
+        supervisor = Supervisor(children, env=env)
         try:
-            while all(process.poll() is None for process in processes):
-                time.sleep(0.5)
-            return 1
+            supervisor.run()
         except KeyboardInterrupt:
             return 0
         finally:
-            _stop(processes)
+            supervisor.stop()
+    return 0
+
+
+class Supervisor:
+    """Keep each child running: one that exits is started again after a backoff, with a log line.
+
+    The backoff doubles from 1 s up to 30 s while a child keeps dying, and
+    starts over once it has stayed up for a minute. Nothing else is stopped
+    when one child dies (a worker lost in a broker blip must not take the web
+    process down with it).
+    """
+
+    MIN_BACKOFF = 1.0
+    MAX_BACKOFF = 30.0
+    STABLE_AFTER = 60.0
+
+    def __init__(self, children: dict[str, list[str]], *, env: dict[str, str], cwd: Path = BASE_DIR) -> None:
+        self.children = children
+        self.env = env
+        self.cwd = cwd
+        self.processes: dict[str, subprocess.Popen] = {}
+        self.started_at: dict[str, float] = {}
+        self.backoff = dict.fromkeys(children, self.MIN_BACKOFF)
+        self.restart_at: dict[str, float] = {}
+        self.restarts = dict.fromkeys(children, 0)
+
+    def run(self, *, until: float | None = None, interval: float = 0.5) -> None:
+        """Supervise until interrupted (or until the monotonic time `until`, for tests)."""
+        for name in self.children:
+            self._start(name)
+        while until is None or time.monotonic() < until:
+            self.tick()
+            time.sleep(interval)
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        for name, process in list(self.processes.items()):
+            if process.poll() is None:
+                if now - self.started_at[name] > self.STABLE_AFTER:
+                    self.backoff[name] = self.MIN_BACKOFF
+                continue
+            if name not in self.restart_at:
+                delay = self.backoff[name]
+                print(f"sidewisp: {name} exited with code {process.returncode}; restarting in {delay:.0f} s", flush=True)
+                self.restart_at[name] = now + delay
+                self.backoff[name] = min(delay * 2, self.MAX_BACKOFF)
+            elif now >= self.restart_at[name]:
+                del self.restart_at[name]
+                self.restarts[name] += 1
+                self._start(name)
+
+    def stop(self) -> None:
+        _stop(list(self.processes.values()))
+
+    def _start(self, name: str) -> None:
+        self.processes[name] = subprocess.Popen(self.children[name], env=self.env, cwd=self.cwd)
+        self.started_at[name] = time.monotonic()
 
 
 def test(pytest_args: list[str]) -> int:
