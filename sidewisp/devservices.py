@@ -198,7 +198,8 @@ class Supervisor:
                 continue
             if name not in self.restart_at:
                 delay = self.backoff[name]
-                print(f"sidewisp: {name} exited with code {process.returncode}; restarting in {delay:.0f} s", flush=True)
+                code = process.returncode
+                print(f"sidewisp: {name} exited with code {code}; restarting in {delay:.0f} s", flush=True)
                 self.restart_at[name] = now + delay
                 self.backoff[name] = min(delay * 2, self.MAX_BACKOFF)
             elif now >= self.restart_at[name]:
