@@ -7,10 +7,21 @@ anything reaches a graph, for hosted and observed runs alike.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+from langgraph.types import Command
+
+from agents import evidence
 from agents.observer import gated_tools
+from receipts import audit
+from receipts.models import AuditEntry, Decision, Run
 
 DECISION_TYPES = ("approve", "reject", "edit")
 MAX_REJECT_MESSAGE = 1000
@@ -70,3 +81,99 @@ def decisions_for(pending: Any, decision: dict) -> list[dict]:
     return [
         {"type": "edit", "edited_action": {"name": gated_tools(pending)[0], "args": {**original, **decision["args"]}}}
     ]
+
+
+@dataclass(frozen=True)
+class PendingInterrupt:
+    """An interrupt as `Run.pending_call` remembers it: its id and, per gated call, the tool name only."""
+
+    id: str
+    value: dict = field(default_factory=dict)
+
+
+def await_decision(
+    operation_id: str, *, timeout: float | None = None, poll: float = 0.5, pending: Sequence[Any] | None = None
+) -> Command | None:
+    """Wait for an operator's decision on the run's wait and claim it: `Command(resume=...)`, or None on timeout.
+
+    For observed runs: the app then calls `observe(graph, command, config)`. The
+    decision is claimed atomically, so two callers never both get it. Pass the
+    graph's own `pending` interrupts (`graph.get_state(config).interrupts`) to
+    answer an edit with the call's other arguments kept; without them the
+    interrupts are rebuilt from `Run.pending_call` (names only), and an edit
+    carries just the edited arguments.
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        command = evidence.run_orm(_claim, operation_id, pending)
+        if command is not None or (deadline is not None and time.monotonic() >= deadline):
+            return command
+        time.sleep(poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic())))
+
+
+async def aawait_decision(
+    operation_id: str, *, timeout: float | None = None, poll: float = 0.5, pending: Sequence[Any] | None = None
+) -> Command | None:
+    """`await_decision` for async apps (the ORM in a worker thread; polling sleeps on the loop)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        command = await evidence.arun_orm(_claim, operation_id, pending)
+        if command is not None or (deadline is not None and time.monotonic() >= deadline):
+            return command
+        await asyncio.sleep(poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic())))
+
+
+def _claim(operation_id: str, pending: Sequence[Any] | None) -> Command | None:
+    run = Run.objects.filter(operation_id=operation_id).first()
+    if run is None:
+        return None
+    for decision in Decision.objects.filter(run=run, applied_at__isnull=True).order_by("decided_at", "pk"):
+        with transaction.atomic():
+            claimed = Decision.objects.filter(pk=decision.pk, applied_at__isnull=True).update(
+                applied_at=timezone.now(), applications=F("applications") + 1
+            )
+            if not claimed:
+                continue  # another caller took it
+            audit.log(
+                actor=None,
+                action="wait.resume",
+                object_type="run",
+                object_id=run.pk,
+                outcome=AuditEntry.Outcome.DONE,
+                run=run,
+                handoff=decision.handoff,
+                detail={"decision": decision.pk, "resumed_by": "app"},
+            )
+        interrupts = list(pending) if pending is not None else remembered_interrupts(run)
+        return Command(resume=_resume_for(interrupts, decision.as_resume()))
+    return None
+
+
+def _resume_for(interrupts: Sequence[Any], decision: dict) -> dict:
+    if decision["type"] == "edit" and not any(r.get("args") for i in interrupts for r in _requests(i)):
+        # Only names are remembered: the edit carries the edited arguments alone.
+        name = gated_tools(interrupts[0])[0] if interrupts and gated_tools(interrupts[0]) else ""
+        edit = {"type": "edit", "edited_action": {"name": name, "args": dict(decision["args"])}}
+        return {item.id: {"decisions": [edit]} for item in interrupts}
+    return resume_value(interrupts, decision)
+
+
+def _requests(pending: Any) -> list[dict]:
+    value = pending.value if isinstance(pending.value, dict) else {}
+    return [r for r in value.get("action_requests", []) if isinstance(r, dict)]
+
+
+def remembered_interrupts(run: Run) -> list[PendingInterrupt]:
+    """The run's pending interrupts rebuilt from `Run.pending_call` (tool names, no argument values)."""
+    call = run.pending_call or {}
+    tools = [name for name in str(call.get("tool") or "").split(", ") if name]
+    allowed = list(call.get("allowed_decisions") or DECISION_TYPES)
+    interrupts = []
+    for entry in call.get("interrupts") or ():
+        names, tools = tools[: entry.get("calls", 0)], tools[entry.get("calls", 0) :]
+        value = {
+            "action_requests": [{"name": name} for name in names],
+            "review_configs": [{"action_name": name, "allowed_decisions": allowed} for name in names],
+        }
+        interrupts.append(PendingInterrupt(id=str(entry.get("id")), value=value))
+    return interrupts

@@ -6,20 +6,27 @@ nothing else, and nothing here logs message content.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial, wraps
 from typing import ParamSpec, TypeVar
 
+from asgiref.sync import sync_to_async
 from django.db import connection, transaction
 from django.utils import timezone
 
 from receipts import broadcast
+from receipts.bundle import BundleError
 from receipts.models import Handoff, MiddlewareReport, Run
 from receipts.recording import next_seq, record
 
 P = ParamSpec("P")
 R = TypeVar("R")
+logger = logging.getLogger(__name__)
+OBSERVER = "observer"
 
 
 def closes_own_connection(fn: Callable[P, R]) -> Callable[P, R]:
@@ -40,6 +47,57 @@ def closes_own_connection(fn: Callable[P, R]) -> Callable[P, R]:
                 connection.close()
 
     return wrapper
+
+
+def run_orm(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    """Call `fn` (which uses the ORM) from sync code, even on a thread that runs an event loop.
+
+    Django refuses sync ORM calls on such a thread (SynchronousOnlyOperation), so
+    there the call runs in a short-lived worker thread, which closes the
+    connection it opened. Elsewhere it is a plain call.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return fn(*args, **kwargs)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sidewisp-orm") as pool:
+        return pool.submit(closes_own_connection(fn), *args, **kwargs).result()
+
+
+async def arun_orm(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    """`run_orm` for async code: a worker thread that closes the connection it opened."""
+    return await sync_to_async(closes_own_connection(fn), thread_sensitive=False)(*args, **kwargs)
+
+
+def guarded(operation_id: str, part: str, call: Callable[[], R], *, agent: str = OBSERVER) -> R | None:
+    """Run one recording call so that observation never breaks the observed graph.
+
+    Evidence that does not validate is left absent (its boundary then fails, which
+    is the truth) and becomes an `evidence_dropped` report naming the part and the
+    field; any other failure is logged by class name and swallowed.
+    """
+    try:
+        return call()
+    except BundleError as exc:
+        detail = {"part": part, "field": exc.field[:200]}
+        _swallowing(
+            add_report,
+            operation_id,
+            agent,
+            MiddlewareReport.Kind.EVIDENCE_DROPPED,
+            detail,
+            f"drop-{digest(part, exc.field)}",
+        )
+    except Exception as exc:  # noqa: BLE001 - recording must never raise into the user's graph
+        logger.warning("%s receipt not recorded: %s", part, type(exc).__name__)
+    return None
+
+
+def _swallowing(fn: Callable[..., object], *args: object) -> None:
+    try:
+        fn(*args)
+    except Exception as exc:  # noqa: BLE001 - reporting a dropped receipt must not raise either
+        logger.warning("evidence_dropped report not recorded: %s", type(exc).__name__)
 
 
 def digest(*parts: object) -> str:
@@ -65,11 +123,16 @@ def latest_handoff(operation_id: str) -> Handoff | None:
     return Handoff.objects.filter(run__operation_id=operation_id).order_by("created_at", "pk").last()
 
 
-def record_outcome(operation_id: str, part: str, value: object, attempt: str) -> None:
-    """Attach a run outcome (wait, verification, final_status) to the run's latest handoff."""
+def record_outcome(operation_id: str, part: str, value: object, attempt: str) -> bool:
+    """Attach a run outcome (wait, verification, final_status) to the run's latest handoff.
+
+    False when the run has no handoff to attach it to (nothing recorded).
+    """
     handoff = latest_handoff(operation_id)
-    if handoff is not None:
-        record(handoff_id=handoff.handoff_id, operation_id=operation_id, part=part, value=value, attempt=attempt)
+    if handoff is None:
+        return False
+    record(handoff_id=handoff.handoff_id, operation_id=operation_id, part=part, value=value, attempt=attempt)
+    return True
 
 
 def add_report(operation_id: str, agent: str, kind: str, detail: dict, attempt: str) -> bool:

@@ -3,8 +3,10 @@
 `handoff_tool(to=..., context_keys=[...])` returns
 `Command(goto=to, update={"active_agent": to, "messages": [the calling AIMessage,
 its ToolMessage], <context keys>}, graph=Command.PARENT)`. The tool declares its
-target and key names in its metadata, which is how `SidewispMiddleware`
-recognises a transfer and records what it was meant to do.
+target and key names in its metadata, so `SidewispMiddleware` records what it was
+meant to do before it runs. Any other tool that returns a `Command` to the parent
+graph is a transfer too (langgraph-swarm, langgraph-supervisor, a hand-written
+one); those libraries declare their target under `HANDOFF_DESTINATION_KEY`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.types import Command
 
 HANDOFF_METADATA_KEY = "sidewisp_handoff"
+# The key langgraph-swarm and langgraph-supervisor put on their transfer tools.
+HANDOFF_DESTINATION_KEY = "__handoff_destination"
 
 
 @dataclass(frozen=True)
@@ -43,7 +47,14 @@ def handoff_tool(
     keys = tuple(context_keys)
     tool_name = name or f"transfer_to_{to}"
     fault = fault or Fault()
-    schema = pydantic.create_model(f"{tool_name}_args", **{key: (str | None, None) for key in keys})
+    # `runtime` is a field of the schema (injected, hidden from the model): a schema with no
+    # fields at all makes langchain-core drop every input, the injected runtime included.
+    schema = pydantic.create_model(
+        f"{tool_name}_args",
+        __config__=pydantic.ConfigDict(arbitrary_types_allowed=True),
+        runtime=(ToolRuntime, ...),
+        **{key: (str | None, None) for key in keys},
+    )
 
     def transfer(runtime: ToolRuntime, **values: str | None) -> Command:
         last_ai = next(m for m in reversed(runtime.state["messages"]) if isinstance(m, AIMessage))
@@ -67,6 +78,16 @@ def handoff_tool(
 
 
 def handoff_target(tool: object) -> dict | None:
-    """The declared {"to", "context_keys"} of a transfer tool, or None for any other tool."""
+    """The declared {"to", "context_keys"} of a transfer tool, or None when the tool declares no receiver.
+
+    Reads our own metadata, else the `__handoff_destination` that langgraph-swarm
+    and langgraph-supervisor declare (no context keys then).
+    """
     metadata = getattr(tool, "metadata", None) or {}
-    return metadata.get(HANDOFF_METADATA_KEY)
+    declared = metadata.get(HANDOFF_METADATA_KEY)
+    if isinstance(declared, dict) and isinstance(declared.get("to"), str):
+        return {"to": declared["to"], "context_keys": [str(key) for key in declared.get("context_keys") or ()]}
+    destination = metadata.get(HANDOFF_DESTINATION_KEY)
+    if isinstance(destination, str) and destination:
+        return {"to": destination, "context_keys": []}
+    return None

@@ -6,9 +6,16 @@ the value the tool itself returned (a transfer's `Command`). It observes with
 the two wrap hooks only, in sync and async variants, so it adds no graph
 super-step.
 
-- A transfer tool call (see `agents.handoffs.handoff_tool`) records `created`
-  and announces the returned `Command` on the custom stream, where
+- A transfer is any tool call whose result is a `Command` to the parent graph,
+  whichever library made the tool. A tool that declares its receiver (our
+  `handoff_tool`, langgraph-swarm, langgraph-supervisor) records `created`
+  before it runs; any other records it once it returned a parent `Command`.
+  The transfer is announced on the custom stream (names and ids only), where
   `agents.observer.observe` pairs it with the parent's state update.
+- Recording never raises into the agent: see `agents.evidence.guarded`.
+
+For an agent built without middleware (`create_react_agent`, e.g. the
+langgraph-supervisor supervisor) use `SidewispMiddleware(...).tool_node(tools)`.
 - The effects of the other middleware, found in the history the model is
   given, become `MiddlewareReport` rows: an exhausted retry, a surfaced tool
   error, a tool-call limit hit, a summary, a context edit, and a model retry
@@ -19,18 +26,19 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse, ToolCallRequest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.config import get_config, get_stream_writer
-from langgraph.types import Command
+from langgraph.prebuilt import ToolNode
+from langgraph.types import Command, Send
 
 from agents import evidence
 from agents.handoffs import handoff_target
-from receipts.bundle import BundleError
+from receipts.bundle import MAX_LIST_ENTRIES
 from receipts.models import MiddlewareReport
 from receipts.recording import record
 
@@ -48,7 +56,9 @@ class SidewispMiddleware(AgentMiddleware):
 
     `agent` defaults to the `name=` given to `create_agent`; `route_version`
     names the contract version the agent's transfers follow. The run is found
-    through `configurable.operation_id` (or the thread id).
+    through `configurable.operation_id` (or the thread id). The sender of a
+    transfer is the agent *node* that ran it (from the checkpoint namespace),
+    falling back to the agent name.
     """
 
     def __init__(self, *, agent: str | None = None, route_version: str = "routes/1") -> None:
@@ -59,44 +69,80 @@ class SidewispMiddleware(AgentMiddleware):
         self.agent = agent
         self.route_version = route_version
 
+    def tool_node(self, tools: Sequence[Any], **kwargs: Any) -> ToolNode:
+        """A `ToolNode` of `tools` observed by this middleware, for agents that take no middleware.
+
+        E.g. `create_supervisor(agents, model=..., tools=mw.tool_node([handoff tools for every
+        agent]))`: langgraph-supervisor keeps a ToolNode that already holds a handoff tool for
+        each of its agents.
+        """
+        return ToolNode(tools, wrap_tool_call=self.wrap_tool_call, awrap_tool_call=self.awrap_tool_call, **kwargs)
+
     # --- tools ---------------------------------------------------------------
 
     def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
         context = self._tool_context(request)
-        if context is not None:
-            self._record_created(context)
+        if context is not None and context["receiver"] is not None:
+            evidence.run_orm(self._record_created, context)
         result = handler(request)
-        if context is not None:
-            self._announce(context, result)
+        if context is not None and (context := self._transfer(context, result)) is not None:
+            if not context["declared"]:
+                evidence.run_orm(self._record_created, context)
+            self._announce(context)
         return result
 
     async def awrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[Any]]
     ) -> Any:
         context = self._tool_context(request)
-        if context is not None:
-            await sync_to_async(self._record_created)(context)
+        if context is not None and context["receiver"] is not None:
+            await evidence.arun_orm(self._record_created, context)
         result = await handler(request)
-        if context is not None:
-            self._announce(context, result)
+        if context is not None and (context := self._transfer(context, result)) is not None:
+            if not context["declared"]:
+                await evidence.arun_orm(self._record_created, context)
+            self._announce(context)
         return result
 
     def _tool_context(self, request: ToolCallRequest) -> dict | None:
-        target = handoff_target(request.tool)
         config = _config()
         operation_id = evidence.operation_id_of(config)
-        if target is None or operation_id is None:
+        tool_call_id = request.tool_call.get("id")
+        if operation_id is None or not tool_call_id:
             return None
-        tool_call_id = request.tool_call["id"]
+        target = handoff_target(request.tool)
         info = request.runtime.execution_info if request.runtime is not None else None
         return {
             "operation_id": operation_id,
             "handoff_id": evidence.handoff_id_for(operation_id, tool_call_id),
-            "sender": self._agent_name(config),
-            "receiver": target["to"],
-            "context_keys": list(target.get("context_keys", [])),
+            "sender": sender_node(config) or self._agent_name(config),
+            "receiver": target["to"] if target else None,
+            "declared": target is not None,
+            "context_keys": list(target["context_keys"]) if target else [],
             "tool_call_id": tool_call_id,
+            "turn_ids": _turn_call_ids(request.state, tool_call_id),
             "attempt": str(getattr(info, "node_attempt", None) or 1),
+        }
+
+    @staticmethod
+    def _transfer(context: dict, result: Any) -> dict | None:
+        """The context completed with what the tool returned, or None when it was no transfer."""
+        if not isinstance(result, Command) or result.graph != Command.PARENT:
+            return None
+        gotos = goto_names(result.goto)
+        goto = ",".join(gotos) or None
+        turn = set(context["turn_ids"])
+        sent_ids = [
+            message.tool_call_id
+            for send in _sends(result.goto)
+            for message in _messages_in(send.arg)
+            if isinstance(message, ToolMessage) and message.tool_call_id in turn
+        ]
+        return {
+            **context,
+            "goto": goto,
+            "receiver": context["receiver"] if context["declared"] else goto,
+            "sent_ids": sent_ids[:MAX_LIST_ENTRIES],
         }
 
     @evidence.closes_own_connection
@@ -109,45 +155,45 @@ class SidewispMiddleware(AgentMiddleware):
             "required_context_keys": context["context_keys"],
             "at": evidence.now_iso(),
         }
-        try:
-            record(
+        evidence.guarded(
+            context["operation_id"],
+            "created",
+            lambda: record(
                 handoff_id=context["handoff_id"],
                 operation_id=context["operation_id"],
                 part="created",
                 value=created,
                 attempt=context["attempt"],
-            )
-        except BundleError as exc:
-            # Observation must never change what the agent does; the field name is safe to log.
-            logger.warning("created receipt not recorded: %s", exc.field)
-
-    def _announce(self, context: dict, result: Any) -> None:
-        # The parent applies the Command after this returns; the observer reads
-        # the applied update from the parent stream and pairs it by handoff id.
-        if not isinstance(result, Command):
-            return
-        goto = result.goto if isinstance(result.goto, str) else ",".join(str(g) for g in result.goto)
-        get_stream_writer()(
-            {
-                "event": HANDOFF_EVENT,
-                "handoff_id": context["handoff_id"],
-                "operation_id": context["operation_id"],
-                "sender": context["sender"],
-                "tool_call_id": context["tool_call_id"],
-                "goto": goto or None,
-                "graph_scope": "parent" if result.graph == Command.PARENT else "agent",
-            }
+            ),
+            agent=context["sender"] or "agent",
         )
+
+    @staticmethod
+    def _announce(context: dict) -> None:
+        # The parent applies the Command after this returns; the observer reads
+        # the applied update from the parent stream and pairs it by sender node.
+        event = {
+            "event": HANDOFF_EVENT,
+            "handoff_id": context["handoff_id"],
+            "operation_id": context["operation_id"],
+            "sender": context["sender"],
+            "tool_call_id": context["tool_call_id"],
+            "turn_ids": context["turn_ids"],
+            "sent_ids": context["sent_ids"],
+            "goto": context["goto"],
+            "graph_scope": "parent",
+        }
+        evidence.guarded(context["operation_id"], "reduced", lambda: get_stream_writer()(event))
 
     # --- model ---------------------------------------------------------------
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
         scope = self._scope()
         if scope is not None:
-            self._report_history(scope, request.messages)
+            evidence.run_orm(self._report_history, scope, request.messages)
         response = handler(request)
         if scope is not None:
-            self._report_model_failure(scope, _messages_of(response))
+            evidence.run_orm(self._report_model_failure, scope, _messages_of(response))
         return response
 
     async def awrap_model_call(
@@ -155,10 +201,10 @@ class SidewispMiddleware(AgentMiddleware):
     ) -> Any:
         scope = self._scope()
         if scope is not None:
-            await sync_to_async(self._report_history)(scope, request.messages)
+            await evidence.arun_orm(self._report_history, scope, request.messages)
         response = await handler(request)
         if scope is not None:
-            await sync_to_async(self._report_model_failure)(scope, _messages_of(response))
+            await evidence.arun_orm(self._report_model_failure, scope, _messages_of(response))
         return response
 
     def _scope(self) -> tuple[str, str] | None:
@@ -170,16 +216,56 @@ class SidewispMiddleware(AgentMiddleware):
     def _report_history(self, scope: tuple[str, str], messages: list[BaseMessage]) -> None:
         operation_id, agent = scope
         for report in history_reports(messages):
-            evidence.add_report(operation_id, agent, *report)
+            evidence.guarded(operation_id, "report", partial(evidence.add_report, operation_id, agent, *report))
 
     @evidence.closes_own_connection
     def _report_model_failure(self, scope: tuple[str, str], messages: list[BaseMessage]) -> None:
         operation_id, agent = scope
         for report in model_failure_reports(messages):
-            evidence.add_report(operation_id, agent, *report)
+            evidence.guarded(operation_id, "report", partial(evidence.add_report, operation_id, agent, *report))
 
     def _agent_name(self, config: dict) -> str:
         return self.agent or (config.get("metadata") or {}).get("lc_agent_name") or "agent"
+
+
+def sender_node(config: dict) -> str | None:
+    """The graph node whose subgraph runs this tool: the namespace segment above the tool's own task."""
+    namespace = (config.get("metadata") or {}).get("langgraph_checkpoint_ns") or (config.get("configurable") or {}).get(
+        "checkpoint_ns"
+    )
+    segments = [segment for segment in str(namespace or "").split("|") if segment]
+    return segments[-2].split(":", 1)[0] if len(segments) >= 2 else None
+
+
+def goto_names(goto: Any) -> list[str]:
+    """The node names a Command's goto addresses: a `Send` by its node, never its payload."""
+    items = goto if isinstance(goto, list | tuple) else [goto]
+    names = []
+    for item in items:
+        if isinstance(item, Send):
+            names.append(str(item.node))
+        elif isinstance(item, str) and item:
+            names.append(item)
+    return names
+
+
+def _sends(goto: Any) -> list[Send]:
+    items = goto if isinstance(goto, list | tuple) else [goto]
+    return [item for item in items if isinstance(item, Send)]
+
+
+def _messages_in(value: Any) -> list:
+    messages = value.get("messages") if isinstance(value, dict) else getattr(value, "messages", None)
+    return list(messages) if isinstance(messages, list | tuple) else []
+
+
+def _turn_call_ids(state: Any, tool_call_id: str) -> list[str]:
+    """The tool-call ids of the AIMessage that made this call, this call's first (at most 100)."""
+    for message in reversed(_messages_in(state)):
+        if isinstance(message, AIMessage) and any(call.get("id") == tool_call_id for call in message.tool_calls):
+            others = [call["id"] for call in message.tool_calls if call.get("id") and call["id"] != tool_call_id]
+            return [tool_call_id, *others][:MAX_LIST_ENTRIES]
+    return [tool_call_id]
 
 
 def history_reports(messages: list[BaseMessage]) -> list[tuple[str, dict, str]]:

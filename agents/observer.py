@@ -1,39 +1,61 @@
 """The graph-level observer: drives a parent graph and records what it did.
 
-It streams the parent graph (`updates`, `tasks`, `custom`, with subgraphs)
-and records, for each transfer announced by `SidewispMiddleware`:
+It streams the parent graph (`updates`, `tasks`, `custom`, `values`,
+`checkpoints`, with subgraphs) and records, for each transfer announced by
+`SidewispMiddleware` (any library's transfer tool):
 
-- `reduced` from the parent's applied update: the goto the tool really
-  returned, `active_agent` before and after, the ToolMessage ids actually in
-  the update, and the context key names present in the parent state after it;
-- `destination` from the next parent-level `tasks` START (the only reliable
-  "destination started" signal), with the task id as attempt id;
+- `reduced` once the parent applied the transfer's update: the goto the tool
+  really returned; `active_agent_before` = the agent node that ran the
+  transfer (the namespace the announcement came from); `active_agent_after` =
+  the graph's `active_agent` channel where it has one, else the node the graph
+  schedules next (the root checkpoint's `next` with a checkpointer, which also
+  sees a destination held by `interrupt_before`; without one, the tasks the
+  next step starts); the ids of the update's ToolMessages that answer calls of
+  the transferring agent turn; the context key names in the state after it;
+- `destination` from the next parent-level `tasks` START of the goto node (the
+  only reliable "destination started" signal), with the task id as attempt id;
 
-and, at the end of the stream, the run's outcome on its latest handoff: a
-`wait` for each interrupt once `get_state` shows it persisted, the outcome
-`verification`, and `final_status`.
+and, at the end, the run's outcome on its latest handoff (a `wait` per
+interrupt, the outcome `verification`, `final_status`) and the run's status
+through `receipts.runs.set_status`. Recording never raises into the graph
+(`agents.evidence.guarded`); `observe` also works on a thread that runs an
+event loop, and `aobserve` is its async twin.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from functools import partial
+from typing import Any, NamedTuple
 
 from django.utils import timezone
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langgraph.types import Interrupt
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.types import Command, Interrupt
 
 from agents import evidence
 from agents.middleware import HANDOFF_EVENT, model_failure_reports
-from receipts.models import Run
+from receipts import bundle, runs
+from receipts.models import MiddlewareReport, Run
 from receipts.recording import record
 
 logger = logging.getLogger(__name__)
 
-CONTROL_KEYS = frozenset({"messages", "active_agent"})
+# State keys that route or carry the conversation, not context handed to an agent.
+CONTROL_KEYS = frozenset({"messages", "active_agent", "remaining_steps", "structured_response"})
+STREAM_MODES = ["updates", "tasks", "custom", "values", "checkpoints"]
+_STATUS = {
+    "complete": Run.Status.COMPLETE,
+    "waiting": Run.Status.WAITING,
+    "failed": Run.Status.FAILED,
+    "parked": Run.Status.PARKED,
+}
+_RESOLUTIONS = {"approve": "approved", "edit": "edited", "reject": "rejected"}
+DECISION_ORDER = ("approve", "edit", "reject")
+Thunk = Callable[[], object]
 
 
 @dataclass(frozen=True)
@@ -55,49 +77,146 @@ class Outcome:
 Verifier = Callable[[str], tuple[str, str, str] | None]  # operation_id -> (name, result, receipt id)
 
 
+class _Snapshot(NamedTuple):
+    values: Mapping[str, Any]
+    next: tuple[str, ...]
+    interrupts: tuple[Interrupt, ...]
+
+
 @dataclass
 class _Tracker:
+    """Pairs transfer announcements with what the parent graph did; returns the recording work to do.
+
+    Pure: every method returns thunks (DB calls) that the sync or async driver runs.
+    """
+
     operation_id: str
-    values: dict[str, Any]
-    announced: dict[str, dict] = field(default_factory=dict)  # parent node -> handoff announcement
-    awaiting_start: list[str] = field(default_factory=list)  # handoff ids waiting for a destination
+    has_active_agent: bool
+    checkpointed: bool
+    state: dict[str, Any] = field(default_factory=dict)
+    announced: dict[str, list[dict]] = field(default_factory=dict)  # parent node -> announcements
+    applied: list[tuple[dict, list]] = field(default_factory=list)  # (announcement, update's messages)
+    awaiting: list[tuple[str, list[str]]] = field(default_factory=list)  # (handoff id, goto nodes)
+    step_starts: list[tuple[str, str]] = field(default_factory=list)  # root tasks started this step
+    interrupts: list[Interrupt] = field(default_factory=list)
 
-    def on_custom(self, ns: tuple[str, ...], chunk: Any) -> None:
-        if isinstance(chunk, Mapping) and chunk.get("event") == HANDOFF_EVENT and ns:
-            self.announced[_node_of(ns[0])] = dict(chunk)
+    def on_event(self, ns: tuple[str, ...], mode: str, chunk: Any) -> list[Thunk]:
+        thunks: list[Thunk] = []
+        root_start = not ns and mode == "tasks" and isinstance(chunk, Mapping) and "input" in chunk
+        if not root_start and self.step_starts:
+            thunks += self._end_of_starts()
+        if mode == "custom":
+            if len(ns) == 1 and isinstance(chunk, Mapping) and chunk.get("event") == HANDOFF_EVENT:
+                node = _node_of(ns[0])
+                self.announced.setdefault(node, []).append({**chunk, "node": node})
+        elif ns:
+            pass
+        elif mode == "updates" and isinstance(chunk, Mapping):
+            for node, update in chunk.items():
+                if node == "__interrupt__":
+                    self.interrupts.extend(i for i in update or () if isinstance(i, Interrupt))
+                    thunks += self._finalize([], self.state)  # nothing more is scheduled in this run
+                else:
+                    self.applied.extend((a, _update_messages(update)) for a in self.announced.pop(node, []))
+        elif mode == "values" and isinstance(chunk, Mapping):
+            self.state = dict(chunk)
+        elif mode == "checkpoints" and isinstance(chunk, Mapping):
+            values = chunk.get("values")
+            if isinstance(values, Mapping):
+                self.state = dict(values)
+            thunks += self._finalize(list(chunk.get("next") or ()), self.state)
+        elif root_start:
+            self.step_starts.append((str(chunk["name"]), str(chunk["id"])))
+            thunks += self._match_starts()
+        return thunks
 
-    def on_update(self, node: str, update: Any) -> None:
-        announcement = self.announced.pop(node, None)
-        update = update if isinstance(update, Mapping) else {}
-        before = self.values.get("active_agent")
-        self.values.update({k: v for k, v in update.items() if k != "messages"})
-        if announcement is None:
-            return
-        messages = update.get("messages") or []
-        reduced = {
-            "goto": announcement["goto"],
-            "active_agent_before": before,
-            "active_agent_after": self.values.get("active_agent"),
-            "graph_scope": announcement["graph_scope"],
-            "tool_message_ids": [m.tool_call_id for m in messages if isinstance(m, ToolMessage)],
-            "context_keys": sorted(k for k, v in self.values.items() if k not in CONTROL_KEYS and v is not None),
-            "at": evidence.now_iso(),
-        }
-        record(handoff_id=announcement["handoff_id"], operation_id=self.operation_id, part="reduced", value=reduced)
-        self.awaiting_start.append(announcement["handoff_id"])
+    def on_end(self) -> list[Thunk]:
+        thunks = self._end_of_starts() if self.step_starts else []
+        return thunks + self._finalize([], self.state)
 
-    def on_task_start(self, task: Mapping) -> None:
-        # The first parent task scheduled after a transfer is where control really went.
-        for handoff_id in self.awaiting_start:
-            destination = {"node_id": task["name"], "started_at": evidence.now_iso(), "attempt_id": str(task["id"])}
-            record(
-                handoff_id=handoff_id,
-                operation_id=self.operation_id,
-                part="destination",
-                value=destination,
-                attempt=f"task-{task['id']}",
+    def _end_of_starts(self) -> list[Thunk]:
+        thunks: list[Thunk] = []
+        if not self.checkpointed:
+            # Without a checkpointer there is no `next`: the tasks this step started are what was scheduled.
+            thunks += self._finalize([name for name, _ in self.step_starts], self.state)
+            thunks += self._match_starts()
+        self.step_starts.clear()
+        self.awaiting.clear()  # a destination not started in the step after its transfer did not start
+        return thunks
+
+    def _finalize(self, scheduled: list[str], state: Mapping[str, Any]) -> list[Thunk]:
+        thunks: list[Thunk] = []
+        for announcement, messages in self.applied:
+            gotos = [g for g in str(announcement.get("goto") or "").split(",") if g]
+            reduced = {
+                "goto": announcement.get("goto"),
+                "active_agent_before": announcement.get("node"),
+                "active_agent_after": self._after(gotos, scheduled, state),
+                "graph_scope": announcement.get("graph_scope"),
+                "tool_message_ids": _tool_message_ids(announcement, messages, gotos, scheduled),
+                "context_keys": context_key_names(state),
+                "at": evidence.now_iso(),
+            }
+            handoff_id = announcement["handoff_id"]
+            write = partial(
+                record, handoff_id=handoff_id, operation_id=self.operation_id, part="reduced", value=reduced
             )
-        self.awaiting_start.clear()
+            thunks.append(partial(evidence.guarded, self.operation_id, "reduced", write))
+            self.awaiting.append((handoff_id, gotos))
+        self.applied.clear()
+        return thunks
+
+    def _after(self, gotos: list[str], scheduled: list[str], state: Mapping[str, Any]) -> str | None:
+        if self.has_active_agent:
+            after = state.get("active_agent")
+            return after if isinstance(after, str) else None
+        if gotos and all(g in scheduled for g in gotos):
+            return ",".join(gotos)[: bundle.MAX_STRING_LENGTH]
+        return ",".join(scheduled)[: bundle.MAX_STRING_LENGTH] or None
+
+    def _match_starts(self) -> list[Thunk]:
+        thunks: list[Thunk] = []
+        for name, task_id in self.step_starts:
+            for item in [item for item in self.awaiting if name in item[1]]:
+                self.awaiting.remove(item)
+                destination = {"node_id": name, "started_at": evidence.now_iso(), "attempt_id": task_id}
+                write = partial(
+                    record,
+                    handoff_id=item[0],
+                    operation_id=self.operation_id,
+                    part="destination",
+                    value=destination,
+                    attempt=f"task-{task_id}",
+                )
+                thunks.append(partial(evidence.guarded, self.operation_id, "destination", write))
+        return thunks
+
+
+def _update_messages(update: Any) -> list:
+    updates = update if isinstance(update, list | tuple) else [update]
+    return [m for u in updates if isinstance(u, Mapping) for m in (u.get("messages") or ())]
+
+
+def _tool_message_ids(announcement: Mapping, messages: list, gotos: list[str], scheduled: list[str]) -> list[str]:
+    turn = set(announcement.get("turn_ids") or ())
+    ids = [m.tool_call_id for m in messages if isinstance(m, ToolMessage) and m.tool_call_id in turn]
+    if announcement.get("sent_ids") and any(g in scheduled for g in gotos):
+        ids += announcement["sent_ids"]  # a Send carries its ToolMessage to the node it starts
+    own = announcement.get("tool_call_id")
+    ids.sort(key=lambda i: i != own)  # stable: the transfer's own id first, then the others in order
+    return ids[: bundle.MAX_LIST_ENTRIES]
+
+
+def context_key_names(state: Mapping[str, Any]) -> list[str]:
+    """The names of non-control keys present in `state`, as a receipt may hold them (at most 100)."""
+    names = []
+    for key in sorted(k for k, v in state.items() if isinstance(k, str) and k not in CONTROL_KEYS and v is not None):
+        try:
+            bundle.parse_part("reduced", {"context_keys": [key]})
+        except bundle.BundleError:
+            continue
+        names.append(key)
+    return names[: bundle.MAX_LIST_ENTRIES]
 
 
 def observe(
@@ -108,41 +227,65 @@ def observe(
     wait_policies: Mapping[str, WaitPolicy] | None = None,
     verifier: Verifier | None = None,
 ) -> Outcome:
-    """Run `graph` to its end or its next wait, recording receipts; never raises for a failed run."""
-    operation_id = evidence.operation_id_of(config)
-    if operation_id is None:
-        msg = "config needs configurable.operation_id or configurable.thread_id"
-        raise ValueError(msg)
-    values = dict(graph.get_state(config).values)
-    if isinstance(graph_input, Mapping):
-        values.update({k: v for k, v in graph_input.items() if k != "messages"})
-    tracker = _Tracker(operation_id, values)
-    if auto_continue_stopped(operation_id):
+    """Run `graph` to its end or its next wait, recording receipts and the run's status; never raises for a failed run.
+
+    The Run of `configurable.operation_id` (or the thread id) is created as an
+    observed run when it is new. Pass `Command(resume=...)` to resume a wait (the
+    wait is marked resolved first). Works on a thread that runs an event loop too.
+    """
+    operation_id = _operation_id(config)
+    if evidence.run_orm(_begin, operation_id, config, graph_input):
         return Outcome("parked")
+    tracker = _tracker_for(graph, operation_id)
     try:
         for ns, mode, chunk in graph.stream(
-            graph_input, config, stream_mode=["updates", "tasks", "custom"], subgraphs=True, durability="sync"
+            graph_input, config, stream_mode=STREAM_MODES, subgraphs=True, durability="sync"
         ):
-            if not ns and mode == "tasks" and "input" in chunk and auto_continue_stopped(operation_id):
-                # An operator stopped the run: leave the graph at its last checkpoint (durability
-                # "sync") before the next step starts; resuming auto-continue drives it on from there.
-                logger.info("run %s parked: auto-continue stopped", operation_id)
+            if _root_start(ns, mode, chunk) and evidence.run_orm(_parked_now, operation_id):
                 return Outcome("parked")
-            if mode == "custom":
-                tracker.on_custom(ns, chunk)
-            elif ns:
-                continue
-            elif mode == "updates":
-                for node, update in chunk.items():
-                    if node != "__interrupt__":
-                        tracker.on_update(node, update)
-            elif mode == "tasks" and "input" in chunk:
-                tracker.on_task_start(chunk)
+            for thunk in tracker.on_event(ns, mode, chunk):
+                evidence.run_orm(thunk)
+        for thunk in tracker.on_end():
+            evidence.run_orm(thunk)
+        snapshot = _snapshot(graph, config, tracker)
     except Exception as exc:  # noqa: BLE001 - a failing graph is an outcome to record, not a crash
         logger.warning("run %s failed: %s", operation_id, type(exc).__name__)
-        _record_final(operation_id, "failed", "error")
+        evidence.run_orm(_failed, operation_id, type(exc).__name__)
         return Outcome("failed", error=type(exc).__name__)
-    return conclude(graph, config, wait_policies=wait_policies, verifier=verifier)
+    return evidence.run_orm(_conclude, operation_id, snapshot, wait_policies or {}, verifier, tracker.checkpointed)
+
+
+async def aobserve(
+    graph: Any,
+    graph_input: Any,
+    config: dict,
+    *,
+    wait_policies: Mapping[str, WaitPolicy] | None = None,
+    verifier: Verifier | None = None,
+) -> Outcome:
+    """`observe` on `graph.astream` (async tools and hooks; the ORM in worker threads)."""
+    operation_id = _operation_id(config)
+    if await evidence.arun_orm(_begin, operation_id, config, graph_input):
+        return Outcome("parked")
+    tracker = _tracker_for(graph, operation_id)
+    try:
+        async for ns, mode, chunk in graph.astream(
+            graph_input, config, stream_mode=STREAM_MODES, subgraphs=True, durability="sync"
+        ):
+            if _root_start(ns, mode, chunk) and await evidence.arun_orm(_parked_now, operation_id):
+                return Outcome("parked")
+            for thunk in tracker.on_event(ns, mode, chunk):
+                await evidence.arun_orm(thunk)
+        for thunk in tracker.on_end():
+            await evidence.arun_orm(thunk)
+        snapshot = await _asnapshot(graph, config, tracker)
+    except Exception as exc:  # noqa: BLE001 - a failing graph is an outcome to record, not a crash
+        logger.warning("run %s failed: %s", operation_id, type(exc).__name__)
+        await evidence.arun_orm(_failed, operation_id, type(exc).__name__)
+        return Outcome("failed", error=type(exc).__name__)
+    return await evidence.arun_orm(
+        _conclude, operation_id, snapshot, wait_policies or {}, verifier, tracker.checkpointed
+    )
 
 
 def auto_continue_stopped(operation_id: str) -> bool:
@@ -153,31 +296,63 @@ def auto_continue_stopped(operation_id: str) -> bool:
 def conclude(
     graph: Any, config: dict, *, wait_policies: Mapping[str, WaitPolicy] | None = None, verifier: Verifier | None = None
 ) -> Outcome:
-    """Record the outcome of the thread as its checkpoint shows it (idempotent)."""
+    """Record the outcome of the thread as its checkpoint shows it, and the run's final status (idempotent)."""
     operation_id = evidence.operation_id_of(config) or ""
-    wait_policies = wait_policies or {}
-    snapshot = graph.get_state(config)
+    state = graph.get_state(config)
+    snapshot = _Snapshot(state.values, tuple(state.next), tuple(state.interrupts))
+    return evidence.run_orm(_conclude, operation_id, snapshot, wait_policies or {}, verifier, True)
+
+
+async def aconclude(
+    graph: Any, config: dict, *, wait_policies: Mapping[str, WaitPolicy] | None = None, verifier: Verifier | None = None
+) -> Outcome:
+    """`conclude` for async checkpointers (`aget_state`)."""
+    operation_id = evidence.operation_id_of(config) or ""
+    state = await graph.aget_state(config)
+    snapshot = _Snapshot(state.values, tuple(state.next), tuple(state.interrupts))
+    return await evidence.arun_orm(_conclude, operation_id, snapshot, wait_policies or {}, verifier, True)
+
+
+def _conclude(
+    operation_id: str,
+    snapshot: _Snapshot,
+    wait_policies: Mapping[str, WaitPolicy],
+    verifier: Verifier | None,
+    persisted: bool,
+) -> Outcome:
     if snapshot.interrupts:
         for pending in snapshot.interrupts:
-            record_wait(operation_id, pending, wait_policies, persisted=True, resolved=False)
+            evidence.guarded(
+                operation_id,
+                "wait",
+                partial(record_wait, operation_id, pending, wait_policies, persisted=persisted, resolved=False),
+            )
         _record_final(operation_id, "waiting", evidence.digest(*(i.id for i in snapshot.interrupts)))
-        return Outcome("waiting", interrupts=list(snapshot.interrupts))
-    if snapshot.next:
+        outcome = Outcome("waiting", interrupts=list(snapshot.interrupts))
+        evidence.guarded(operation_id, "run", partial(_store_pending_call, operation_id, snapshot.interrupts))
+    elif snapshot.next:
         # Halted before a node without an interrupt (e.g. a node held by interrupt_before).
         _record_final(operation_id, "running", f"held-{evidence.digest(*snapshot.next)}")
-        return Outcome("parked")
-    messages: list[BaseMessage] = snapshot.values.get("messages", [])
+        outcome = Outcome("parked")
+    else:
+        outcome = _ending(operation_id, snapshot, verifier)
+    evidence.guarded(operation_id, "run", partial(_finish, operation_id, outcome))
+    return outcome
+
+
+def _ending(operation_id: str, snapshot: _Snapshot, verifier: Verifier | None) -> Outcome:
+    messages: list[BaseMessage] = list(snapshot.values.get("messages") or [])
     last = messages[-1] if messages else None
     failures = model_failure_reports([last]) if last is not None else []
     if failures:
         agent = snapshot.values.get("active_agent") or getattr(last, "name", None) or "agent"
-        evidence.add_report(operation_id, agent, *failures[0])
+        evidence.guarded(operation_id, "report", partial(evidence.add_report, operation_id, agent, *failures[0]))
     if not isinstance(last, AIMessage) or last.tool_calls or failures:
         # No agent claimed completion (a transfer that led nowhere, or a dead model).
         _record_final(operation_id, "failed", "end")
         return Outcome("failed", error="NoCompletionClaim")
     if verifier is not None:
-        verify(operation_id, verifier, attempt="end")
+        evidence.guarded(operation_id, "verification", partial(verify, operation_id, verifier, attempt="end"))
     _record_final(operation_id, "complete", "end")
     return Outcome("complete")
 
@@ -228,8 +403,151 @@ def _policy_for(pending: Interrupt, wait_policies: Mapping[str, WaitPolicy]) -> 
     return WaitPolicy(owner=None, reason=None, deadline_minutes=None)
 
 
+def pending_call_of(operation_id: str, interrupts: Sequence[Interrupt]) -> dict:
+    """An approval wait as names only (never argument values), as `Run.pending_call` holds it."""
+    tools: list[str] = []
+    arg_types: dict[str, str] = {}
+    allowed: set[str] = set()
+    entries = []
+    for pending in interrupts:
+        value = pending.value if isinstance(pending.value, Mapping) else {}
+        requests = [r for r in value.get("action_requests", []) if isinstance(r, Mapping)]
+        for request in requests:
+            tools.append(str(request.get("name")))
+            args = request.get("args")
+            for key, arg in args.items() if isinstance(args, Mapping) else ():
+                arg_types[str(key)] = type(arg).__name__
+        for review in value.get("review_configs", []):
+            allowed |= set(review.get("allowed_decisions", ())) if isinstance(review, Mapping) else set()
+        entries.append({"id": pending.id, "calls": len(requests)})
+    return {
+        "tool": ", ".join(tools),
+        "arg_types": arg_types,
+        "allowed_decisions": [d for d in DECISION_ORDER if d in allowed],
+        "resume_token_id": resume_token_id(operation_id, interrupts[0].id) if interrupts else None,
+        "interrupts": entries,
+    }
+
+
+def resolution_of(resume: object) -> dict[str | None, str | None]:
+    """How a HITL resume value decided: {interrupt id or None (all): approved/edited/rejected or None}."""
+    if isinstance(resume, Mapping) and "decisions" not in resume:
+        return {str(key): _resolution(value) for key, value in resume.items()}
+    return {None: _resolution(resume)}
+
+
+def _resolution(value: object) -> str | None:
+    decisions = value.get("decisions") if isinstance(value, Mapping) else None
+    kinds = {d.get("type") for d in decisions or () if isinstance(d, Mapping)}
+    return _RESOLUTIONS.get(kinds.pop()) if len(kinds) == 1 else None
+
+
+def _operation_id(config: dict) -> str:
+    operation_id = evidence.operation_id_of(config)
+    if operation_id is None:
+        msg = "config needs configurable.operation_id or configurable.thread_id"
+        raise ValueError(msg)
+    return operation_id
+
+
+def _tracker_for(graph: Any, operation_id: str) -> _Tracker:
+    checkpointed = isinstance(getattr(graph, "checkpointer", None), BaseCheckpointSaver)
+    return _Tracker(operation_id, "active_agent" in getattr(graph, "channels", {}), checkpointed)
+
+
+def _root_start(ns: tuple, mode: str, chunk: Any) -> bool:
+    return not ns and mode == "tasks" and isinstance(chunk, Mapping) and "input" in chunk
+
+
+def _snapshot(graph: Any, config: dict, tracker: _Tracker) -> _Snapshot:
+    if not tracker.checkpointed:
+        return _Snapshot(tracker.state, (), tuple(tracker.interrupts))
+    state = graph.get_state(config)
+    return _Snapshot(state.values, tuple(state.next), tuple(state.interrupts))
+
+
+async def _asnapshot(graph: Any, config: dict, tracker: _Tracker) -> _Snapshot:
+    if not tracker.checkpointed:
+        return _Snapshot(tracker.state, (), tuple(tracker.interrupts))
+    state = await graph.aget_state(config)
+    return _Snapshot(state.values, tuple(state.next), tuple(state.interrupts))
+
+
+def _begin(operation_id: str, config: dict, graph_input: Any) -> bool:
+    """Get or create the observed run and set it running; True when it is parked (auto-continue stopped)."""
+    return bool(evidence.guarded(operation_id, "run", partial(_start_run, operation_id, config, graph_input)))
+
+
+def _start_run(operation_id: str, config: dict, graph_input: Any) -> bool:
+    thread_id = (config.get("configurable") or {}).get("thread_id") or operation_id
+    run, _ = Run.objects.get_or_create(
+        operation_id=operation_id,
+        defaults={"thread_id": str(thread_id), "mode": Run.Mode.OBSERVED, "source": Run.Source.AGENT},
+    )
+    if not run.auto_continue:
+        logger.info("run %s parked: auto-continue stopped", operation_id)
+        runs.set_status(run, Run.Status.PARKED)
+        return True
+    if isinstance(graph_input, Command) and graph_input.resume is not None:
+        _resolve_waits(run, graph_input.resume)
+        if run.pending_call is not None:
+            run.pending_call = None
+            run.save(update_fields=["pending_call", "updated_at"])
+    runs.set_status(run, Run.Status.RUNNING)
+    return False
+
+
+def _resolve_waits(run: Run, resume: object) -> None:
+    decided = resolution_of(resume)
+    by_token = {resume_token_id(run.operation_id, key): value for key, value in decided.items() if key is not None}
+    for handoff in run.handoffs.filter(wait_open=True):
+        token = (handoff.wait_part or {}).get("resume_token_id")
+        wait = {**handoff.wait_part, "resolved": True, "resolution": by_token.get(token, decided.get(None))}
+        write = partial(
+            record,
+            handoff_id=handoff.handoff_id,
+            operation_id=run.operation_id,
+            part="wait",
+            value=wait,
+            attempt=f"resolved-{evidence.digest(token)}",
+        )
+        evidence.guarded(run.operation_id, "wait", write)
+
+
+def _parked_now(operation_id: str) -> bool:
+    if not evidence.guarded(operation_id, "run", partial(auto_continue_stopped, operation_id)):
+        return False
+    # An operator stopped the run: leave the graph at its last checkpoint (durability "sync")
+    # before the next step starts; resuming auto-continue drives it on from there.
+    logger.info("run %s parked: auto-continue stopped", operation_id)
+    evidence.guarded(operation_id, "run", partial(_finish, operation_id, Outcome("parked")))
+    return True
+
+
+def _failed(operation_id: str, error: str) -> None:
+    _record_final(operation_id, "failed", "error")
+    evidence.guarded(operation_id, "run", partial(_finish, operation_id, Outcome("failed", error=error)))
+
+
+def _store_pending_call(operation_id: str, interrupts: Sequence[Interrupt]) -> None:
+    Run.objects.filter(operation_id=operation_id).update(pending_call=pending_call_of(operation_id, interrupts))
+
+
+def _finish(operation_id: str, outcome: Outcome) -> None:
+    run = Run.objects.filter(operation_id=operation_id).first()
+    if run is None:
+        return
+    if outcome.status != "waiting" and evidence.latest_handoff(operation_id) is None:
+        detail = {"status": outcome.status}
+        evidence.add_report(
+            operation_id, evidence.OBSERVER, MiddlewareReport.Kind.NO_HANDOFF, detail, f"end-{outcome.status}"
+        )
+    runs.set_status(run, _STATUS[outcome.status], error=outcome.error)
+
+
 def _record_final(operation_id: str, status: str, attempt: str) -> None:
-    evidence.record_outcome(operation_id, "final_status", status, attempt=f"{status}-{attempt}")
+    write = partial(evidence.record_outcome, operation_id, "final_status", status, attempt=f"{status}-{attempt}")
+    evidence.guarded(operation_id, "final_status", write)
 
 
 def _node_of(namespace: str) -> str:
