@@ -496,7 +496,7 @@ def test_it_refuses_an_origin_that_differs_in_scheme_host_or_port(viewer, origin
 
 @given(
     frame=st.recursive(st.none() | st.integers() | st.text(max_size=5), st.lists, max_leaves=30).map(json.dumps)
-    | st.text(max_size=200)
+    | st.text(min_size=1, max_size=200)
     | st.just("[" * 50_000 + "]" * 50_000)
 )
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
