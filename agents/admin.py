@@ -13,7 +13,7 @@ import json
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -22,8 +22,6 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from agents import limits
 from agents.models import LimitsVersion
-from agents.scenarios import SCENARIOS
-from agents.team import AGENTS
 from receipts import audit
 from receipts.models import AuditEntry
 
@@ -152,16 +150,20 @@ class LimitsVersionAdmin(admin.ModelAdmin):
     def preview_view(self, request: HttpRequest) -> HttpResponse:
         if not self.has_view_permission(request):
             raise PermissionDenied
-        agent = request.GET.get("agent") if request.GET.get("agent") in AGENTS else AGENTS[0]
-        scenario = SCENARIOS.get(request.GET.get("scenario", ""))
+        agents = list(limits.agent_tools())
+        if not agents:
+            raise Http404("no registered graph describes its agents")
+        agent = request.GET.get("agent") if request.GET.get("agent") in agents else agents[0]
+        scenarios = limits.variants()
+        scenario = scenarios.get(request.GET.get("scenario", ""))
         version = LimitsVersion.current()
         context = {
             **self._context(request, f"Next run's middleware for {agent}"),
             "version": version,
             "agent": agent,
-            "agents": AGENTS,
+            "agents": agents,
             "scenario": scenario,
-            "scenarios": sorted(SCENARIOS),
+            "scenarios": sorted(scenarios),
             "stack": limits.preview(version.document, agent, scenario),
         }
         return TemplateResponse(request, "admin/agents/limitsversion/preview.html", context)

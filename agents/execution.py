@@ -12,7 +12,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from agents import leases, runner
-from receipts import audit
+from receipts import audit, runs
 from receipts.models import AuditEntry, Decision, Run
 
 MAX_DELIVERIES = 5
@@ -90,7 +90,5 @@ def _count_delivery(run: Run) -> int:
 
 
 def _give_up(run: Run) -> str:
-    Run.objects.filter(pk=run.pk).update(
-        status=Run.Status.FAILED, error="TooManyDeliveries", finished_at=timezone.now()
-    )
+    runs.set_status(run, Run.Status.FAILED, error="TooManyDeliveries")
     return Run.Status.FAILED

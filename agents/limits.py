@@ -21,13 +21,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.tools import EFFECT_TOOLS, SENSITIVE_TOOLS, TransientServiceError
-
 # Which errors a retry may be configured to retry: names an admin picks from, never free text.
 # "default" is the library's own rule (every Exception except a ModelError marked not retryable).
+# Registered graphs add their own (GraphDescription.retryable_errors), see `retryable_errors`.
 RETRYABLE_ERRORS: dict[str, type[Exception] | None] = {
     "default": None,
-    "TransientServiceError": TransientServiceError,
     "ConnectionError": ConnectionError,
     "TimeoutError": TimeoutError,
 }
@@ -39,8 +37,6 @@ DECISIONS = ("approve", "edit", "reject")
 ON_EXPIRY = ("reject", "escalate")
 SUMMARIZER_MODELS = ("scripted",)
 CONTEXT_KINDS = ("messages", "tokens", "fraction")
-# Tools whose approval can depend on the order amount.
-AMOUNT_TOOLS = frozenset({"place_order"})
 MESSAGE_FIELDS = frozenset({"tool", "error_type", "attempts"})
 RETRIED_MARKER = "failed after {attempts} attempts"
 # Retries run inside a worker: they may pause, never for seconds.
@@ -164,14 +160,31 @@ class AgentSettings:
 
 @dataclass
 class Checks:
-    """What validation needs to know about the world (tools, owners, wait reasons)."""
+    """What validation needs to know about the world (tools, owners, wait reasons).
+
+    The facts about tools (which are sensitive, which have effects, which have
+    an amount, which errors may be retried) default to what the registered
+    graphs describe (`agents.registry.GraphDescription`).
+    """
 
     tools_by_agent: Mapping[str, Iterable[str]]
     owner_exists: Callable[[str], bool] | None = None
     reason_exists: Callable[[str], bool] | None = None
+    sensitive_tools: Mapping[str, str] | None = None
+    effect_tools: frozenset[str] | None = None
+    amount_tools: frozenset[str] | None = None
+    retryable_errors: Mapping[str, type[Exception] | None] | None = None
     all_tools: set[str] = field(init=False)
 
     def __post_init__(self) -> None:
+        if self.sensitive_tools is None:
+            self.sensitive_tools = sensitive_tools()
+        if self.effect_tools is None:
+            self.effect_tools = effect_tools()
+        if self.amount_tools is None:
+            self.amount_tools = frozenset(amounts())
+        if self.retryable_errors is None:
+            self.retryable_errors = retryable_errors()
         self.tools_by_agent = {agent: set(names) for agent, names in self.tools_by_agent.items()}
         # A workspace agent's tools come from its middleware, whichever settings turn them on.
         for agent in WORKSPACE_AGENTS & set(self.tools_by_agent):
@@ -285,8 +298,8 @@ def check_settings(
             entry = merge({"thread_limit": None, "run_limit": None, "exit_behavior": "continue"}, limit)
             errors += _check_limit(entry, f"{where}.per_tool_limits.{name}", TOOL_EXIT_BEHAVIORS, False)
     errors += _check_limit(settings.get("model_call_limit"), f"{where}.model_call_limit", MODEL_EXIT_BEHAVIORS, None)
-    errors += _check_retry(settings.get("tool_retry"), f"{where}.tool_retry")
-    errors += _check_retry(settings.get("model_retry"), f"{where}.model_retry")
+    errors += _check_retry(settings.get("tool_retry"), f"{where}.tool_retry", checks.retryable_errors)
+    errors += _check_retry(settings.get("model_retry"), f"{where}.model_retry", checks.retryable_errors)
     errors += _check_tool_errors(settings.get("tool_errors"), f"{where}.tool_errors", checks)
     errors += _check_summarization(settings.get("summarization"), f"{where}.summarization")
     errors += _check_context_editing(settings.get("context_editing"), f"{where}.context_editing", checks)
@@ -294,7 +307,7 @@ def check_settings(
     errors += _check_shell(settings.get("shell"), f"{where}.shell", tools, per_agent=not gate_everything)
     errors += _check_file_search(settings.get("file_search"), f"{where}.file_search")
     errors += _check_tool_search(settings.get("tool_search"), f"{where}.tool_search", tools)
-    errors += _check_dry_run(settings.get("dry_run"), f"{where}.dry_run", tools)
+    errors += _check_dry_run(settings.get("dry_run"), f"{where}.dry_run", tools, checks.effect_tools)
     return errors
 
 
@@ -390,7 +403,7 @@ def _check_tool_search(config: Any, where: str, tools: set[str]) -> list[str]:
     return errors
 
 
-def _check_dry_run(config: Any, where: str, tools: set[str]) -> list[str]:
+def _check_dry_run(config: Any, where: str, tools: set[str], effect_tools: frozenset[str]) -> list[str]:
     if not isinstance(config, Mapping):
         return [f"{where}: must be an object"]
     errors = [f"{where}.{key}: unknown setting" for key in config if key not in DEFAULT_SETTINGS["dry_run"]]
@@ -401,7 +414,7 @@ def _check_dry_run(config: Any, where: str, tools: set[str]) -> list[str]:
         return [*errors, f"{where}.emulate: must be a list of tool names, or empty (null) for every tool"]
     if unknown := set(emulate) - tools:
         errors.append(f"{where}.emulate: unknown tool {_names(unknown)}")
-    if missing := (EFFECT_TOOLS & tools) - set(emulate):
+    if missing := (effect_tools & tools) - set(emulate):
         errors.append(f"{where}.emulate: a dry run must emulate every tool with effects; add {_names(missing)}")
     return errors
 
@@ -426,7 +439,7 @@ def _check_limit(limit: Any, where: str, behaviors: tuple[str, ...], global_limi
     return errors
 
 
-def _check_retry(retry: Any, where: str) -> list[str]:
+def _check_retry(retry: Any, where: str, known: Mapping[str, Any]) -> list[str]:
     if not isinstance(retry, Mapping):
         return [f"{where}: must be an object"]
     errors = [f"{where}.{key}: unknown setting" for key in retry if key not in DEFAULT_SETTINGS["tool_retry"]]
@@ -447,9 +460,9 @@ def _check_retry(retry: Any, where: str) -> list[str]:
         errors.append(f"{where}.on_failure: must be one of {', '.join(ON_FAILURE)}")
     retry_on = retry.get("retry_on")
     if not isinstance(retry_on, list) or not retry_on:
-        errors.append(f"{where}.retry_on: name at least one error from: {_names(RETRYABLE_ERRORS)}")
-    elif unknown := [name for name in retry_on if name not in RETRYABLE_ERRORS]:
-        errors.append(f"{where}.retry_on: {_names(map(str, unknown))} not in the safe list: {_names(RETRYABLE_ERRORS)}")
+        errors.append(f"{where}.retry_on: name at least one error from: {_names(known)}")
+    elif unknown := [name for name in retry_on if name not in known]:
+        errors.append(f"{where}.retry_on: {_names(map(str, unknown))} not in the safe list: {_names(known)}")
     elif "default" in retry_on and len(retry_on) > 1:
         errors.append(f"{where}.retry_on: “default” already covers every error; use it alone")
     return errors
@@ -557,7 +570,7 @@ def _check_approval(config: Any, where: str, checks: Checks, tools: set[str], ga
     if not isinstance(gated, Mapping):
         errors.append(f"{where}.tools: must be an object of tool name → approval rule")
         gated = {}
-    must_gate = set(SENSITIVE_TOOLS) if gate_everything else set(SENSITIVE_TOOLS) & tools
+    must_gate = set(checks.sensitive_tools) if gate_everything else set(checks.sensitive_tools) & tools
     if missing := must_gate - set(gated):
         errors.append(f"{where}.tools: {_names(missing)} must keep an approval (sensitive tools)")
     for name, rule in gated.items():
@@ -592,8 +605,8 @@ def _check_approval(config: Any, where: str, checks: Checks, tools: set[str], ga
             elif not all(isinstance(c, str) and re.fullmatch(r"[A-Za-z0-9_.+-]+", c) for c in commands):
                 errors.append(f"{at}.commands: each entry is one command name, such as rm")
         if "threshold" in rule:
-            if name not in AMOUNT_TOOLS:
-                errors.append(f"{at}.threshold: only {_names(AMOUNT_TOOLS)} can be gated by amount")
+            if name not in checks.amount_tools:
+                errors.append(f"{at}.threshold: only {_names(checks.amount_tools)} can be gated by amount")
             elif not _is_int(rule["threshold"], minimum=0):
                 errors.append(f"{at}.threshold: must be a whole amount ≥ 0")
     owner, backup = config.get("owner"), config.get("backup_owner")
@@ -678,16 +691,12 @@ def _show(value: Any) -> str:
 
 
 def team_checks() -> Checks:
-    """Checks against the real team: its agents' tools, existing users and groups, known wait reasons."""
+    """Checks against the registered graphs: their agents' tools, existing users and groups, known wait reasons."""
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
 
-    from agents.team import AGENT_TOOLS, declared_transfers
     from receipts.models import WaitReason
 
-    tools = {agent: {t.name for t in own} for agent, own in AGENT_TOOLS.items()}
-    for transfer in declared_transfers():
-        tools.setdefault(transfer.sender, set()).add(f"transfer_to_{transfer.receiver}")
     user_model = get_user_model()
 
     def owner_exists(name: str) -> bool:
@@ -696,10 +705,77 @@ def team_checks() -> Checks:
         )
 
     return Checks(
-        tools_by_agent=tools,
+        tools_by_agent=agent_tools(),
         owner_exists=owner_exists,
         reason_exists=lambda code: WaitReason.objects.filter(code=code).exists(),
     )
+
+
+# --- what the registered graphs describe (agents.registry.GraphDescription) ------------
+
+
+def agent_tools() -> dict[str, set[str]]:
+    """Every described agent with its tool names, across the registered graphs."""
+    from agents import registry
+
+    tools: dict[str, set[str]] = {}
+    for described in registry.descriptions():
+        for agent, names in described.agents.items():
+            tools.setdefault(agent, set()).update(names)
+    return tools
+
+
+def sensitive_tools() -> dict[str, str]:
+    from agents import registry
+
+    return {tool: reason for d in registry.descriptions() for tool, reason in d.sensitive_tools.items()}
+
+
+def effect_tools() -> frozenset[str]:
+    from agents import registry
+
+    return frozenset().union(*(d.effect_tools for d in registry.descriptions()))
+
+
+def amounts() -> dict[str, Callable[[Mapping[str, Any]], int]]:
+    """Per tool, the amount of a call (from its arguments) that an approval threshold compares."""
+    from agents import registry
+
+    return {tool: amount for d in registry.descriptions() for tool, amount in d.amounts.items()}
+
+
+def retryable_errors() -> dict[str, type[Exception] | None]:
+    from agents import registry
+
+    extra = {name: cls for d in registry.descriptions() for name, cls in d.retryable_errors.items()}
+    return {**RETRYABLE_ERRORS, **extra}
+
+
+def variants() -> dict[str, Any]:
+    """The named variants of the registered graphs (the demo's scenarios), by name."""
+    from agents import registry
+
+    return {name: variant for d in registry.descriptions() for name, variant in d.variants.items()}
+
+
+@dataclass(frozen=True)
+class _Plain:
+    """An agent as its graph describes it, without a variant's overrides."""
+
+    route_version: str
+    limits: Mapping[str, Any] = field(default_factory=dict)
+
+    def tool_names(self, agent: str) -> list[str]:
+        return sorted(agent_tools().get(agent, ()))
+
+
+def _plain(agent: str) -> _Plain:
+    from agents import registry
+
+    for described in registry.descriptions():
+        if agent in described.agents:
+            return _Plain(described.route_version)
+    return _Plain("routes/1")
 
 
 def preview(
@@ -707,20 +783,16 @@ def preview(
 ) -> list[dict[str, Any]]:
     """The middleware stack `agent` gets from `document`, in order: [{"middleware", "name", "args", "shown"}].
 
-    With a scenario, its overrides and tools are included (what that scenario's next run gets).
+    With a scenario (a graph variant: `limits`, `route_version`, `tool_names(agent)`), its overrides and
+    tools are included (what that scenario's next run gets).
     A setting that is off or not applicable shows as a row whose name ends in "(off)".
     """
     from agents.stack import build_layers
-    from agents.team import ROUTE_VERSION
 
-    if scenario is None:
-        from agents.scenarios import Scenario
-
-        scenario = Scenario(name="", message="", policies={}, expected=())
+    scenario = scenario if scenario is not None else _plain(agent)
     settings = AgentSettings(agent, resolve(document, agent, scenario.limits.get(agent)))
-    route_version = getattr(scenario, "route_version", ROUTE_VERSION)
     layers = build_layers(
-        settings, scenario.tool_names(agent), route_version=route_version, dry_run=dry_run, preview=True
+        settings, scenario.tool_names(agent), route_version=scenario.route_version, dry_run=dry_run, preview=True
     )
     return [_row(layer.describe()) for layer in layers]
 
@@ -731,19 +803,21 @@ def effective_stack(run: Any) -> dict[str, Any]:
     Each row is {"middleware": class name, "name": instance name, "args": {...}, "shown": [(arg, json)]}.
 
     `version` is None for a run that has not started (it will take the current
-    version then) or that no agent ran (an imported run).
+    version then) or that no agent ran (an imported run). The agents are those
+    the run's registered graph describes (none for a graph without a description).
     """
+    from agents import registry
     from agents.models import RunLimits
-    from agents.scenarios import SCENARIOS
-    from agents.team import AGENTS
 
     pin = RunLimits.objects.select_related("version").filter(run=run).first()
-    scenario = SCENARIOS.get(getattr(run, "scenario", ""))
     if pin is None:
         return {"run": run.pk, "version": None, "pinned_at": None, "agents": []}
+    described = registry.description(getattr(run, "graph", "") or "")
+    names = list(described.agents) if described is not None else []
+    scenario = described.variants.get(getattr(run, "scenario", "")) if described is not None else None
     dry_run = bool(getattr(run, "dry_run", False))
     agents = [
-        {"agent": agent, "stack": preview(pin.version.document, agent, scenario, dry_run=dry_run)} for agent in AGENTS
+        {"agent": agent, "stack": preview(pin.version.document, agent, scenario, dry_run=dry_run)} for agent in names
     ]
     return {"run": run.pk, "version": pin.version.number, "pinned_at": pin.pinned_at, "agents": agents}
 

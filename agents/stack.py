@@ -14,7 +14,7 @@ exactly what a run gets.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,19 +45,19 @@ from langchain.tools import tool
 from agents import workspaces
 from agents.limits import (
     DEFAULT_SETTINGS,
-    RETRYABLE_ERRORS,
     SHELL_TOOL,
     TOOL_SEARCH_PROVIDERS,
     WORKSPACE_AGENTS,
     AgentSettings,
+    amounts,
     merge,
+    retryable_errors,
     workspace_tool_names,
 )
 from agents.middleware import SidewispMiddleware
 from agents.models import AgentLimits
 from agents.observer import WaitPolicy
 from agents.scripted import Say, ScriptedChatModel, emulator_model, model_choice, summarize
-from agents.tools import order_amount
 
 TODO_AGENTS = frozenset({"support"})
 # A shell stopped this long after its timeout is killed (the library waits 10 s by default).
@@ -350,7 +350,8 @@ def _retry_on(names: Sequence[str]) -> Any:
         from langchain.agents.middleware._retry import default_retry_on
 
         return default_retry_on
-    return tuple(RETRYABLE_ERRORS[name] for name in names)
+    known = retryable_errors()
+    return tuple(known[name] for name in names)
 
 
 def _tool_failure(attempts: int):
@@ -363,12 +364,13 @@ def _tool_failure(attempts: int):
 
 def _interrupt_on(approval: Mapping[str, Any], tool_names: Sequence[str]) -> dict[str, InterruptOnConfig]:
     gated: dict[str, InterruptOnConfig] = {}
+    amount_of = amounts()
     for name, rule in approval["tools"].items():
         if name not in tool_names:
             continue
         config = InterruptOnConfig(allowed_decisions=list(rule["allowed_decisions"]))
-        if "threshold" in rule:
-            config["when"] = _above(int(rule["threshold"]))
+        if "threshold" in rule and name in amount_of:
+            config["when"] = _above(int(rule["threshold"]), amount_of[name])
         if "commands" in rule:
             config["when"] = _runs_any(rule["commands"])
         gated[name] = config
@@ -381,10 +383,10 @@ def _approval_args(approval: Mapping[str, Any], tool_names: Sequence[str]) -> di
     return {"interrupt_on": tools, "wait": wait}
 
 
-def _above(threshold: int):
+def _above(threshold: int, amount_of: Callable[[Mapping[str, Any]], int]):
+    # A tool without a described amount is gated on every call (the threshold cannot be checked).
     def needs_approval(request: ToolCallRequest) -> bool:
-        args = request.tool_call["args"]
-        return order_amount(str(args.get("sku", "")), int(args.get("quantity", 0) or 0)) > threshold
+        return amount_of(request.tool_call["args"]) > threshold
 
     return needs_approval
 

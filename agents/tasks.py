@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from agents import execution, scenarios
+from agents import execution
 
 RETRY = {"autoretry_for": (execution.LeaseBusy,), "retry_backoff": 1, "retry_backoff_max": 10, "max_retries": 60}
 
@@ -22,8 +22,3 @@ def resume_run(decision_id: int) -> str:
 @shared_task(**RETRY)
 def reverify(run_id: int) -> str:
     return execution.reverify(run_id)
-
-
-@shared_task
-def demo_tick() -> int:
-    return scenarios.start_demo_run().pk

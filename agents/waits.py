@@ -1,4 +1,4 @@
-"""What an approval wait is waiting for, read from the durable graph, and what happens when it expires.
+"""What a hosted run's approval wait is waiting for, read from the durable graph, and what happens when it expires.
 
 `pending_call` answers the confirmation page's question "which tool call resumes,
 with which argument names" from the run's checkpoint (names and types only: a
@@ -9,51 +9,27 @@ settings (its pinned limits version) to decide what the deadline sweep does.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from agents.checkpoints import checkpointer
+from agents import registry
 from agents.limits import DEFAULT_SETTINGS, resolve
 from agents.models import LimitsVersion, RunLimits
 from agents.observer import gated_tools, resume_token_id
-from agents.runner import graph_config
-from agents.scenarios import SCENARIOS
 from receipts.models import Handoff, Run
+from receipts.runtime import Escalation, PendingCall
 
 # Used when a run has no approval settings to read (an imported run, a missing version).
 DEFAULT_DEADLINE_MINUTES = int(DEFAULT_SETTINGS["approval"]["deadline_minutes"])
-SAFE_DEFAULT = "reject"
-
-
-@dataclass(frozen=True)
-class PendingCall:
-    """The tool call a decision resumes. `arg_types` maps argument names to type names, never values."""
-
-    tool: str
-    arg_types: dict[str, str]
-    allowed_decisions: tuple[str, ...]
-    resume_token_id: str
-
-    @property
-    def arg_keys(self) -> list[str]:
-        return sorted(self.arg_types)
-
-
-@dataclass(frozen=True)
-class Escalation:
-    backup_owner: str | None
-    deadline_minutes: int
-    safe_default: str = SAFE_DEFAULT
 
 
 def pending_call(run: Run) -> PendingCall | None:
     """The run's one pending approval as its checkpoint holds it, or None (no graph, nothing pending)."""
-    scenario = SCENARIOS.get(run.scenario)
-    if scenario is None:
+    from agents import runner
+
+    if run.mode != Run.Mode.HOSTED or run.graph not in registry.graphs():
         return None
-    with checkpointer() as saver:
-        team = scenario.build(saver, version=_version_of(run))
-        interrupts = list(team.graph.get_state(graph_config(run)).interrupts)
+    with runner.built(run, _version_of(run), reading=True) as hosted:
+        interrupts = list(hosted.graph.get_state(runner.graph_config(run)).interrupts)
     if len(interrupts) != 1:
         return None
     (pending,) = interrupts
@@ -76,9 +52,10 @@ def escalation_for(handoff: Handoff) -> Escalation:
     """What the deadline sweep does with this wait: escalate to a backup owner, or the safe default.
 
     Reads the approval settings of the agent that waits (the handoff's receiver)
-    from the run's pinned limits version with its scenario's overrides. A backup
-    owner is used only when `on_expiry` is "escalate"; otherwise (and for runs
-    without settings) there is none and the safe default (reject) applies.
+    from the run's pinned limits version with its graph variant's overrides (the
+    demo's scenarios). A backup owner is used only when `on_expiry` is
+    "escalate"; otherwise (and for runs without settings) there is none and the
+    safe default (reject) applies.
     """
     approval = _approval_settings(handoff)
     minutes = approval.get("deadline_minutes")
@@ -91,11 +68,13 @@ def escalation_for(handoff: Handoff) -> Escalation:
 
 def _approval_settings(handoff: Handoff) -> Mapping[str, Any]:
     run = handoff.run
-    scenario = SCENARIOS.get(run.scenario)
-    if scenario is None or not handoff.receiver:
+    described = registry.description(run.graph) if run.mode == Run.Mode.HOSTED else None
+    if described is None or not handoff.receiver:
         return {}
+    variant = described.variants.get(run.scenario)
+    overrides = getattr(variant, "limits", {}).get(handoff.receiver) if variant is not None else None
     version = _version_of(run) or LimitsVersion.current()
-    settings = resolve(version.document, handoff.receiver, scenario.limits.get(handoff.receiver))
+    settings = resolve(version.document, handoff.receiver, overrides)
     approval = settings.get("approval")
     return approval if isinstance(approval, Mapping) else {}
 

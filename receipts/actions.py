@@ -29,7 +29,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from receipts import audit, runs
+from receipts import audit, runs, runtime
 from receipts.models import AuditEntry, Decision, Handoff, Run
 from receipts.recording import reclassify, reclassify_overdue_waits, record
 
@@ -42,6 +42,7 @@ REOPEN = "receipts.reopen_task"
 CONTROL = "receipts.control_run"
 REASSIGN = "receipts.reassign_wait"
 CHANGE_LIMITS = "receipts.change_limits"
+START = "receipts.start_run"
 
 # Who may read the audit log: operators (control_run) and admins (change_limits).
 AUDIT_READERS = (CONTROL, CHANGE_LIMITS)
@@ -70,7 +71,8 @@ CANCEL_WAIT = Policy("wait.cancel", (REASSIGN,), "handoff", reason_required=True
 REOPEN_TASK = Policy("task.reopen", (REOPEN,), "handoff", reason_required=True, description="reopen_task")
 STOP_RUN = Policy("run.stop", (CONTROL,), "run", reason_required=True, description="control_run")
 RESUME_RUN = Policy("run.resume", (CONTROL,), "run", reason_required=True, description="control_run")
-POLICIES = (DECIDE_WAIT, REASSIGN_WAIT, CANCEL_WAIT, REOPEN_TASK, STOP_RUN, RESUME_RUN)
+START_RUN = Policy("run.start", (START,), "run", description="start_run")
+POLICIES = (DECIDE_WAIT, REASSIGN_WAIT, CANCEL_WAIT, REOPEN_TASK, STOP_RUN, RESUME_RUN, START_RUN)
 
 
 class Outcome:
@@ -233,8 +235,6 @@ def _already_decided(user: User, action: str, handoff: Handoff, earlier: Decisio
 def _decision_refusal(
     handoff: Handoff, kind: str, token: str, reason: str, edited: Mapping | None, now: datetime
 ) -> str:
-    from agents.scenarios import SCENARIOS  # the agent side knows which runs have a graph
-
     wait = handoff.wait_part or {}
     if not handoff.wait_open:
         return "This wait is no longer open."
@@ -244,7 +244,7 @@ def _decision_refusal(
         return "The wait's deadline has passed; the deadline sweep decides it now."
     if handoff.verdict != "WAITING_ON_APPROVAL":
         return f"Only a valid wait can be decided (this one is {handoff.verdict}); reassign it first."
-    if handoff.run.scenario not in SCENARIOS:
+    if not runtime.current().can_resume(handoff.run):
         return "This run has no agent graph to resume."
     if kind == Decision.Kind.REJECT and not reason.strip():
         return "A rejection needs a reason."
@@ -254,9 +254,7 @@ def _decision_refusal(
 def _allowed_by_the_interrupt(run: Run, kind: str, edited: Mapping | None) -> str:
     # The interrupt's own review config decides which answers it takes; checked here so a
     # decision the graph would refuse never uses up the token.
-    from agents.waits import pending_call
-
-    pending = pending_call(run)
+    pending = runtime.current().pending_call(run)
     if pending is None:
         return "An edit needs the pending tool call, which could not be read." if kind == Decision.Kind.EDIT else ""
     if kind not in pending.allowed_decisions:
@@ -270,9 +268,7 @@ def _allowed_by_the_interrupt(run: Run, kind: str, edited: Mapping | None) -> st
 
 
 def _enqueue_resume(decision_id: int) -> None:
-    from agents import tasks
-
-    tasks.resume_run.delay(decision_id)
+    runtime.current().enqueue_resume(decision_id)
 
 
 # --- UNCERTAIN waits: reassign or cancel ----------------------------------------------
@@ -363,16 +359,11 @@ def reopen(*, user: User, handoff_id: object, key: str, reason: str) -> Result:
 
 
 def _has_verifier(run: Run) -> bool:
-    from agents.scenarios import SCENARIOS
-
-    scenario = SCENARIOS.get(run.scenario)
-    return scenario is not None and scenario.verifier is not None
+    return runtime.current().can_reverify(run)
 
 
 def _enqueue_reverify(run_id: int) -> None:
-    from agents import tasks
-
-    tasks.reverify.delay(run_id)
+    runtime.current().enqueue_reverify(run_id)
 
 
 # --- STALE_CONTROL, OPEN_TOOL_PROTOCOL: stop and resume auto-continue ---------------------
@@ -405,9 +396,10 @@ def resume_auto_continue(*, user: User, run_id: object, key: str, reason: str) -
         if run.auto_continue:
             return _noop(user, RESUME_RUN, run, key, "Auto-continue is already on; nothing changed.")
         _set_auto_continue(run, True)
+        drivable = runtime.current().can_drive(run)
         # A decision that arrived while the run was stopped was kept, not applied: apply it now.
-        pending = run.decisions.filter(applied_at__isnull=True).order_by("decided_at").first()
-        work = "decision" if pending is not None else ("start" if run.status in _DRIVABLE else "none")
+        pending = run.decisions.filter(applied_at__isnull=True).order_by("decided_at").first() if drivable else None
+        work = "decision" if pending is not None else ("start" if drivable and run.status in _DRIVABLE else "none")
         _log(
             user,
             RESUME_RUN.name,
@@ -422,6 +414,9 @@ def resume_auto_continue(*, user: User, run_id: object, key: str, reason: str) -
             transaction.on_commit(partial(_enqueue_resume, pending.pk))
         elif work == "start":
             transaction.on_commit(partial(_enqueue_start, run.pk))
+    if not drivable:
+        nothing = "Auto-continue is on again; no Sidewisp worker drives this run, so nothing was enqueued."
+        return Result(Outcome.DONE, f"{nothing} {runtime.current().resumer(run)}", run)
     return Result(Outcome.DONE, "Auto-continue is on again; the run continues from its checkpoint.", run)
 
 
@@ -429,9 +424,7 @@ _DRIVABLE = (Run.Status.PARKED, Run.Status.QUEUED, Run.Status.RUNNING)
 
 
 def _enqueue_start(run_id: int) -> None:
-    from agents import tasks
-
-    tasks.start_run.delay(run_id)
+    runtime.current().enqueue_start(run_id)
 
 
 def _set_auto_continue(run: Run, value: bool) -> None:
@@ -450,13 +443,11 @@ def expire_overdue_waits(*, now: datetime | None = None) -> int:
     backup with a new deadline, once. Otherwise the safe default (reject) is
     applied as a system decision bound to the wait's token and the run resumes.
     """
-    from agents.waits import escalation_for
-
     now = now or timezone.now()
     handled = 0
     due = Handoff.objects.filter(wait_open=True, wait_deadline__lte=now).select_related("run").order_by("pk")
     for candidate in due:
-        escalation = escalation_for(candidate)
+        escalation = runtime.current().escalation_for(candidate)
         with transaction.atomic():
             handoff = _locked_handoff(candidate.pk)
             if not handoff.wait_open or handoff.wait_deadline is None or handoff.wait_deadline > now:
@@ -466,7 +457,7 @@ def expire_overdue_waits(*, now: datetime | None = None) -> int:
     return handled
 
 
-def _expire(handoff: Handoff, escalation, now: datetime) -> int:
+def _expire(handoff: Handoff, escalation: runtime.Escalation, now: datetime) -> int:
     wait = handoff.wait_part or {}
     token = wait.get("resume_token_id") or ""
     if escalation.backup_owner and handoff.wait_owner != escalation.backup_owner:
@@ -487,9 +478,7 @@ def _expire(handoff: Handoff, escalation, now: datetime) -> int:
         return 1
     if not token or _decision_for(handoff, token, any_handoff=True) is not None:
         return 0  # no token to answer with, or a decision is already on its way: nothing to apply
-    from agents.scenarios import SCENARIOS
-
-    if handoff.run.scenario not in SCENARIOS:
+    if not runtime.current().can_resume(handoff.run):
         return 0  # no graph to resume: re-classification shows the wait as UNCERTAIN
     decision = Decision.objects.create(
         run=handoff.run,
@@ -611,3 +600,77 @@ def _iso(moment: datetime) -> str:
 
 def _name(user: AbstractBaseUser | None) -> str:
     return user.get_username() if user is not None else audit.SYSTEM
+
+
+# --- start a hosted run -------------------------------------------------------------------
+
+# The audit detail names at most this many of the input's top-level keys (names only, never values).
+MAX_AUDITED_INPUT_KEYS = 50
+
+
+def check_start(user: User | None) -> Result:
+    """May `user` start runs? A denial is audited (there is no object yet: the id is "new")."""
+    if may(user, START_RUN):
+        return Result(Outcome.DONE, "")
+    why = _denial(user, START_RUN, None)
+    audit.log(
+        actor=user,
+        action=START_RUN.name,
+        object_type="run",
+        object_id="new",
+        outcome=AuditEntry.Outcome.DENIED,
+        reason=why,
+    )
+    return Result(Outcome.DENIED, why)
+
+
+def start_run(
+    *, user: User, graph: str, graph_input: Mapping, key: str, operation_id: str = "", reason: str = ""
+) -> Result:
+    """Queue a hosted run of the registered `graph` and enqueue its start after commit.
+
+    The audit entry names the graph and the input's top-level keys, never the
+    input's values (they hold the user's prompt). A repeated key is a no-op that
+    names the run it started; an operation id in use is refused.
+    """
+    found = check_start(user)
+    if not found.ok:
+        return found
+    agent_runtime = runtime.current()
+    # Without a given id, the key names the operation: a racing second submission of the same form
+    # hits the unique operation id instead of starting a second run.
+    operation_id = operation_id or f"op-{key[:16]}"
+    with transaction.atomic():
+        if (earlier := _started_with(key)) is not None:
+            return _noop(user, START_RUN, earlier.run, key, "This run was already started; nothing changed.")
+        refusal = "" if graph in agent_runtime.graphs() else f"There is no registered graph named {graph!r}."
+        run = None
+        if not refusal:
+            try:
+                with transaction.atomic():
+                    run = runs.create_hosted(graph, dict(graph_input), operation_id=operation_id)
+            except (ValueError, IntegrityError):
+                if (earlier := _started_with(key)) is not None:
+                    return _noop(user, START_RUN, earlier.run, key, "This run was already started; nothing changed.")
+                refusal = f"A run with operation id {operation_id!r} exists already; choose another or leave it empty."
+        if run is None:
+            audit.log(
+                actor=user,
+                action=START_RUN.name,
+                object_type="run",
+                object_id="new",
+                outcome=AuditEntry.Outcome.REFUSED,
+                reason=refusal,
+                detail={"graph": graph[:100], "key": key},
+            )
+            return Result(Outcome.REFUSED, refusal)
+        input_keys = sorted(str(name)[:100] for name in graph_input)[:MAX_AUDITED_INPUT_KEYS]
+        detail = {"graph": graph, "input_keys": input_keys}
+        _log(user, START_RUN.name, START_RUN, run, AuditEntry.Outcome.DONE, reason=reason, key=key, detail=detail)
+        transaction.on_commit(partial(agent_runtime.enqueue_start, run.pk))
+    return Result(Outcome.DONE, f"Run {run.operation_id} is queued: a worker starts graph {graph!r}.", run)
+
+
+def _started_with(key: str) -> AuditEntry | None:
+    done = AuditEntry.objects.filter(action=START_RUN.name, outcome=AuditEntry.Outcome.DONE, detail__key=key)
+    return done.select_related("run").order_by("pk").first()

@@ -195,10 +195,10 @@ def reconcile_evidence(handoff: Handoff) -> Evidence | None:
 
 def pending_call(run: Run):
     """The tool call an approval resumes (names only), read from the durable graph; None if unreadable."""
-    from agents.waits import pending_call as read_pending
+    from receipts.runtime import current
 
     try:
-        return read_pending(run)
+        return current().pending_call(run)
     except Exception:  # noqa: BLE001 - a confirmation page says "unknown" rather than failing
         return None
 

@@ -38,6 +38,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "receipts",
     "agents",
+    "agents.demo",
     "sidewisp",
 ]
 
@@ -203,6 +204,10 @@ SIDEWISP_WORKER_PING_TIMEOUT = env_float("SIDEWISP_WORKER_PING_TIMEOUT", 1.0, mi
 # run can be taken over after that); renewed every third of it.
 SIDEWISP_LEASE_SECONDS = env_int("SIDEWISP_LEASE_SECONDS", 30, minimum=3)
 SIDEWISP_MODEL = env_str("SIDEWISP_MODEL", "scripted")
+# The graphs hosted runs drive (agents.registry): a JSON object of name → "path/to/file.py:attr" or
+# "package.module:attr" (or {"graph", "verifier", "wait_policies"}), or the path of a langgraph.json
+# file. Empty: the demo team alone, as "demo".
+SIDEWISP_GRAPHS = env_str("SIDEWISP_GRAPHS", "")
 # Demo scenarios started per second by beat; `make run` sets 0.1, 0 is off.
 SIDEWISP_DEMO_RATE = env_float("SIDEWISP_DEMO_RATE", 0.0)
 if SIDEWISP_DEMO_RATE > 0:

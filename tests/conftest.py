@@ -109,7 +109,10 @@ class WorkerProcess:
                 self.kill()
 
 
-def start_worker_process(name: str, queue: str, *, concurrency: int = 2) -> WorkerProcess:
+def start_worker_process(
+    name: str, queue: str, *, concurrency: int = 2, extra_env: dict[str, str] | None = None
+) -> WorkerProcess:
+    """A Celery worker process on this test run's queue; `extra_env` adds settings (e.g. SIDEWISP_GRAPHS)."""
     from django.conf import settings
 
     env = {
@@ -121,6 +124,7 @@ def start_worker_process(name: str, queue: str, *, concurrency: int = 2) -> Work
         "CELERY_VISIBILITY_TIMEOUT": "5",
         "SIDEWISP_LEASE_SECONDS": "6",
         "SIDEWISP_VAR_DIR": str(settings.VAR_DIR),
+        **(extra_env or {}),
     }
     command = [
         sys.executable,
@@ -322,15 +326,17 @@ def record_wait_for(handoff, **changes):
 
 @pytest.fixture
 def scenario_handoff(record_handoff):
-    """scenario_handoff("waiting", scenario="waiting_on_approval", owner="ops-lead"): recorded evidence on a run
-    that names an agent scenario (so actions treat it as resumable), without running the graph."""
+    """scenario_handoff("waiting", scenario="waiting_on_approval", owner="ops-lead"): recorded evidence on a hosted
+    run of the demo graph's scenario (so actions treat it as resumable), without running the graph."""
     import uuid
 
     from receipts.models import Run
 
     def _make(kind: str, *, scenario: str, owner: str | None = None, **kwargs):
         token = uuid.uuid4().hex[:10]
-        Run.objects.create(operation_id=f"op-{token}", thread_id=f"th-{token}", scenario=scenario)
+        Run.objects.create(
+            operation_id=f"op-{token}", thread_id=f"th-{token}", graph="demo", scenario=scenario, mode=Run.Mode.HOSTED
+        )
         handoff = record_handoff(f"h-{token}", f"op-{token}", kind, **kwargs)
         if owner is not None:
             handoff = record_wait_for(handoff, owner=owner or None)

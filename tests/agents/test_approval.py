@@ -7,9 +7,9 @@ import pytest
 from agents import runner
 from agents.checkpoints import checkpointer
 from agents.contracts import install_team_contracts
+from agents.demo.scenarios import SCENARIOS, create_run
 from agents.models import Order
 from agents.observer import resume_token_id
-from agents.scenarios import SCENARIOS, create_run
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from django.core import serializers
 from agents import runner
 from agents.checkpoints import checkpointer
 from agents.contracts import install_team_contracts
-from agents.scenarios import SCENARIOS, TRIAGE_TO_SUPPORT, create_run, transfer_arg
+from agents.demo.scenarios import SCENARIOS, TRIAGE_TO_SUPPORT, create_run, transfer_arg
 from agents.scripted import Call, Say, Script
 from receipts.models import Handoff, MiddlewareReport, Receipt, Run
 

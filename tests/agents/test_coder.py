@@ -8,9 +8,9 @@ import pytest
 
 from agents import runner, workspaces
 from agents.contracts import install_team_contracts
-from agents.scenarios import SCENARIOS, create_run
+from agents.demo.scenarios import SCENARIOS, create_run
+from agents.demo.team import declared_transfers
 from agents.scripted import Call, Fail, Say, Script
-from agents.team import declared_transfers
 from receipts.models import Handoff, Run
 
 BUGGY = "return a - b"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from langchain.agents.middleware import ProviderToolSearchMiddleware
 
+from agents.demo.scenarios import SCENARIOS
 from agents.limits import AgentSettings, LimitsError, preview, resolve, team_checks, validate_document
-from agents.scenarios import SCENARIOS
 from agents.scripted import MODEL_ENV
 from agents.stack import build_layers
 

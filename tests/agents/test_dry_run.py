@@ -8,9 +8,9 @@ from django.contrib.auth.models import Permission
 from agents import runner, workspaces
 from agents.checkpoints import checkpointer
 from agents.contracts import install_team_contracts
+from agents.demo.scenarios import SCENARIOS, create_run
 from agents.limits import LimitsError, effective_stack, team_checks, validate_document
 from agents.models import Order, Refund, Ticket
-from agents.scenarios import SCENARIOS, create_run
 from agents.scripted import EMULATED_RESULTS
 from receipts.models import Receipt, Run
 

@@ -14,8 +14,8 @@ from django.db import IntegrityError
 
 from agents import tasks
 from agents.contracts import install_team_contracts
+from agents.demo.scenarios import SCENARIOS, create_run
 from agents.models import Order
-from agents.scenarios import SCENARIOS, create_run
 from receipts.models import Decision, Handoff, Run
 from tests.conftest import start_worker_process, wait_until
 
@@ -141,7 +141,7 @@ def test_a_second_decision_for_the_same_resume_token_is_refused(worker_process):
 
 
 def test_demo_traffic_queues_the_catalogue_in_turn_for_a_real_worker(worker_process):
-    from agents.scenarios import start_demo_run
+    from agents.demo.scenarios import start_demo_run
 
     first, second = start_demo_run(), start_demo_run()
     assert first.scenario != second.scenario

@@ -8,8 +8,8 @@ import pytest
 
 from agents import runner
 from agents.contracts import install_team_contracts
+from agents.demo.scenarios import SCENARIOS, TRIAGE_TO_SALES, create_run
 from agents.models import Order, Ticket
-from agents.scenarios import SCENARIOS, TRIAGE_TO_SALES, create_run
 from agents.scripted import Call, Say, Script
 from receipts.models import Receipt
 

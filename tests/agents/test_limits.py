@@ -18,12 +18,12 @@ from langchain.agents.middleware import (
 
 from agents import limits, runner
 from agents.contracts import install_team_contracts
+from agents.demo.scenarios import SCENARIOS, create_run
+from agents.demo.team import AGENT_TOOLS
+from agents.demo.tools import TransientServiceError
 from agents.limits import DEFAULT_DOCUMENT, AgentSettings, Checks, LimitsError, resolve, validate_document
 from agents.models import LimitsVersion, Order, RunLimits
-from agents.scenarios import SCENARIOS, create_run
 from agents.stack import build_middleware
-from agents.team import AGENT_TOOLS
-from agents.tools import TransientServiceError
 from receipts.models import MiddlewareReport
 
 SALES_TOOLS = ["check_inventory", "place_order", "confirm_with_supplier", "transfer_to_billing"]

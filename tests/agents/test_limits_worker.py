@@ -6,8 +6,8 @@ import pytest
 
 from agents import limits, tasks
 from agents.contracts import install_team_contracts
+from agents.demo.scenarios import create_run
 from agents.models import LimitsVersion
-from agents.scenarios import create_run
 from receipts.models import MiddlewareReport, Run
 from tests.conftest import wait_until
 

@@ -7,7 +7,7 @@ from django.core.management import call_command
 
 from agents import runner
 from agents.contracts import install_team_contracts
-from agents.scenarios import SCENARIOS, create_run
+from agents.demo.scenarios import SCENARIOS, create_run
 from receipts.models import ContractVersion, Run, WaitReason
 
 

@@ -17,11 +17,11 @@ from langchain_core.messages import ToolMessage
 from agents import runner, workspaces
 from agents.checkpoints import checkpointer
 from agents.contracts import install_team_contracts
+from agents.demo.scenarios import SCENARIOS, create_run
+from agents.demo.team import AGENT_TOOLS, build_team
 from agents.limits import AgentSettings, LimitsError, resolve, team_checks, validate_document
-from agents.scenarios import SCENARIOS, create_run
 from agents.scripted import Call, Say, Script, ScriptedChatModel
 from agents.stack import build_layers
-from agents.team import AGENT_TOOLS, build_team
 from receipts.models import Handoff, MiddlewareReport, Receipt, Run
 
 CANARY = "canary-51c2e0-do-not-leak"

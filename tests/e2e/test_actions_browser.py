@@ -49,7 +49,7 @@ def waiting_run(worker) -> int:
 
         from agents import tasks
         from agents.contracts import install_team_contracts
-        from agents.scenarios import create_run
+        from agents.demo.scenarios import create_run
         from receipts.roles import ensure_groups
 
         install_team_contracts()

@@ -364,7 +364,7 @@ def teardown_module() -> None:
 
 def test_a_scenario_run_by_a_real_worker_appears_live_with_its_verdict(page, server, celery_isolation):
     from agents import tasks
-    from agents.scenarios import create_run
+    from agents.demo.scenarios import create_run
     from tests.conftest import start_worker_process
 
     worker = in_db_thread(start_worker_process, f"e2e{os.getpid()}", celery_isolation)

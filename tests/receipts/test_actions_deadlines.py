@@ -141,6 +141,6 @@ def test_without_escalate_on_expiry_there_is_no_backup(wait, db):
 
 
 def actions_escalation(backup: str, minutes: int):
-    from agents.waits import Escalation
+    from receipts.runtime import Escalation
 
     return Escalation(backup_owner=backup, deadline_minutes=minutes, safe_default="reject")

@@ -18,8 +18,8 @@ from django.urls import reverse
 
 from agents import execution, runner
 from agents.contracts import install_team_contracts
+from agents.demo.scenarios import create_run
 from agents.models import Order
-from agents.scenarios import create_run
 from receipts import actions
 from receipts.models import AuditEntry, Decision, Receipt, Run
 from tests.conftest import wait_until

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, NotRequired, TypedDict
@@ -13,8 +13,8 @@ from langchain_core.tools import BaseTool
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 
-from agents import tools
 from agents.contracts import team_contracts
+from agents.demo import tools
 from agents.handoffs import Fault, handoff_tool
 from agents.models import AgentLimits
 from agents.observer import WaitPolicy
@@ -86,18 +86,22 @@ def build_team(
     route_version: str = ROUTE_VERSION,
     workspace: Path | None = None,
     dry_run: bool = False,
+    middleware: Callable[[str, list[str]], list] | None = None,
 ) -> Team:
     """Compile the team graph; `policies` gives each agent's scripted policy.
 
     `workspace` is the run's workspace (the coder works there); in a `dry_run`
     the tool emulator answers for the tools, so nothing has an effect.
+    `middleware(agent, tool_names)` gives an agent's stack (a hosted run's
+    `Host.middleware`, which also keeps the wait policies); without it the
+    stack is built from `limits` here.
     """
     limits = dict(limits or {})
     transfers = list(transfers if transfers is not None else declared_transfers(route_version))
     builder = StateGraph(TeamState)
     policies_by_tool: dict[str, WaitPolicy] = {}
     for agent in AGENTS:
-        agent_limits = limits.get(agent) or AgentLimits.for_agent(agent)
+        agent_limits = limits.get(agent) or (AgentLimits.for_agent(agent) if middleware is None else None)
         own = [
             handoff_tool(t.receiver, t.context_keys, fault=t.fault, name=f"transfer_to_{t.receiver}")
             for t in transfers
@@ -105,19 +109,22 @@ def build_team(
         ]
         agent_tools = [*AGENT_TOOLS[agent], *own]
         names = [t.name for t in agent_tools]
-        middleware = build_middleware(
-            agent_limits, names, route_version=route_version, workspace=workspace, dry_run=dry_run
-        )
+        if middleware is not None:
+            stack = middleware(agent, names)
+        else:
+            stack = build_middleware(
+                agent_limits, names, route_version=route_version, workspace=workspace, dry_run=dry_run
+            )
+            policies_by_tool.update(wait_policies(agent_limits, names))
         runnable = create_agent(
             chat_model(policies.get(agent) or _idle),
             tools=agent_tools,
             system_prompt=PROMPTS[agent],
-            middleware=middleware,
+            middleware=stack,
             name=agent,
         )
         destinations = tuple(t.receiver for t in transfers if t.sender == agent and t.receiver in AGENTS)
         builder.add_node(agent, runnable, destinations=destinations)
-        policies_by_tool.update(wait_policies(agent_limits, names))
     builder.add_conditional_edges(START, _route_start, list(AGENTS))
     graph = builder.compile(checkpointer=checkpointer, interrupt_before=list(held_nodes) or None)
     return Team(graph=graph, wait_policies=policies_by_tool)

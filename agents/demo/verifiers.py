@@ -29,7 +29,7 @@ def refund_exists(operation_id: str) -> bool:
 
 
 def tests_pass(operation_id: str) -> bool:
-    from agents.scenarios import SCENARIOS  # scenarios name their verifier by this registry
+    from agents.demo.scenarios import SCENARIOS  # scenarios name their verifier by this registry
     from receipts.models import Run
 
     scenario_name = Run.objects.filter(operation_id=operation_id).values_list("scenario", flat=True).first()

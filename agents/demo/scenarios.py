@@ -8,22 +8,25 @@ an agent claiming an order it never placed...), never from writing receipts.
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from django.db import transaction
 from langchain_core.messages import AIMessage, BaseMessage
 
+from agents import hosting
+from agents.demo.team import AGENT_TOOLS, AGENTS, ROUTE_VERSION, Team, Transfer, build_team, declared_transfers
+from agents.demo.verifiers import verifier
 from agents.handoffs import Fault
 from agents.limits import AgentSettings, resolve
 from agents.models import LimitsVersion
+from agents.registry import Host
 from agents.scripted import Call, Fail, Say, Script, last_result
-from agents.team import AGENT_TOOLS, AGENTS, ROUTE_VERSION, Team, Transfer, build_team, declared_transfers
-from agents.verifiers import verifier
+from receipts import runs
 from receipts.models import Run
+
+DEMO_GRAPH = "demo"
 
 SALES_CONTEXT = {"request_type": "purchase", "customer_tier": "gold", "consent_status": "granted"}
 
@@ -51,18 +54,39 @@ class Scenario:
         version: LimitsVersion | None = None,
         workspace: Path | None = None,
         dry_run: bool = False,
+        host: Host | None = None,
     ) -> Team:
-        """The team with the settings of `version` (default: the current one) and this scenario's overrides."""
+        """The team with the settings of `version` (default: the current one) and this scenario's overrides.
+
+        With a `host` (a hosted run), each agent's stack comes from `host.middleware` instead.
+        """
+        middleware = None
+        if host is not None:
+
+            def middleware(agent: str, tool_names: list[str]) -> list:
+                return host.middleware(
+                    agent,
+                    tool_names,
+                    overrides=self.limits.get(agent),
+                    route_version=self.route_version,
+                    workspace=workspace,
+                )
+
         return build_team(
             self.policies,
             checkpointer=checkpointer,
-            limits=self.agent_settings(version or LimitsVersion.current()),
+            limits=None if host is not None else self.agent_settings(version or LimitsVersion.current()),
             transfers=self.transfers(),
             held_nodes=self.held_nodes,
             route_version=self.route_version,
             workspace=workspace,
             dry_run=dry_run,
+            middleware=middleware,
         )
+
+    def graph_input(self) -> dict:
+        """What a run of this scenario starts with (`Run.input`)."""
+        return {"messages": [{"role": "user", "content": self.message}], "active_agent": "triage"}
 
     def transfers(self) -> list[Transfer]:
         declared = [
@@ -319,19 +343,19 @@ SCENARIOS: dict[str, Scenario] = {scenario.name: scenario for scenario in _CATAL
 
 
 def create_run(name: str, *, dry_run: bool = False) -> Run:
-    """A new queued Run for scenario `name`, with fresh unique operation and thread ids."""
-    if name not in SCENARIOS:
-        msg = f"unknown scenario {name!r}; known: {', '.join(sorted(SCENARIOS))}"
-        raise ValueError(msg)
-    token = uuid.uuid4().hex[:16]
-    return Run.objects.create(operation_id=f"op-{token}", thread_id=f"th-{token}", scenario=name, dry_run=dry_run)
+    """A new queued hosted run of the demo graph for scenario `name` (not enqueued)."""
+    return runs.create_hosted(DEMO_GRAPH, _scenario(name).graph_input(), scenario=name, dry_run=dry_run)
 
 
 def start_demo_run() -> Run:
     """Queue the next catalogue scenario in turn (demo traffic for `make run`)."""
-    from agents import tasks  # tasks import the runner, which imports this module
-
     names = sorted(SCENARIOS)
-    run = create_run(names[Run.objects.exclude(scenario="").count() % len(names)])
-    transaction.on_commit(lambda: tasks.start_run.delay(run.pk))
-    return run
+    name = names[Run.objects.exclude(scenario="").count() % len(names)]
+    return hosting.start(DEMO_GRAPH, _scenario(name).graph_input(), scenario=name)
+
+
+def _scenario(name: str) -> Scenario:
+    if name not in SCENARIOS:
+        msg = f"unknown scenario {name!r}; known: {', '.join(sorted(SCENARIOS))}"
+        raise ValueError(msg)
+    return SCENARIOS[name]

@@ -7,7 +7,7 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from agents.scenarios import SCENARIOS, create_run
+from agents.demo.scenarios import SCENARIOS, create_run
 from receipts.models import Run
 
 SETTLED = {Run.Status.COMPLETE, Run.Status.FAILED, Run.Status.WAITING, Run.Status.PARKED}

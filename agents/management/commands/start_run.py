@@ -1,0 +1,38 @@
+"""Start a hosted run of a registered graph: `manage.py start_run GRAPH --input JSON [--operation-id ID]`."""
+
+from __future__ import annotations
+
+import json
+
+from django.core.management.base import BaseCommand
+
+from agents import hosting, registry
+
+
+class Command(BaseCommand):
+    help = "Queue a run of a registered graph (SIDEWISP_GRAPHS) for a worker and print its operation id."
+
+    def add_arguments(self, parser):
+        parser.add_argument("graph", help="the registered graph's name")
+        parser.add_argument("--input", default="{}", help='the graph input as JSON, e.g. {"messages": [...]}')
+        parser.add_argument("--operation-id", default=None, help="a stable id of your own (default: a fresh one)")
+
+    def handle(self, *args, graph: str, input: str, operation_id: str | None = None, **options):
+        try:
+            graph_input = json.loads(input)
+        except json.JSONDecodeError as exc:
+            return self._fail(f"--input is not valid JSON ({exc.msg} at column {exc.colno})")
+        if not isinstance(graph_input, dict):
+            return self._fail("--input must be a JSON object (the graph's input state)")
+        if graph not in registry.graphs():
+            known = ", ".join(sorted(registry.graphs())) or "none"
+            return self._fail(f"unknown graph {graph!r}; registered: {known}")
+        try:
+            run = hosting.start(graph, graph_input, operation_id=operation_id)
+        except ValueError as exc:
+            return self._fail(str(exc))
+        self.stdout.write(run.operation_id)
+
+    def _fail(self, message: str) -> None:
+        self.stderr.write(f"start_run: {message}")
+        raise SystemExit(2)
