@@ -238,9 +238,7 @@ def observe(
         return Outcome("parked")
     tracker = _tracker_for(graph, operation_id)
     try:
-        for ns, mode, chunk in graph.stream(
-            graph_input, config, stream_mode=STREAM_MODES, subgraphs=True, durability="sync"
-        ):
+        for ns, mode, chunk in graph.stream(graph_input, config, **_stream_options(tracker)):
             if _root_start(ns, mode, chunk) and evidence.run_orm(_parked_now, operation_id):
                 return Outcome("parked")
             for thunk in tracker.on_event(ns, mode, chunk):
@@ -269,9 +267,7 @@ async def aobserve(
         return Outcome("parked")
     tracker = _tracker_for(graph, operation_id)
     try:
-        async for ns, mode, chunk in graph.astream(
-            graph_input, config, stream_mode=STREAM_MODES, subgraphs=True, durability="sync"
-        ):
+        async for ns, mode, chunk in graph.astream(graph_input, config, **_stream_options(tracker)):
             if _root_start(ns, mode, chunk) and await evidence.arun_orm(_parked_now, operation_id):
                 return Outcome("parked")
             for thunk in tracker.on_event(ns, mode, chunk):
@@ -453,6 +449,15 @@ def _operation_id(config: dict) -> str:
 def _tracker_for(graph: Any, operation_id: str) -> _Tracker:
     checkpointed = isinstance(getattr(graph, "checkpointer", None), BaseCheckpointSaver)
     return _Tracker(operation_id, "active_agent" in getattr(graph, "channels", {}), checkpointed)
+
+
+def _stream_options(tracker: _Tracker) -> dict[str, Any]:
+    options: dict[str, Any] = {"stream_mode": STREAM_MODES, "subgraphs": True}
+    if tracker.checkpointed:
+        # Each step is saved before the next starts, so a parked or crashed run resumes from it.
+        # (LangGraph 1.2 fails at the end of a run given a durability without a checkpointer.)
+        options["durability"] = "sync"
+    return options
 
 
 def _root_start(ns: tuple, mode: str, chunk: Any) -> bool:
