@@ -172,7 +172,7 @@ class Entry:
 
 def graphs() -> dict[str, Entry]:
     """The registered graphs by name (loaded once per process, again when the setting changes)."""
-    return _load(_setting_key())
+    return _load(setting_key())
 
 
 def entry(name: str) -> Entry:
@@ -205,7 +205,7 @@ def load(setting: Any, *, base_dir: Path | None = None) -> dict[str, Entry]:
     return {str(name): _entry(str(name), spec, base_dir) for name, spec in graphs_.items()}
 
 
-def _setting_key() -> str:
+def setting_key() -> str:
     value = getattr(settings, "SIDEWISP_GRAPHS", "")
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 

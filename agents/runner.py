@@ -103,9 +103,24 @@ def reverify(run: Run) -> str:
 
 
 def has_verifier(run: Run) -> bool:
-    """The run's graph has an outcome verifier (built without a checkpointer, nothing created)."""
-    host = Host(run=run, limits_version=_pinned(run), dry_run=run.dry_run, reading=True)
-    return _build(run, None, host).verifier is not None
+    """The run's graph has an outcome verifier.
+
+    A verifier registered with the entry answers at once; otherwise the graph is
+    built (without a checkpointer, nothing created) once per graph and scenario:
+    pages ask this for every run they list.
+    """
+    _check_hosted(run)
+    if registry.entry(run.graph).verifier is not None:
+        return True
+    key = (registry.setting_key(), run.graph, run.scenario)
+    if key not in _VERIFIED_BY_FACTORY:
+        host = Host(run=run, limits_version=_pinned(run), dry_run=run.dry_run, reading=True)
+        _VERIFIED_BY_FACTORY[key] = _build(run, None, host).verifier is not None
+    return _VERIFIED_BY_FACTORY[key]
+
+
+# (SIDEWISP_GRAPHS, graph, scenario) -> whether its factory gives a verifier: a fact of the code, not of a run.
+_VERIFIED_BY_FACTORY: dict[tuple[str, str, str], bool] = {}
 
 
 def graph_config(run: Run) -> dict[str, Any]:
