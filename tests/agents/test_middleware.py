@@ -15,10 +15,10 @@ from langgraph.graph.message import add_messages
 
 from agents import runner
 from agents.contracts import install_team_contracts
+from agents.demo.scenarios import create_run
 from agents.handoffs import handoff_tool
 from agents.middleware import SidewispMiddleware, history_reports
 from agents.observer import observe
-from agents.demo.scenarios import create_run
 from agents.scripted import Call, Say, Script, ScriptedChatModel
 from receipts.models import Handoff, MiddlewareReport, Run
 
