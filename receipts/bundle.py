@@ -279,6 +279,7 @@ _PART_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     "verification": (("verifier", _TEXT), ("result", _RESULT), ("checked_at", _TIME), ("receipt_id", _TEXT)),
 }
+_V1_1_FIELDS = frozenset({("wait", "resolution")})
 _PART_TYPES: dict[str, type[Part]] = {
     "created": Created,
     "reduced": Reduced,
@@ -304,11 +305,16 @@ def parse_part(name: str, value: object, *, field_prefix: str | None = None) -> 
 
 
 def part_to_dict(part: Part) -> dict[str, object]:
-    """The part as a JSON-ready object with every known field (null when absent)."""
+    """The part as a JSON-ready object with every known field (null when absent).
+
+    Fields added in v1.1 appear only when present, so a v1 bundle serializes back to itself.
+    """
     name = _PART_NAMES[type(part)]
     out: dict[str, object] = {}
     for field, kind in _PART_FIELDS[name]:
         value = getattr(part, field)
+        if value is None and (name, field) in _V1_1_FIELDS:
+            continue
         if kind == _TIME and value is not None:
             value = format_time(value)
         elif kind == _NAMES:

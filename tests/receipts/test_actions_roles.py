@@ -11,10 +11,14 @@ from django.core.management import call_command
 from receipts.roles import ROLES, ensure_groups
 
 
-def test_the_roles_module_matches_the_migration_that_creates_the_groups():
-    migration = importlib.import_module("receipts.migrations.0003_groups")
+def test_the_roles_module_matches_the_migrations_that_create_the_groups():
+    groups = importlib.import_module("receipts.migrations.0003_groups")
+    start_run = importlib.import_module("receipts.migrations.0005_hosted_and_observed_runs")
 
-    assert ROLES == migration.ROLES
+    migrated = {role: [*codenames] for role, codenames in groups.ROLES.items()}
+    for role in start_run.START_RUN_ROLES:
+        migrated[role].append("start_run")
+    assert ROLES == migrated
 
 
 def test_ensure_groups_gives_each_role_its_permissions(db):

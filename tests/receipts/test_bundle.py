@@ -676,3 +676,16 @@ def test_it_never_echoes_a_bad_contract_name() -> None:
     error = contracts_error_for(document)
 
     assert CANARY not in str(error)
+
+
+@pytest.mark.parametrize("resolution", ["approved", "edited", "rejected", "expired", "cancelled"])
+def test_a_decided_wait_keeps_its_resolution(resolution):
+    part = parse_part("wait", {"resolved": True, "resolution": resolution})
+
+    assert part_to_dict(part)["resolution"] == resolution
+
+
+def test_it_refuses_a_resolution_the_spec_does_not_name():
+    with pytest.raises(BundleError) as excinfo:
+        parse_part("wait", {"resolved": True, "resolution": "maybe"})
+    assert excinfo.value.field == "wait.resolution"
