@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import re
+import unicodedata
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from django import forms
 
@@ -11,6 +14,8 @@ from receipts.models import AuditEntry
 from sidewisp import labels
 
 MAX_DEADLINE_MINUTES = 30 * 24 * 60
+MAX_INPUT_BYTES = 20_000
+MAX_OPERATION_ID = 200
 KEY_PATTERN = r"^[0-9a-f]{32}$"
 
 
@@ -89,6 +94,84 @@ class DecisionForm(ActionForm):
 class ReassignForm(ActionForm):
     owner = forms.CharField(max_length=150, help_text="The username who decides this wait")
     deadline_minutes = forms.IntegerField(min_value=1, max_value=MAX_DEADLINE_MINUTES, initial=60)
+
+
+class StartRunForm(ActionForm):
+    """A hosted run to start: a registered graph, its input as a JSON object, optionally its operation id."""
+
+    graph = forms.ChoiceField(help_text="A graph registered with Sidewisp's workers")
+    graph_input = forms.CharField(
+        label="Input (a JSON object)",
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false", "class": "mono"}),
+        help_text="What the graph is invoked with, at most 20 kB. Kept with the run; never shown on a page "
+        "or written to the audit log (only its top-level key names are).",
+    )
+    operation_id = forms.CharField(
+        label="Operation id (optional)",
+        required=False,
+        max_length=MAX_OPERATION_ID,
+        help_text="A stable id of your own; empty picks a fresh one",
+    )
+
+    field_order = ["graph", "graph_input", "operation_id", "reason", "key"]
+
+    def __init__(self, *args, graphs: Iterable[str] = (), **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["graph"].choices = [(name, name) for name in graphs]
+
+    def clean_graph_input(self) -> dict:
+        raw = self.cleaned_data["graph_input"]
+        if len(raw.encode()) > MAX_INPUT_BYTES:
+            raise forms.ValidationError(f"The input is {len(raw.encode()):,} bytes; at most 20 kB (20,000 bytes).")
+        try:
+            value = json.loads(raw, parse_constant=_no_constant)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(
+                f"The input is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}."
+            ) from None
+        except (ValueError, RecursionError) as exc:
+            raise forms.ValidationError(f"The input is not valid JSON: {exc}.") from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError(f"The input must be a JSON object ({{…}}), not {_json_kind(value)}.")
+        return value
+
+    def clean_operation_id(self) -> str:
+        value = self.cleaned_data["operation_id"]
+        if problem := operation_id_problem(value):
+            raise forms.ValidationError(f"The operation id {problem}.")
+        return value
+
+
+# Like receipts.bundle's ids: Cc controls and newlines, Cf invisible bidi overrides, Cs surrogates,
+# Zl/Zp line breaks. Path separators anywhere (drive paths included), a home prefix, file: URLs, . and ..
+_CONTROL_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+_PATH = re.compile(r"[/\\]|^~|file:|^\.\.?$", re.IGNORECASE)
+
+
+def operation_id_problem(value: str) -> str:
+    """Why `value` cannot be an operation id ("" when it can)."""
+    if len(value) > MAX_OPERATION_ID:
+        return f"is longer than {MAX_OPERATION_ID} characters"
+    if any(unicodedata.category(char) in _CONTROL_CATEGORIES for char in value):
+        return "must not contain control characters"
+    if _PATH.search(value):
+        return "must not be a path (no / or \\, no leading ~, no file:)"
+    return ""
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _json_kind(value: object) -> str:
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    return "a number"
 
 
 class AuditFilterForm(forms.Form):

@@ -35,3 +35,39 @@ STATES: dict[str, tuple[str, str]] = {
 }
 
 UNKNOWN = ("•", "unknown", "muted")
+
+# Who drives a run (receipts.models.Run.Mode).
+MODES: dict[str, str] = {"hosted": "Hosted", "observed": "Observed"}
+
+
+def run_mode(mode: str, graph: str = "") -> str:
+    """How a run is driven, in words: "Hosted · graph NAME" or "Observed"."""
+    label = MODES.get(mode, mode or "unknown")
+    return f"{label} · graph {graph}" if mode == "hosted" and graph else label
+
+
+# What other middleware (and the observer) reported, in words; the detail's names follow.
+REPORTS: dict[str, str] = {
+    "retry_exhausted": "Retry exhausted",
+    "tool_error": "Tool error",
+    "call_limit": "Call limit reached",
+    "summarized": "History summarized",
+    "context_edited": "Context edited",
+    "model_failed": "Model failed",
+    "evidence_dropped": "Evidence dropped",
+    "no_handoff": "No handoff recorded",
+}
+
+
+def report_text(kind: str, detail: dict | None) -> str:
+    """One report as a sentence: evidence_dropped names the part and field it dropped."""
+    detail = detail or {}
+    if kind == "evidence_dropped":
+        part, field = detail.get("part") or "?", detail.get("field")
+        where = f"the {field} field of the {part} receipt" if field else f"the {part} receipt"
+        why = detail.get("reason") or detail.get("code")
+        text = f"{where[0].upper()}{where[1:]} could not be recorded as it was and was left out"
+        return f"{text} ({why})" if why else text
+    if kind == "no_handoff":
+        return "The run ended without recording any handoff"
+    return " · ".join(f"{name}: {value}" for name, value in detail.items())

@@ -15,6 +15,7 @@ from urllib.parse import parse_qs, urlencode
 
 from django import forms
 from django.core.paginator import Paginator
+from django.db.models import Exists, OuterRef
 from django.http import QueryDict
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -22,7 +23,8 @@ from django.utils import timezone
 
 from agents.limits import effective_stack
 from receipts import actions, dashboard
-from receipts.models import AuditEntry, Handoff, Run
+from receipts.models import AuditEntry, Handoff, MiddlewareReport, Run
+from receipts.runtime import current as current_runtime
 from sidewisp import labels
 
 VIEWER_PERMISSION = "receipts.view_dashboard"
@@ -106,7 +108,7 @@ def overview_context() -> dict:
     return {
         "counts": dashboard.overview_counts(),
         "newest": dashboard.newest_handoffs(),
-        "soonest": dashboard.open_waits(limit=dashboard.SOONEST_LIMIT),
+        "soonest": with_offers(dashboard.open_waits(limit=dashboard.SOONEST_LIMIT)),
         "open_wait_count": dashboard.open_wait_count(),
         "false_completions": dashboard.false_completions(limit=dashboard.SOONEST_LIMIT),
         "false_count": dashboard.false_completion_count(),
@@ -117,7 +119,7 @@ def overview_context() -> dict:
 def runs_context(params: QueryDict | Mapping[str, str]) -> dict:
     form = RunFilterForm(params)
     filters = form.filters()
-    paginator = Paginator(dashboard.runs(filters), RUNS_PER_PAGE)
+    paginator = Paginator(dashboard.runs(filters).annotate(no_handoff=_has_report(NO_HANDOFF)), RUNS_PER_PAGE)
     page = paginator.get_page(form.cleaned_data.get("page") or 1)
     query = {k: v for k, v in _flat(params).items() if k != "page" and v}
     return {"form": form, "page_obj": page, "query": urlencode(query), "filtered": bool(query)}
@@ -125,15 +127,22 @@ def runs_context(params: QueryDict | Mapping[str, str]) -> dict:
 
 def run_context(run: Run) -> dict:
     timeline = dashboard.run_timeline(run)
+    stoppable = any(item.handoff.verdict in actions.STOPPABLE for item in timeline)
+    offers = run_offers(run, stoppable=stoppable)
     for item in timeline:
         item.handoff.evidence = reconcile_evidence(item.handoff)
+        item.handoff.offers = offers
+    reports = dashboard.run_reports(run)
     return {
         "run": run,
+        "offers": offers,
+        # Recorded once, when the run ends: among the newest reports (no query of its own).
+        "no_handoff": any(report.kind == NO_HANDOFF for report in reports),
         "timeline": timeline,
-        "stoppable": any(item.handoff.verdict in actions.STOPPABLE for item in timeline),
+        "stoppable": stoppable,
         "held_decisions": run.decisions.filter(applied_at__isnull=True).count() if not run.auto_continue else 0,
         "handoff_count": dashboard.run_handoff_count(run),
-        "reports": dashboard.run_reports(run),
+        "reports": reports,
         "effective_limits": effective_stack(run),
         "timeline_limit": dashboard.TIMELINE_LIMIT,
         "now": timezone.now(),
@@ -141,11 +150,104 @@ def run_context(run: Run) -> dict:
 
 
 def waits_context(username: str | None) -> dict:
-    return {"waits": dashboard.open_waits(username), "mine": username is not None, "now": timezone.now()}
+    return {"waits": with_offers(dashboard.open_waits(username)), "mine": username is not None, "now": timezone.now()}
 
 
 def false_context() -> dict:
     return {"false_completions": dashboard.false_completions(), "false_count": dashboard.false_completion_count()}
+
+
+# --- what each run offers: decided here, once, for every page ----------------------
+
+NO_HANDOFF = MiddlewareReport.Kind.NO_HANDOFF
+
+
+@dataclass(frozen=True)
+class Offers:
+    """Which actions the pages offer for one run, and in words why the others are not offered.
+
+    A page never offers a button the action could only refuse: the runtime
+    answers what can reach the run's graph, the run's state the rest.
+    """
+
+    resumer: str  # who resumes the run after a decision, as a sentence
+    observed: bool
+    decide: bool  # approve, reject, edit
+    reverify: bool  # reopen a false completion
+    reverify_note: str
+    controllable: bool  # auto-continue can be stopped and lifted (state rules aside)
+    stop: bool
+    resume: bool
+    drive_note: str
+
+    def allows(self, what: str) -> bool:
+        """Whether the action `what` (a confirmation page's name) can work on this run at all."""
+        if what in actions.DECISION_KINDS:
+            return self.decide
+        if what == "reopen":
+            return self.reverify
+        if what in ("stop", "resume"):
+            return self.controllable
+        return True
+
+    def why_not(self, what: str) -> str:
+        if what in actions.DECISION_KINDS:
+            return f"A decision cannot reach this run's graph. {self.resumer}"
+        return self.reverify_note if what == "reopen" else self.drive_note
+
+
+def run_offers(run: Run, *, stoppable: bool = False) -> Offers:
+    runtime = current_runtime()
+    # An imported run is neither: no process drives it.
+    observed = run.mode == Run.Mode.OBSERVED and run.source == Run.Source.AGENT
+    drivable = runtime.can_drive(run)
+    # Stopping works in both modes: a worker (hosted) and the app's observe (observed) both check
+    # auto-continue before every step and park the run. Resuming differs: for a hosted run a worker
+    # drives it on; for an observed run it only lifts the stop (observe parks at once while it is
+    # off), so it is still offered, worded as such, and the app continues when it calls observe again.
+    if observed:
+        drive_note = (
+            "This run is driven by the app's own process. Stopping auto-continue works: the app's observe "
+            "checks it before every step and parks the run. Sidewisp cannot continue the run itself: once the "
+            "stop is lifted, the app continues it when it calls observe again."
+        )
+    elif not drivable:
+        drive_note = "No Sidewisp worker can drive this run here: Sidewisp cannot stop or continue it."
+    else:
+        drive_note = ""
+    reverify = runtime.can_reverify(run)
+    if reverify:
+        reverify_note = ""
+    elif observed:
+        reverify_note = "Its outcome verifier runs in the app's process; Sidewisp cannot run it again."
+    else:
+        reverify_note = "No outcome verifier is registered for this run here; Sidewisp cannot run it again."
+    controllable = drivable or observed
+    return Offers(
+        resumer=runtime.resumer(run),
+        observed=observed,
+        decide=runtime.can_resume(run),
+        reverify=reverify,
+        reverify_note=reverify_note,
+        controllable=controllable,
+        stop=run.auto_continue and stoppable and controllable,
+        resume=not run.auto_continue and controllable,
+        drive_note=drive_note,
+    )
+
+
+def with_offers(handoffs: list[Handoff]) -> list[Handoff]:
+    """`handoffs` (their runs loaded), each with its run's offers as `offers` (asked once per run)."""
+    by_run: dict[int, Offers] = {}
+    for handoff in handoffs:
+        if handoff.run_id not in by_run:
+            by_run[handoff.run_id] = run_offers(handoff.run)
+        handoff.offers = by_run[handoff.run_id]
+    return handoffs
+
+
+def _has_report(kind: str) -> Exists:
+    return Exists(MiddlewareReport.objects.filter(run=OuterRef("pk"), kind=kind))
 
 
 # --- operator actions -----------------------------------------------------------
@@ -219,8 +321,12 @@ def confirm_context(what: str, found: actions.Result, form) -> dict:
     handoff, run = found.handoff, found.run
     pending = pending_call(run) if what in actions.DECISION_KINDS else None
     target = handoff if handoff is not None else run
+    offers = run_offers(run)
     return {
         "what": what,
+        "offers": offers,
+        "offered": offers.allows(what),
+        "not_offered": offers.why_not(what),
         "action_url": reverse(ACTION_URLS[what], args=[target.pk]),
         "handoff": handoff,
         "run": run,

@@ -5,16 +5,18 @@ from __future__ import annotations
 import csv
 from collections.abc import Callable
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from receipts import actions
 from receipts.models import Run
+from receipts.runtime import current as current_runtime
 from sidewisp import forms, health, pages
 from sidewisp.pages import PageScope
 
@@ -27,6 +29,7 @@ ACTION_POLICIES: dict[str, actions.Policy] = {
     "sidewisp:task-reopen": actions.REOPEN_TASK,
     "sidewisp:run-stop": actions.STOP_RUN,
     "sidewisp:run-resume": actions.RESUME_RUN,
+    "sidewisp:run-create": actions.START_RUN,
 }
 # POST URLs that are not operator actions, and what protects them instead.
 NOT_ACTIONS = {
@@ -206,6 +209,44 @@ def run_resume(request: HttpRequest, pk: int) -> HttpResponse:
         pk,
         lambda d: actions.resume_auto_continue(user=request.user, run_id=pk, key=d["key"], reason=d["reason"]),
     )
+
+
+@require_GET
+@login_required
+def run_start(request: HttpRequest) -> HttpResponse:
+    """The form that starts a hosted run (checked and audited like the action it posts to)."""
+    found = actions.check_start(request.user)
+    if not found.ok:
+        return _result(request, found)
+    form = forms.StartRunForm(graphs=current_runtime().graphs(), initial={"key": forms.new_key()})
+    return render(request, "sidewisp/run_start.html", {"form": form})
+
+
+@require_POST
+def run_create(request: HttpRequest) -> HttpResponse:
+    found = actions.check_start(request.user)
+    if not found.ok:
+        return _result(request, found)
+    form = forms.StartRunForm(request.POST, graphs=current_runtime().graphs())
+    if not form.is_valid():
+        return render(request, "sidewisp/run_start.html", {"form": form}, status=400)
+    data = form.cleaned_data
+    result = actions.start_run(
+        user=request.user,
+        graph=data["graph"],
+        graph_input=data["graph_input"],
+        key=data["key"],
+        operation_id=data["operation_id"],
+        reason=data["reason"],
+    )
+    if result.outcome == actions.Outcome.REFUSED:
+        form.add_error(None, result.message)
+        return render(request, "sidewisp/run_start.html", {"form": form}, status=409)
+    if not result.ok:
+        return _result(request, result)
+    level = messages.SUCCESS if result.outcome == actions.Outcome.DONE else messages.INFO
+    messages.add_message(request, level, result.message)
+    return redirect("sidewisp:run-detail", result.run.pk)
 
 
 @require_GET

@@ -53,3 +53,18 @@ def countdown(deadline: datetime | None) -> dict:
     overdue = deadline <= now
     text = f"overdue by {timesince(deadline, now)}" if overdue else f"due in {timeuntil(deadline, now)}"
     return {"deadline": deadline, "overdue": overdue, "text": text, "utc": deadline.astimezone(UTC)}
+
+
+@register.filter
+def run_mode(run) -> str:
+    return labels.run_mode(run.mode, run.graph)
+
+
+@register.filter
+def report_label(kind: str) -> str:
+    return labels.REPORTS.get(kind, kind)
+
+
+@register.filter
+def report_text(report) -> str:
+    return labels.report_text(report.kind, report.detail)

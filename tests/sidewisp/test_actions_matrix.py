@@ -23,7 +23,10 @@ ALLOWED: dict[str, set[str]] = {
     "sidewisp:task-reopen": {"operator", "admin"},
     "sidewisp:run-stop": {"operator", "admin"},
     "sidewisp:run-resume": {"operator", "admin"},
+    "sidewisp:run-create": {"operator", "admin"},
 }
+# What an allowed action answers: its result page, or for a start the new run's page.
+SUCCESS_STATUS = {"sidewisp:run-create": 302}
 
 
 def key() -> str:
@@ -46,6 +49,8 @@ def target(scenario_handoff):
     """For each action: (URL, POST data) on an object whose state permits the action."""
 
     def _target(url_name: str) -> tuple[str, dict]:
+        if url_name == "sidewisp:run-create":
+            return reverse(url_name), {"graph": "demo", "graph_input": '{"messages": []}'}
         if url_name == "sidewisp:wait-decide":
             h = scenario_handoff("waiting", scenario="waiting_on_approval", owner="ops-lead")
             data = {"decision": "approve", "token": h.wait_part["resume_token_id"]}
@@ -76,7 +81,7 @@ def test_each_role_may_do_exactly_what_its_policy_allows(client, people, target,
 
     entry = AuditEntry.objects.order_by("-pk").first()
     if role in ALLOWED[url_name]:
-        assert response.status_code == 200, response.content[:500]
+        assert response.status_code == SUCCESS_STATUS.get(url_name, 200), response.content[:500]
         assert (entry.outcome, entry.actor_name) == ("done", people[role].username)
     else:
         assert response.status_code == 403
