@@ -21,9 +21,7 @@ from agents.decisions import resume_value, validate_decision
 from agents.models import LimitsVersion, RunLimits
 from agents.observer import Outcome, conclude, observe, verify
 from agents.registry import Host, HostedGraph
-from receipts import runs
 from receipts.models import Run
-from receipts.recording import record
 
 _STATUS = {
     "complete": Run.Status.COMPLETE,
@@ -38,7 +36,6 @@ def start_run(run: Run) -> str:
     _check_hosted(run)
     # Pinned on the first delivery; a re-delivery finds the same version.
     version = RunLimits.pin(run)
-    runs.set_status(run, Run.Status.RUNNING)
     with built(run, version) as hosted:
         config = graph_config(run)
         snapshot = hosted.graph.get_state(config)
@@ -74,12 +71,13 @@ def resume_run(run: Run, decision: dict) -> str:
         if not pending:
             msg = "this run has no pending approval to decide"
             raise ValueError(msg)
-        resume = resume_value(pending, clean)
-        runs.set_status(run, Run.Status.RUNNING)
-        for item in pending:
-            _record_resolved(run.operation_id, item.id)
+        # observe marks the waits resolved (with the decision's resolution) before it resumes the graph.
         outcome = observe(
-            hosted.graph, Command(resume=resume), config, wait_policies=hosted.wait_policies, verifier=hosted.verifier
+            hosted.graph,
+            Command(resume=resume_value(pending, clean)),
+            config,
+            wait_policies=hosted.wait_policies,
+            verifier=hosted.verifier,
         )
     return _finish(run, outcome)
 
@@ -168,25 +166,9 @@ def _variant(run: Run) -> str:
     return f" (scenario {run.scenario!r})" if run.scenario else ""
 
 
-def _record_resolved(operation_id: str, interrupt_id: str) -> None:
-    # TODO(observer): observe() marks the wait resolved when resumed with a Command; drop this then.
-    handoff = evidence.latest_handoff(operation_id)
-    if handoff is None or not handoff.wait_part:
-        return
-    wait = {**handoff.wait_part, "resolved": True}
-    record(
-        handoff_id=handoff.handoff_id,
-        operation_id=operation_id,
-        part="wait",
-        value=wait,
-        attempt=f"resolved-{evidence.digest(interrupt_id)}",
-    )
-
-
 def _finish(run: Run, outcome: Outcome) -> str:
+    # observe/conclude set the run's status (receipts.runs.set_status); the runner only tidies up.
     status = _STATUS[outcome.status]
-    # observe/conclude will set the status themselves (receipts.runs.set_status); a second update is harmless.
-    runs.set_status(run, status, error=outcome.error)
     if status == Run.Status.COMPLETE and workspaces.exists(run.operation_id) and _verified(run):
         # Kept when the run failed or its verification did not pass: an operator inspects it, and
         # reopening re-runs the verifier on it.
