@@ -668,7 +668,7 @@ def start_run(
         detail = {"graph": graph, "input_keys": input_keys}
         _log(user, START_RUN.name, START_RUN, run, AuditEntry.Outcome.DONE, reason=reason, key=key, detail=detail)
         transaction.on_commit(partial(agent_runtime.enqueue_start, run.pk))
-    return Result(Outcome.DONE, f"Run {run.operation_id} is queued: a worker starts graph {graph!r}.", run)
+    return Result(Outcome.DONE, f"Run {run.operation_id} is queued: a worker starts graph {graph}.", run)
 
 
 def _started_with(key: str) -> AuditEntry | None:
