@@ -116,8 +116,10 @@ class Host:
         overrides: Mapping[str, Any] | None = None,
         route_version: str = "routes/1",
         workspace: Path | None = None,
+        extra: Sequence[Any] = (),
     ) -> list:
-        """The middleware stack the admin limits give `agent` (SidewispMiddleware last).
+        """The middleware stack the admin limits give `agent`, with `extra` (the graph's own middleware,
+        e.g. an approval gate) inside it and SidewispMiddleware last, so it sees what the model really got.
 
         The approval waits of its gated tools take owner, reason and deadline from the same settings.
         """
@@ -125,9 +127,10 @@ class Host:
 
         settings_ = self.settings(agent, overrides)
         self.wait_policies.update(wait_policies(settings_, tool_names))
-        return build_middleware(
+        stack = build_middleware(
             settings_, tool_names, route_version=route_version, workspace=workspace, dry_run=self.dry_run
         )
+        return [*stack[:-1], *extra, stack[-1]]
 
     def workspace(self, seed: str | None) -> Path | None:
         """The run's workspace seeded from `seed` (created on first use); None without a seed, run or in a dry run."""

@@ -3,8 +3,8 @@
 Two `create_agent` agents are nodes of one StateGraph; the desk transfers with
 `handoff_tool`; payments pays only after an approval (HumanInTheLoopMiddleware
 on `pay_invoice`). Each agent's stack is Sidewisp's from the admin limits
-(`host.middleware`, SidewispMiddleware last) with the approval gate spliced in
-before it. Registered in the tests through SIDEWISP_GRAPHS as a file path.
+(`host.middleware`, SidewispMiddleware last) with the approval gate
+given as `extra`. Registered in the tests through SIDEWISP_GRAPHS as a file path.
 """
 
 from __future__ import annotations
@@ -56,10 +56,10 @@ def make_graph(config: dict, *, checkpointer: Any, host: Any) -> Any:
     agents = {"desk": (DESK, [transfer], None), "payments": (PAYMENTS, [pay_invoice], "pay_invoice")}
     builder = StateGraph(DeskState)
     for name, (script, tools, gated) in agents.items():
-        stack = host.middleware(name, [t.name for t in tools], route_version=ROUTE_VERSION)
-        if gated:
-            gate = HumanInTheLoopMiddleware(interrupt_on={gated: {"allowed_decisions": ["approve", "reject"]}})
-            stack = [*stack[:-1], gate, stack[-1]]  # SidewispMiddleware stays last
+        gates = [HumanInTheLoopMiddleware(interrupt_on={gated: {"allowed_decisions": ["approve", "reject"]}})]
+        stack = host.middleware(
+            name, [t.name for t in tools], route_version=ROUTE_VERSION, extra=gates if gated else ()
+        )
         agent = create_agent(chat_model(script), tools=tools, middleware=stack, name=name)
         builder.add_node(name, agent, destinations=("payments",) if name == "desk" else ())
     builder.add_conditional_edges(START, lambda state: state.get("active_agent") or "desk", list(agents))
