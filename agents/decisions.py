@@ -98,10 +98,10 @@ def await_decision(
 
     For observed runs: the app then calls `observe(graph, command, config)`. The
     decision is claimed atomically, so two callers never both get it. Pass the
-    graph's own `pending` interrupts (`graph.get_state(config).interrupts`) to
-    answer an edit with the call's other arguments kept; without them the
-    interrupts are rebuilt from `Run.pending_call` (names only), and an edit
-    carries just the edited arguments.
+    graph's own `pending` interrupts (`graph.get_state(config).interrupts`);
+    without them the interrupts are rebuilt from `Run.pending_call` (names only),
+    which answers an approval or a rejection, while an edit raises ValueError
+    unclaimed (its other argument values are only in your checkpoint).
     """
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
@@ -128,6 +128,10 @@ def _claim(operation_id: str, pending: Sequence[Any] | None) -> Command | None:
     if run is None:
         return None
     for decision in Decision.objects.filter(run=run, applied_at__isnull=True).order_by("decided_at", "pk"):
+        if decision.kind == Decision.Kind.EDIT and pending is None:
+            # Sidewisp keeps argument names only: an edit laid over nothing would drop the other arguments.
+            msg = "an edit decision needs the pending interrupts: pass pending=graph.get_state(config).interrupts"
+            raise ValueError(msg)
         with transaction.atomic():
             claimed = Decision.objects.filter(pk=decision.pk, applied_at__isnull=True).update(
                 applied_at=timezone.now(), applications=F("applications") + 1
@@ -145,22 +149,8 @@ def _claim(operation_id: str, pending: Sequence[Any] | None) -> Command | None:
                 detail={"decision": decision.pk, "resumed_by": "app"},
             )
         interrupts = list(pending) if pending is not None else remembered_interrupts(run)
-        return Command(resume=_resume_for(interrupts, decision.as_resume()))
+        return Command(resume=resume_value(interrupts, decision.as_resume()))
     return None
-
-
-def _resume_for(interrupts: Sequence[Any], decision: dict) -> dict:
-    if decision["type"] == "edit" and not any(r.get("args") for i in interrupts for r in _requests(i)):
-        # Only names are remembered: the edit carries the edited arguments alone.
-        name = gated_tools(interrupts[0])[0] if interrupts and gated_tools(interrupts[0]) else ""
-        edit = {"type": "edit", "edited_action": {"name": name, "args": dict(decision["args"])}}
-        return {item.id: {"decisions": [edit]} for item in interrupts}
-    return resume_value(interrupts, decision)
-
-
-def _requests(pending: Any) -> list[dict]:
-    value = pending.value if isinstance(pending.value, dict) else {}
-    return [r for r in value.get("action_requests", []) if isinstance(r, dict)]
 
 
 def remembered_interrupts(run: Run) -> list[PendingInterrupt]:

@@ -327,3 +327,25 @@ def test_our_transfer_tool_works_without_context_keys(team_contracts):
     assert handoff_tool(to="bob").tool_call_schema.model_json_schema()["properties"] == {}
     assert outcome.status == "complete"
     assert verdicts(config) == ["HEALTHY"]
+
+
+def test_an_edit_reaches_the_app_only_with_the_graphs_pending_interrupts(team_contracts, person):
+    owner = person("ops-lead", "approver")
+    config = config_for("edit")
+    graph = _hitl_swarm(InMemorySaver())
+    observe(graph, ask("buy a widget"), config, wait_policies=teams.WAIT_POLICIES, verifier=PASS)
+    handoff = Handoff.objects.get(run__operation_id=config["configurable"]["operation_id"])
+    token = handoff.wait_part["resume_token_id"]
+    result = actions.decide(
+        user=owner, handoff_id=handoff.pk, kind="edit", token=token, key="k-e", edited_args={"item": "gadget"}
+    )
+    assert result.decision is not None, result.message
+    operation_id = config["configurable"]["operation_id"]
+
+    with pytest.raises(ValueError, match="pending="):
+        decisions.await_decision(operation_id, timeout=0.1, poll=0.05)
+    command = decisions.await_decision(operation_id, timeout=1, poll=0.05, pending=graph.get_state(config).interrupts)
+
+    (answer,) = command.resume.values()
+    assert answer["decisions"][0]["edited_action"] == {"name": "place_order", "args": {"item": "gadget"}}
+    assert observe(graph, command, config, verifier=PASS).status == "complete"
