@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -110,16 +111,26 @@ class WorkerProcess:
 
 
 def start_worker_process(
-    name: str, queue: str, *, concurrency: int = 2, extra_env: dict[str, str] | None = None
+    name: str,
+    queue: str,
+    *,
+    concurrency: int = 2,
+    extra_env: dict[str, str] | None = None,
+    redis_url: str | None = None,
+    beat: bool = False,
 ) -> WorkerProcess:
-    """A Celery worker process on this test run's queue; `extra_env` adds settings (e.g. SIDEWISP_GRAPHS)."""
+    """A Celery worker process on this test run's queue; `extra_env` adds settings (e.g. SIDEWISP_GRAPHS).
+
+    `redis_url` points it at another Redis than the tests' (a fault test's private one: point this process
+    at it too, with `point_celery_at`); `beat` embeds Celery beat, so the periodic sweeps run as in production.
+    """
     from django.conf import settings
 
     env = {
         **os.environ,
         "DATABASE_URL": database_url_for_subprocess(),
         "SIDEWISP_QUEUE": queue,
-        "REDIS_URL": settings.REDIS_URL,
+        "REDIS_URL": redis_url or settings.REDIS_URL,
         # A dead worker's task comes back in seconds rather than half a minute.
         "CELERY_VISIBILITY_TIMEOUT": "5",
         "SIDEWISP_LEASE_SECONDS": "6",
@@ -144,6 +155,8 @@ def start_worker_process(
         "--without-gossip",
         "--without-mingle",
     ]
+    if beat:
+        command += ["-B", "-s", str(settings.VAR_DIR / f"beat-schedule-{name}")]
     process = subprocess.Popen(command, cwd=settings.BASE_DIR, env=env)
     worker = WorkerProcess(name=name, process=process, env=env)
     deadline = time.monotonic() + 60
@@ -152,6 +165,32 @@ def start_worker_process(
             worker.stop()
             pytest.fail(f"the Celery worker {name} did not start")
     return worker
+
+
+@contextlib.contextmanager
+def point_celery_at(url: str) -> Iterator[None]:
+    """This process's Celery app publishes to (and pings workers through) the broker at `url` for the duration.
+
+    A dead port makes the broker unreachable for real: publishing fails the way it does when Redis is down.
+    """
+    from sidewisp.celery import app
+
+    saved = app.conf.broker_url
+    _switch_broker(app, url)
+    try:
+        yield
+    finally:
+        _switch_broker(app, saved)
+
+
+def _switch_broker(app, url: str) -> None:
+    # The app keeps its connection and producer pools once made: drop them, so the next publish connects to `url`.
+    for pool in (app._pool, app.amqp._producer_pool):
+        if pool is not None:
+            pool.force_close_all()
+    app._pool = None
+    app.amqp._producer_pool = None
+    app.conf.broker_url = url
 
 
 def wait_until(predicate, *, what: str, timeout: float = 60.0, interval: float = 0.2) -> None:
