@@ -19,7 +19,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from receipts import broadcast
-from receipts.bundle import BundleError
+from receipts.bundle import BundleError, parse_name, parse_report_detail, text_problem
 from receipts.models import Handoff, MiddlewareReport, Run
 from receipts.recording import next_seq, record
 
@@ -136,7 +136,25 @@ def record_outcome(operation_id: str, part: str, value: object, attempt: str) ->
 
 
 def add_report(operation_id: str, agent: str, kind: str, detail: dict, attempt: str) -> bool:
-    """Append one MiddlewareReport (once per run, agent, kind and attempt) and announce it."""
+    """Append one MiddlewareReport (once per run, agent, kind and attempt) and announce it.
+
+    Every string in it (operation id, agent, attempt, each detail key and
+    value) passes `bundle.text_problem`. A report that does not is dropped:
+    logged by field name, never by value, and an `evidence_dropped` report
+    naming the field takes its place where the run and agent are valid. Bad
+    input never raises; False when nothing new was stored.
+    """
+    try:
+        operation_id = parse_name(operation_id, "operation_id")
+        agent = parse_name(agent, "agent")
+        if kind not in MiddlewareReport.Kind.values:
+            raise BundleError("kind", "is not a known report kind")
+        detail = parse_report_detail(detail)
+        attempt = parse_name(attempt, "attempt")
+    except BundleError as exc:
+        logger.warning("middleware report dropped: %s %s", exc.field, exc.message)
+        _report_dropped(operation_id, agent, kind, exc.field)
+        return False
     with transaction.atomic():
         run = run_for(operation_id)
         report, created = MiddlewareReport.objects.get_or_create(
@@ -155,6 +173,19 @@ def add_report(operation_id: str, agent: str, kind: str, detail: dict, attempt: 
             }
             transaction.on_commit(partial(broadcast.publish, event))
     return created
+
+
+def _report_dropped(operation_id: object, agent: object, kind: object, field: str) -> None:
+    if field == "operation_id" or kind == MiddlewareReport.Kind.EVIDENCE_DROPPED:
+        return  # no run to attach it to, or the replacement itself failed: the log line is all
+    valid_agent = isinstance(agent, str) and agent != "" and text_problem(agent) is None
+    add_report(
+        str(operation_id),
+        agent if valid_agent else OBSERVER,
+        MiddlewareReport.Kind.EVIDENCE_DROPPED,
+        {"part": "report", "field": field},
+        f"drop-{digest('report', kind, field)}",
+    )
 
 
 def now_iso() -> str:

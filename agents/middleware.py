@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from functools import partial
 from typing import Any
 
@@ -45,6 +45,8 @@ from receipts.recording import record
 logger = logging.getLogger(__name__)
 HANDOFF_EVENT = "sidewisp.handoff"
 CLEARED_PLACEHOLDER = "[cleared]"
+# What a report says for a tool the model named that is not bound to the agent: never the made-up name.
+UNKNOWN_TOOL = "unknown_tool"
 _RETRIES_EXHAUSTED = re.compile(r"failed after (\d+) attempts")
 _MODEL_FAILED = re.compile(r"^Model call failed after (\d+) attempts")
 _CALL_LIMIT = "Tool call limit exceeded"
@@ -190,7 +192,7 @@ class SidewispMiddleware(AgentMiddleware):
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
         scope = self._scope()
         if scope is not None:
-            evidence.run_orm(self._report_history, scope, request.messages)
+            evidence.run_orm(self._report_history, scope, request.messages, tool_names(request.tools))
         response = handler(request)
         if scope is not None:
             evidence.run_orm(self._report_model_failure, scope, _messages_of(response))
@@ -201,7 +203,7 @@ class SidewispMiddleware(AgentMiddleware):
     ) -> Any:
         scope = self._scope()
         if scope is not None:
-            await evidence.arun_orm(self._report_history, scope, request.messages)
+            await evidence.arun_orm(self._report_history, scope, request.messages, tool_names(request.tools))
         response = await handler(request)
         if scope is not None:
             await evidence.arun_orm(self._report_model_failure, scope, _messages_of(response))
@@ -213,9 +215,9 @@ class SidewispMiddleware(AgentMiddleware):
         return None if operation_id is None else (operation_id, self._agent_name(config))
 
     @evidence.closes_own_connection
-    def _report_history(self, scope: tuple[str, str], messages: list[BaseMessage]) -> None:
+    def _report_history(self, scope: tuple[str, str], messages: list[BaseMessage], tools: frozenset[str]) -> None:
         operation_id, agent = scope
-        for report in history_reports(messages):
+        for report in history_reports(messages, tools):
             evidence.guarded(operation_id, "report", partial(evidence.add_report, operation_id, agent, *report))
 
     @evidence.closes_own_connection
@@ -268,8 +270,23 @@ def _turn_call_ids(state: Any, tool_call_id: str) -> list[str]:
     return [tool_call_id]
 
 
-def history_reports(messages: list[BaseMessage]) -> list[tuple[str, dict, str]]:
-    """(kind, detail, attempt) for every middleware effect visible in a model request."""
+def tool_names(tools: Sequence[Any] | None) -> frozenset[str]:
+    """The names of the tools bound to a model request (BaseTool objects or provider dicts)."""
+    names = set()
+    for item in tools or ():
+        name = (item.get("name") or (item.get("function") or {}).get("name")) if isinstance(item, dict) else None
+        name = name or getattr(item, "name", None)
+        if isinstance(name, str):
+            names.add(name)
+    return frozenset(names)
+
+
+def history_reports(messages: list[BaseMessage], tools: Collection[str] = ()) -> list[tuple[str, dict, str]]:
+    """(kind, detail, attempt) for every middleware effect visible in a model request.
+
+    A tool is named only when it is one of `tools` (the agent's bound tools);
+    any other name was made up by the model and is reported as UNKNOWN_TOOL.
+    """
     reports: list[tuple[str, dict, str]] = []
     cleared: list[str] = []
     for message in messages:
@@ -285,7 +302,7 @@ def history_reports(messages: list[BaseMessage]) -> list[tuple[str, dict, str]]:
         if message.status != "error":
             continue
         attempt = f"tool-{evidence.digest(message.tool_call_id)}"
-        tool = message.name or "unknown"
+        tool = message.name if message.name in tools else UNKNOWN_TOOL
         if text.startswith(_CALL_LIMIT):
             reports.append((Kind.CALL_LIMIT, {"tool": tool}, attempt))
         elif match := _RETRIES_EXHAUSTED.search(text):

@@ -11,8 +11,10 @@ error message ever repeats the value it rejects.
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -43,8 +45,31 @@ MAX_LIST_ENTRIES = 100
 # holds invisible bidi overrides that would make an id display as another id;
 # Cs (lone surrogates) cannot be stored as UTF-8.
 _CONTROL_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
-# POSIX root, home, Windows root/UNC, drive letters and file: URLs.
-_ABSOLUTE_PATH = re.compile(r"[/\\~]|[A-Za-z]:[/\\]|file:", re.IGNORECASE)
+# An absolute local path anywhere in the text: a slash or backslash that does not
+# continue a relative name (`routes/1`, `./x` pass; `/etc`, `see /home/a`, `x=/tmp`,
+# `\\server` and `https://` fail), a home directory (`~/`, `~root`, `$HOME`), a
+# drive letter and a `file:` URL.
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.])[/\\~]|[A-Za-z]:[/\\]|\bfile:|\$\{?HOME\b", re.IGNORECASE)
+# Values shaped like credentials: provider key prefixes, bearer tokens and
+# `password=`-style assignments. Long random runs are judged by _random_run.
+_SECRET = re.compile(
+    r"(?<![A-Za-z0-9])(?:sk|rk)[-_][A-Za-z0-9_-]{8,}"  # OpenAI, Anthropic, Stripe secret and restricted keys
+    r"|\b(?:gh[pousr]_|github_pat_)[A-Za-z0-9_]{8,}"  # GitHub tokens
+    r"|(?<![A-Z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[A-Z0-9]{12,}"  # AWS access key ids
+    r"|\bxox[a-z]-[A-Za-z0-9-]+|\bxapp-[A-Za-z0-9-]+"  # Slack
+    r"|\bAIza[A-Za-z0-9_-]{20,}"  # Google API keys
+    r"|\beyJ[A-Za-z0-9_-]{10,}"  # JSON web tokens (base64 of `{"`)
+    r"|-----BEGIN"  # PEM blocks
+    r"|(?i:\bbearer\s+\S)"
+    r"|(?i:\b(?:password|passwd|pwd|secret|client_secret|api[_-]?key|access[_-]?key|token|access[_-]?token)\s*[=:])"
+)
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9+/_=-]{32,}")
+_HEX_RUN = re.compile(r"[0-9a-fA-F]{40,}")
+# Shannon entropy in bits per character: random base62 runs of 32 characters
+# score about 4.5 (rarely under 4.2), identifiers and English words under 4.
+_RANDOM_RUN_BITS = 4.2
+
 # Extended ISO 8601 with a mandatory zone. fromisoformat alone would also take
 # any separator character and naive times.
 _ISO_TIME = re.compile(
@@ -144,15 +169,43 @@ class Contracts:
 # --- field values -----------------------------------------------------------
 
 
-def _text_problem(text: str) -> str | None:
-    """Why `text` may not be stored in a receipt, or None when it may."""
+def text_problem(text: str) -> str | None:
+    """Why `text` may not be stored, shown or announced, or None when it may.
+
+    The one rule for every string that reaches a receipt, a middleware report,
+    an event or a page: at most MAX_STRING_LENGTH characters, no control or
+    bidi characters, no absolute local path anywhere in it, nothing shaped like
+    a secret. Names, ids, ISO times and short digests (`call_abc123`,
+    `h-7f3a09c1d2e4b5a6`, `routes/1`, a UUID) pass. The answer never repeats
+    the text.
+    """
     if len(text) > MAX_STRING_LENGTH:
         return f"is longer than {MAX_STRING_LENGTH} characters"
     if any(unicodedata.category(char) in _CONTROL_CATEGORIES for char in text):
         return "must not contain control characters"
-    if _ABSOLUTE_PATH.match(text):
-        return "must not be an absolute local path"
+    # Compatibility forms (a fullwidth solidus, ligatures) read like their ASCII twins on a page.
+    folded = unicodedata.normalize("NFKC", text)
+    if _ABSOLUTE_PATH.search(folded):
+        return "must not contain an absolute local path"
+    if _SECRET.search(folded) or _has_random_run(folded):
+        return "must not contain a secret-shaped value"
     return None
+
+
+def _has_random_run(text: str) -> bool:
+    """A long hex run, or a long run mixing upper case, lower case and digits at random."""
+    if _HEX_RUN.search(text):
+        return True
+    for run in _TOKEN_RUN.findall(_UUID.sub(" ", text)):
+        mixed = any(c.isupper() for c in run) and any(c.islower() for c in run) and any(c.isdigit() for c in run)
+        if mixed and _bits_per_char(run) >= _RANDOM_RUN_BITS:
+            return True
+    return False
+
+
+def _bits_per_char(run: str) -> float:
+    counts = Counter(run)
+    return -sum(n / len(run) * math.log2(n / len(run)) for n in counts.values())
 
 
 def _parse_text(value: object, field: str) -> str | None:
@@ -160,7 +213,7 @@ def _parse_text(value: object, field: str) -> str | None:
         return None
     if not isinstance(value, str):
         raise BundleError(field, "must be a string")
-    if problem := _text_problem(value):
+    if problem := text_problem(value):
         raise BundleError(field, problem)
     return value
 
@@ -347,7 +400,8 @@ def parse_bundle(value: object) -> Bundle:
     field inside a part, `final_status` and `expect` may be absent or null
     (absent evidence is for the classifier to judge), but when present must
     have its documented type. Strings are at most 200 characters, hold no
-    control characters and no absolute local paths; lists hold at most 100
+    control characters, no absolute local path anywhere and nothing
+    shaped like a secret (see `text_problem`); lists hold at most 100
     strings; times carry a zone and come back as aware UTC datetimes. Unknown
     fields are dropped. Anything else raises `BundleError` naming the field and
     never the value.
@@ -385,6 +439,51 @@ def bundle_to_dict(bundle: Bundle) -> dict[str, object]:
     return out
 
 
+# --- middleware reports and other minimized strings --------------------------
+
+MAX_DETAIL_ENTRIES = 20
+
+
+def parse_name(value: object, field: str) -> str:
+    """A required, non-empty string that passes `text_problem`; BundleError naming `field` otherwise."""
+    return _parse_required_text(value, field)
+
+
+def parse_report_detail(value: object, field: str = "detail") -> dict[str, object]:
+    """A middleware report's detail: names, codes and counts only.
+
+    Contract: an object of at most MAX_DETAIL_ENTRIES entries whose keys are
+    names and whose values are strings (held to `text_problem`), whole or
+    finite numbers, booleans, null, or lists of those (at most
+    MAX_LIST_ENTRIES). Anything else raises `BundleError` naming the key, and
+    a key that cannot be named safely is reported as `field` alone.
+    """
+    if not isinstance(value, Mapping):
+        raise BundleError(field, "must be an object")
+    if len(value) > MAX_DETAIL_ENTRIES:
+        raise BundleError(field, f"has more than {MAX_DETAIL_ENTRIES} entries")
+    detail: dict[str, object] = {}
+    for key, item in value.items():
+        name = _parse_name_key(key, field, "key")
+        if isinstance(item, list | tuple):
+            if len(item) > MAX_LIST_ENTRIES:
+                raise BundleError(f"{field}.{name}", f"has more than {MAX_LIST_ENTRIES} entries")
+            detail[name] = [_parse_scalar(entry, f"{field}.{name}[{index}]") for index, entry in enumerate(item)]
+        else:
+            detail[name] = _parse_scalar(item, f"{field}.{name}")
+    return detail
+
+
+def _parse_scalar(value: object, field: str) -> object:
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return value
+    if isinstance(value, str):
+        return _parse_text(value, field)
+    raise BundleError(field, "must be a name, a number, true, false or null")
+
+
 # --- contracts --------------------------------------------------------------
 
 
@@ -406,7 +505,7 @@ def _parse_name_key(key: object, field: str, what: str) -> str:
         raise BundleError(field, f"has a {what} name that is not a string")
     if not key:
         raise BundleError(field, f"has an empty {what} name")
-    if problem := _text_problem(key):
+    if problem := text_problem(key):
         raise BundleError(field, f"has a {what} name that {problem}")
     return key
 
