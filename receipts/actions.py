@@ -10,7 +10,9 @@ Every action follows the same steps, on the server, at execution time:
 3. lock the object's row, check that its state permits the action (a
    transition the server enforces, whatever the page showed), and recognize
    a replay (same idempotency key, or a resume token already used);
-4. change state, write the audit entry, and enqueue the work after commit.
+4. change state, write the audit entry, and promise the work in the same transaction (an outbox
+   intent, `receipts.outbox`): it is sent right after commit, and again by the beat sweep if the
+   broker was down. The action succeeds either way; its message says when the work is only queued.
 
 Denied, refused and repeated attempts are audited too. Views only parse forms
 and call one function here; nothing else writes `Decision` rows or changes a
@@ -22,15 +24,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import partial
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from receipts import audit, runs, runtime
-from receipts.models import AuditEntry, Decision, Handoff, Run
+from receipts import audit, outbox, runs, runtime
+from receipts.models import AuditEntry, Decision, Handoff, OutboxIntent, Run
 from receipts.recording import reclassify, reclassify_overdue_waits, record
 
 User = AbstractBaseUser | AnonymousUser
@@ -194,7 +195,7 @@ def decide(
         except IntegrityError:
             # Another approver got there between our check and our insert.
             return _already_decided(user, action, handoff, _decision_for(handoff, token, any_handoff=True), key)
-        _log(
+        entry = _log(
             user,
             action,
             DECIDE_WAIT,
@@ -204,9 +205,14 @@ def decide(
             key=key,
             detail={"decision": decision.pk, "edited_keys": sorted(edited_args or {}) if kind == "edit" else []},
         )
-        transaction.on_commit(partial(_enqueue_resume, decision.pk))
+        intent = _promise(OutboxIntent.Kind.RESUME, decision.pk, handoff.run, entry)
     verb = {"approve": "approved", "reject": "rejected", "edit": "approved with edited arguments"}[kind]
-    return Result(Outcome.DONE, f"Wait {verb}; the run resumes from its checkpoint.", handoff.run, handoff, decision)
+    message = _sent_or_queued(
+        intent,
+        f"Wait {verb}; the run resumes from its checkpoint.",
+        f"Wait {verb}. The resume is queued: the run resumes from its checkpoint as soon as a worker is reachable.",
+    )
+    return Result(Outcome.DONE, message, handoff.run, handoff, decision)
 
 
 def _decision_for(handoff: Handoff, token: str, *, any_handoff: bool = False) -> Decision | None:
@@ -265,10 +271,6 @@ def _allowed_by_the_interrupt(run: Run, kind: str, edited: Mapping | None) -> st
         if unknown := sorted(set(edited) - set(pending.arg_types)):
             return f"The tool call takes no argument named {', '.join(unknown)}."
     return ""
-
-
-def _enqueue_resume(decision_id: int) -> None:
-    runtime.current().enqueue_resume(decision_id)
 
 
 # --- UNCERTAIN waits: reassign or cancel ----------------------------------------------
@@ -353,17 +355,18 @@ def reopen(*, user: User, handoff_id: object, key: str, reason: str) -> Result:
             refusal = "This run has no outcome verifier to run again."
         if refusal:
             return _refuse(user, REOPEN_TASK, handoff, key, refusal)
-        _log(user, REOPEN_TASK.name, REOPEN_TASK, handoff, AuditEntry.Outcome.DONE, reason=reason, key=key)
-        transaction.on_commit(partial(_enqueue_reverify, handoff.run_id))
-    return Result(Outcome.DONE, "The task is reopened; its outcome verifier runs again.", handoff.run, handoff)
+        entry = _log(user, REOPEN_TASK.name, REOPEN_TASK, handoff, AuditEntry.Outcome.DONE, reason=reason, key=key)
+        intent = _promise(OutboxIntent.Kind.REVERIFY, handoff.run_id, handoff.run, entry)
+    message = _sent_or_queued(
+        intent,
+        "The task is reopened; its outcome verifier runs again.",
+        "The task is reopened. The re-verification is queued: it runs as soon as a worker is reachable.",
+    )
+    return Result(Outcome.DONE, message, handoff.run, handoff)
 
 
 def _has_verifier(run: Run) -> bool:
     return runtime.current().can_reverify(run)
-
-
-def _enqueue_reverify(run_id: int) -> None:
-    runtime.current().enqueue_reverify(run_id)
 
 
 # --- STALE_CONTROL, OPEN_TOOL_PROTOCOL: stop and resume auto-continue ---------------------
@@ -400,7 +403,7 @@ def resume_auto_continue(*, user: User, run_id: object, key: str, reason: str) -
         # A decision that arrived while the run was stopped was kept, not applied: apply it now.
         pending = run.decisions.filter(applied_at__isnull=True).order_by("decided_at").first() if drivable else None
         work = "decision" if pending is not None else ("start" if drivable and run.status in _DRIVABLE else "none")
-        _log(
+        entry = _log(
             user,
             RESUME_RUN.name,
             RESUME_RUN,
@@ -410,21 +413,24 @@ def resume_auto_continue(*, user: User, run_id: object, key: str, reason: str) -
             key=key,
             detail={"enqueued": work},
         )
+        intent = None
         if pending is not None:
-            transaction.on_commit(partial(_enqueue_resume, pending.pk))
+            intent = _promise(OutboxIntent.Kind.RESUME, pending.pk, run, entry)
         elif work == "start":
-            transaction.on_commit(partial(_enqueue_start, run.pk))
+            intent = _promise(OutboxIntent.Kind.START, run.pk, run, entry)
     if not drivable:
         nothing = "Auto-continue is on again; no Sidewisp worker drives this run, so nothing was enqueued."
         return Result(Outcome.DONE, f"{nothing} {runtime.current().resumer(run)}", run)
-    return Result(Outcome.DONE, "Auto-continue is on again; the run continues from its checkpoint.", run)
+    message = _sent_or_queued(
+        intent,
+        "Auto-continue is on again; the run continues from its checkpoint.",
+        "Auto-continue is on again. The run is queued: it continues from its checkpoint as soon as a worker is "
+        "reachable.",
+    )
+    return Result(Outcome.DONE, message, run)
 
 
 _DRIVABLE = (Run.Status.PARKED, Run.Status.QUEUED, Run.Status.RUNNING)
-
-
-def _enqueue_start(run_id: int) -> None:
-    runtime.current().enqueue_start(run_id)
 
 
 def _set_auto_continue(run: Run, value: bool) -> None:
@@ -490,7 +496,7 @@ def _expire(handoff: Handoff, escalation: runtime.Escalation, now: datetime) -> 
         decided_at=now,
     )
     reclassify(handoff, now=now)
-    audit.log(
+    entry = audit.log(
         actor=None,
         action="wait.expire",
         object_type="handoff",
@@ -500,11 +506,24 @@ def _expire(handoff: Handoff, escalation: runtime.Escalation, now: datetime) -> 
         reason="deadline passed",
         detail={"decision": decision.pk, "safe_default": escalation.safe_default},
     )
-    transaction.on_commit(partial(_enqueue_resume, decision.pk))
+    _promise(OutboxIntent.Kind.RESUME, decision.pk, handoff.run, entry)
     return 1
 
 
 # --- helpers ------------------------------------------------------------------------------
+
+
+def _promise(kind: str, object_id: int, run: Run, entry: AuditEntry) -> OutboxIntent:
+    """The one way an action enqueues work: an outbox intent written in the action's transaction, beside its
+    audit entry (which the intent's key names), and sent after commit; the beat sweep sends it again if the
+    broker did not take it."""
+    return outbox.promise(kind, object_id, run=run, key=f"{kind}:{object_id}:audit-{entry.pk}")
+
+
+def _sent_or_queued(intent: OutboxIntent | None, sent: str, queued: str) -> str:
+    # The action is done either way; the message says when the work only waits in the outbox (the broker
+    # was unreachable, or the caller's transaction has not committed yet).
+    return queued if intent is not None and not outbox.is_sent(intent) else sent
 
 
 def _find(policy: Policy, object_id: object) -> Handoff | Run | None:
@@ -666,9 +685,16 @@ def start_run(
             return Result(Outcome.REFUSED, refusal)
         input_keys = sorted(str(name)[:100] for name in graph_input)[:MAX_AUDITED_INPUT_KEYS]
         detail = {"graph": graph, "input_keys": input_keys}
-        _log(user, START_RUN.name, START_RUN, run, AuditEntry.Outcome.DONE, reason=reason, key=key, detail=detail)
-        transaction.on_commit(partial(agent_runtime.enqueue_start, run.pk))
-    return Result(Outcome.DONE, f"Run {run.operation_id} is queued: a worker starts graph {graph}.", run)
+        entry = _log(
+            user, START_RUN.name, START_RUN, run, AuditEntry.Outcome.DONE, reason=reason, key=key, detail=detail
+        )
+        intent = _promise(OutboxIntent.Kind.START, run.pk, run, entry)
+    message = _sent_or_queued(
+        intent,
+        f"Run {run.operation_id} is queued: a worker starts graph {graph}.",
+        f"Run {run.operation_id} is queued: a worker starts graph {graph} as soon as one is reachable.",
+    )
+    return Result(Outcome.DONE, message, run)
 
 
 def _started_with(key: str) -> AuditEntry | None:

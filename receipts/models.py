@@ -331,3 +331,40 @@ class AuditEntry(AppendOnlyModel):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor_name} {self.action} {self.outcome}"
+
+
+class OutboxIntent(models.Model):
+    """Work an operator action promised a worker (start, resume, re-verify), written in the action's transaction.
+
+    `receipts.outbox` sends it right after the commit and marks it sent. A send that fails (the broker is
+    down) leaves it unsent; the beat sweep sends it again once it is due, until the broker takes it. That is
+    at least once: the worker's apply is idempotent (a decision is applied once, a settled run not started
+    again).
+    """
+
+    class Kind(models.TextChoices):
+        START = "start"
+        RESUME = "resume"
+        REVERIFY = "reverify"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    # The run to start or re-verify, or the decision to apply.
+    object_id = models.BigIntegerField()
+    run = models.ForeignKey(Run, related_name="intents", on_delete=models.PROTECT)
+    # Unique: names the action that promised it (its audit entry), so one action promises one intent.
+    key = models.CharField(max_length=200, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    # When the sweep may (re)send it: a little after creation, so it does not race the on-commit send.
+    due_at = models.DateTimeField(default=timezone.now)
+    attempts = models.PositiveIntegerField(default=0)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["due_at"], condition=models.Q(sent_at__isnull=True), name="outbox_unsent_by_due"),
+        ]
+
+    def __str__(self) -> str:
+        state = f"sent {self.sent_at:%Y-%m-%d %H:%M:%S}" if self.sent_at else f"unsent after {self.attempts}"
+        return f"{self.kind} {self.object_id} ({state})"
