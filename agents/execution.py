@@ -4,19 +4,49 @@ Tasks are delivered at least once. A re-delivered task must neither run a
 finished run again nor drive a thread another worker is driving, and a task
 that keeps killing its worker must stop being re-delivered at some point
 (brokers keep no delivery count, so we keep one).
+
+Every run ends: an exception that escapes a run's task either retries it (a
+transient error: a lost database or broker connection) or fails the run with
+the exception's class name (`after_error`), and a periodic sweep re-enqueues
+runs whose worker vanished without a word (`take_over_stalled`).
 """
 
 from __future__ import annotations
 
-from django.db.models import F
+import logging
+import sqlite3
+from datetime import timedelta
+
+import kombu.exceptions
+import psycopg
+import redis.exceptions
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, connection
+from django.db.models import F, Q
 from django.utils import timezone
 
 from agents import leases, runner
 from receipts import audit, runs
 from receipts.models import AuditEntry, Decision, Run
 
+logger = logging.getLogger(__name__)
+
 MAX_DELIVERIES = 5
 SETTLED = {Run.Status.COMPLETE, Run.Status.FAILED, Run.Status.WAITING}
+# Errors that say "the connection went away", not "this run is wrong": a failover, a
+# restarted Redis, a locked SQLite file. Worth another try on a fresh connection.
+TRANSIENT: tuple[type[BaseException], ...] = (
+    OperationalError,
+    InterfaceError,
+    psycopg.OperationalError,
+    sqlite3.OperationalError,
+    kombu.exceptions.OperationalError,
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+)
+# A queued run whose start task has not begun after this long is taken over (its task
+# was lost with a Redis that restarted without persistence, or never published).
+QUEUED_STALL = timedelta(minutes=10)
 
 
 class LeaseBusy(Exception):
@@ -68,6 +98,81 @@ def reverify(run_id: int) -> str:
         result = runner.reverify(run)
         _audit_system("task.reverify", run, run.handoffs.order_by("created_at", "pk").last(), {"result": result})
         return result
+
+
+def after_error(exc: BaseException, *, attempt: int, run_id: int | None = None, decision_id: int | None = None) -> bool:
+    """Settle what an exception escaping a run's task means; True when the task should be retried.
+
+    A transient error (`TRANSIENT`) closes this thread's database connection (a
+    terminated one would fail every later query) and asks for a retry while
+    `attempt` (1 for the first delivery) is below `MAX_DELIVERIES`. Any other
+    error, or a transient one on the last attempt, fails the run with the
+    exception's class name, unless the run has ended already. The run is named
+    by `run_id`, or by `decision_id` for a resume. If even that write fails, the
+    run keeps its expired lease and `take_over_stalled` finds it.
+    """
+    transient = isinstance(exc, TRANSIENT)
+    if transient:
+        connection.close()
+        if attempt < MAX_DELIVERIES:
+            logger.warning("run task attempt %d failed (%s); retrying", attempt, type(exc).__name__)
+            return True
+    try:
+        if run_id is None and decision_id is not None:
+            run_id = Decision.objects.values_list("run_id", flat=True).filter(pk=decision_id).first()
+        run = Run.objects.filter(pk=run_id).first() if run_id is not None else None
+        if run is not None and run.status not in runs.ENDED:
+            runs.set_status(run, Run.Status.FAILED, error=type(exc).__name__)
+    except TRANSIENT as again:
+        connection.close()
+        logger.warning("run %s not marked failed (%s); the stall sweep will retry it", run_id, type(again).__name__)
+    return False
+
+
+def take_over_stalled(now=None) -> int:
+    """Re-enqueue the hosted runs no worker is driving and no task will reach; returns how many.
+
+    A run is taken over when
+
+    - it is `running`, its lease is free or expired, and its heartbeat is older
+      than the lease plus the broker's visibility timeout plus 5 s (every lease
+      renewal stamps the heartbeat, so a live worker is never this late, and a
+      dead worker's task had its chance to come back from Redis by itself); or
+    - it is `queued`, holds no live lease, and was created (or last taken over)
+      more than `QUEUED_STALL` ago.
+
+    Taking over stamps the heartbeat (a compare-and-set, so two sweeps never
+    both take the same run) and enqueues `resume_run` for a decision whose
+    application began but did not finish, else `start_run`. Both tasks are
+    idempotent. `start` counts the delivery, so a run that keeps stalling is
+    failed after `MAX_DELIVERIES`; a taken-over resume is counted here.
+    """
+    from agents import tasks
+
+    now = now or timezone.now()
+    grace = timedelta(seconds=settings.SIDEWISP_LEASE_SECONDS + settings.CELERY_BROKER_VISIBILITY_TIMEOUT + 5)
+    free = Q(lease_until__isnull=True) | Q(lease_until__lt=now)
+    running = Q(status=Run.Status.RUNNING) & (Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=now - grace))
+    cutoff = now - QUEUED_STALL
+    queued = Q(status=Run.Status.QUEUED) & (
+        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, created_at__lt=cutoff)
+    )
+    stalled = Run.objects.filter(free & (running | queued), mode=Run.Mode.HOSTED).exclude(graph="")
+    taken = 0
+    for run in stalled:
+        if not Run.objects.filter(pk=run.pk, status=run.status, heartbeat_at=run.heartbeat_at).update(heartbeat_at=now):
+            continue  # another sweep took it, or its worker came back
+        taken += 1
+        decision = Decision.objects.filter(run_id=run.pk, applied_at__isnull=True, applications__gt=0).first()
+        if decision is None:
+            logger.warning("taking over stalled run %s: start again", run.pk)
+            tasks.start_run.delay(run.pk)
+        elif _count_delivery(run) > MAX_DELIVERIES:
+            _give_up(run)
+        else:
+            logger.warning("taking over stalled run %s: resume decision %s again", run.pk, decision.pk)
+            tasks.resume_run.delay(decision.pk)
+    return taken
 
 
 def _audit_system(action: str, run: Run, handoff, detail: dict) -> None:

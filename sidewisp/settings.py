@@ -130,6 +130,11 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "unacked_restore_throttle": 1,
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# kombu's Redis transport with one fault closed: a Redis restart must not stop the worker (sidewisp/broker.py).
+CELERY_BROKER_TRANSPORT = "sidewisp.broker:Transport"
+# A broker blip leaves running graphs running: their ack may be lost, and the task then comes
+# back after the visibility timeout and finds its run settled. Cancelling would restart them all.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 # One name isolates a deployment (or a test run) sharing a Redis with others:
 # its task queue and its remote-control exchange (worker pings).
 CELERY_TASK_DEFAULT_QUEUE = env_str("SIDEWISP_QUEUE", "sidewisp")
@@ -148,6 +153,8 @@ CELERY_BEAT_SCHEDULE: dict = {
     "reclassify-overdue-waits": {"task": "receipts.tasks.reclassify_overdue_waits", "schedule": 15.0},
     # Overdue waits are escalated to a backup owner or decided by the safe default (reject).
     "expire-overdue-waits": {"task": "receipts.tasks.expire_overdue_waits", "schedule": 30.0},
+    # Runs whose worker vanished (lease expired, task gone) are re-enqueued (agents.execution.take_over_stalled).
+    "take-over-stalled-runs": {"task": "agents.tasks.take_over_stalled_runs", "schedule": 15.0},
     # What an operator action promised a worker and the broker did not take (it was down) is sent again.
     # A sweep that waited in the queue longer than that is dropped: the next one does its work.
     "send-outbox-intents": {

@@ -1,0 +1,147 @@
+"""What a run's task does with an exception: retry a lost connection, fail the run otherwise; the stall sweep."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from unittest import mock
+
+import pytest
+from django.db import OperationalError
+from django.utils import timezone
+
+from agents import execution, runner, tasks
+from agents.contracts import install_team_contracts
+from agents.demo.scenarios import create_run
+from receipts.models import Decision, Handoff, Run
+
+# Transactional: a lost connection is closed before the retry, which a test transaction would not survive.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class GraphExploded(Exception):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def contracts(transactional_db):
+    install_team_contracts()
+
+
+def _run(run: Run) -> Run:
+    return Run.objects.get(pk=run.pk)
+
+
+def test_an_unexpected_error_fails_the_run_with_its_class_name_only():
+    run = create_run("healthy_purchase")
+    with mock.patch.object(runner, "start_run", side_effect=GraphExploded("secret detail")) as drive:
+        with pytest.raises(GraphExploded):
+            tasks.start_run.apply(args=(run.pk,), throw=True)
+    assert drive.call_count == 1
+    run = _run(run)
+    assert (run.status, run.error) == (Run.Status.FAILED, "GraphExploded")
+    assert run.finished_at is not None
+    assert run.lease_owner == ""
+
+
+def test_a_lost_database_connection_is_retried_and_the_run_completes():
+    run = create_run("healthy_purchase")
+    outcomes = iter([OperationalError("terminated"), runner.start_run])
+
+    def drive_once(run):
+        outcome = next(outcomes)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome(run)
+
+    with mock.patch.object(runner, "start_run", side_effect=drive_once) as drive:
+        tasks.start_run.apply(args=(run.pk,))
+    assert drive.call_count == 2
+    run = _run(run)
+    assert (run.status, run.error, run.deliveries) == (Run.Status.COMPLETE, "", 2)
+
+
+def test_a_lost_connection_on_every_delivery_fails_the_run_at_the_delivery_limit():
+    run = create_run("healthy_purchase")
+    with mock.patch.object(runner, "start_run", side_effect=OperationalError("terminated")) as drive:
+        tasks.start_run.apply(args=(run.pk,))
+    assert drive.call_count == execution.MAX_DELIVERIES
+    run = _run(run)
+    assert (run.status, run.error) == (Run.Status.FAILED, "OperationalError")
+
+
+def test_a_resume_that_raises_fails_its_waiting_run():
+    run = create_run("waiting_on_approval")
+    tasks.start_run.apply(args=(run.pk,))
+    assert _run(run).status == Run.Status.WAITING
+    handoff = Handoff.objects.get(run=run, wait_open=True)
+    decision = Decision.objects.create(
+        run=run, handoff=handoff, resume_token_id=handoff.wait_part["resume_token_id"], kind=Decision.Kind.APPROVE
+    )
+    with mock.patch.object(runner, "resume_run", side_effect=GraphExploded):
+        tasks.resume_run.apply(args=(decision.pk,))
+    assert (_run(run).status, _run(run).error) == (Run.Status.FAILED, "GraphExploded")
+
+
+def test_an_error_after_the_run_completed_leaves_it_complete():
+    run = create_run("healthy_purchase")
+    tasks.start_run.apply(args=(run.pk,))
+    with mock.patch.object(runner, "reverify", side_effect=GraphExploded):
+        tasks.reverify.apply(args=(run.pk,))
+    assert _run(run).status == Run.Status.COMPLETE
+
+
+# --- the stall sweep -------------------------------------------------------------
+
+
+def _stalled(run: Run, *, status: str = Run.Status.RUNNING, ago: timedelta) -> Run:
+    then = timezone.now() - ago
+    Run.objects.filter(pk=run.pk).update(status=status, heartbeat_at=then, lease_owner="gone", lease_until=then)
+    return _run(run)
+
+
+def test_the_sweep_restarts_a_running_run_whose_worker_vanished():
+    run = _stalled(create_run("healthy_purchase"), ago=timedelta(minutes=5))
+    with mock.patch.object(tasks.start_run, "delay") as enqueue:
+        assert execution.take_over_stalled() == 1
+    enqueue.assert_called_once_with(run.pk)
+
+
+def test_the_sweep_takes_a_stalled_run_over_once():
+    _stalled(create_run("healthy_purchase"), ago=timedelta(minutes=5))
+    with mock.patch.object(tasks.start_run, "delay") as enqueue:
+        execution.take_over_stalled()
+        execution.take_over_stalled()
+    assert enqueue.call_count == 1
+
+
+def test_the_sweep_leaves_a_run_whose_lease_is_renewed():
+    run = create_run("healthy_purchase")
+    soon = timezone.now() + timedelta(seconds=20)
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING, heartbeat_at=timezone.now(), lease_until=soon)
+    with mock.patch.object(tasks.start_run, "delay") as enqueue:
+        assert execution.take_over_stalled() == 0
+    enqueue.assert_not_called()
+
+
+def test_the_sweep_gives_a_dead_workers_task_time_to_come_back_from_the_broker():
+    _stalled(create_run("healthy_purchase"), ago=timedelta(seconds=10))  # lease expired, heartbeat recent
+    with mock.patch.object(tasks.start_run, "delay") as enqueue:
+        assert execution.take_over_stalled() == 0
+    enqueue.assert_not_called()
+
+
+def test_the_sweep_restarts_a_run_queued_for_long_but_not_one_just_queued():
+    old = create_run("healthy_purchase")
+    Run.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(hours=1))
+    create_run("healthy_support")
+    with mock.patch.object(tasks.start_run, "delay") as enqueue:
+        assert execution.take_over_stalled() == 1
+    enqueue.assert_called_once_with(old.pk)
+
+
+def test_the_sweep_fails_a_run_that_keeps_stalling():
+    run = _stalled(create_run("healthy_purchase"), ago=timedelta(minutes=5))
+    Run.objects.filter(pk=run.pk).update(deliveries=execution.MAX_DELIVERIES)
+    with mock.patch.object(tasks.start_run, "delay", side_effect=lambda pk: tasks.start_run.apply(args=(pk,))):
+        execution.take_over_stalled()
+    assert (_run(run).status, _run(run).error) == (Run.Status.FAILED, "TooManyDeliveries")
