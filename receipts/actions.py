@@ -21,13 +21,15 @@ run's auto-continue.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Permission
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from receipts import audit, outbox, runs, runtime
@@ -91,6 +93,8 @@ class Result:
     run: Run | None = None
     handoff: Handoff | None = None
     decision: Decision | None = None
+    # Who was checked (check() sets it): a confirmation page offers what this user may choose.
+    actor: User | None = None
 
     @property
     def ok(self) -> bool:
@@ -145,7 +149,7 @@ def check(user: User | None, policy: Policy, object_id: object, *, action: str |
         why = _denial(user, policy, handoff)
         _log(user, action, policy, obj, AuditEntry.Outcome.DENIED, reason=why)
         return Result(Outcome.DENIED, why, run=run, handoff=handoff)
-    return Result(Outcome.DONE, "", run=run, handoff=handoff)
+    return Result(Outcome.DONE, "", run=run, handoff=handoff, actor=user)
 
 
 # --- approve, reject, edit ----------------------------------------------------------
@@ -295,11 +299,9 @@ def reassign(
         handoff = _locked_handoff(found.handoff.pk)
         if _replayed(REASSIGN_WAIT, handoff, key):
             return _noop(user, REASSIGN_WAIT, handoff, key, "This reassignment was already made; nothing changed.")
-        refusal = "This wait is no longer open." if not handoff.wait_open else ""
-        if not refusal and not get_user_model()._default_manager.filter(username=owner, is_active=True).exists():
-            refusal = f"There is no active user named {owner!r}."
+        refusal = "This wait is no longer open." if not handoff.wait_open else _owner_refusal(owner, handoff, user)
         if refusal:
-            return _refuse(user, REASSIGN_WAIT, handoff, key, refusal)
+            return _refuse(user, REASSIGN_WAIT, handoff, key, refusal, detail={"owner": owner[:150]})
         deadline = now + timedelta(minutes=deadline_minutes)
         wait = {**handoff.wait_part, "owner": owner, "deadline_utc": _iso(deadline), "resolved": False}
         before = handoff.verdict
@@ -315,6 +317,47 @@ def reassign(
             detail={"owner": owner, "deadline_utc": _iso(deadline), "verdict_before": before},
         )
     return Result(Outcome.DONE, f"The wait now belongs to {owner}, due {_iso(deadline)}.", handoff.run, handoff)
+
+
+def may_decide_as_owner(candidate: User | None, handoff: Handoff, *, by: User | None) -> bool:
+    """Who may be given `handoff` to decide, by `by`: the one rule reassignment and its form's choices use.
+
+    The candidate must be able to decide the wait once it is theirs (the decide rule itself: active, a
+    viewer, decide_own_wait as its owner or decide_any_wait). Separation of duties: nobody gives a wait to
+    themself, unless they hold decide-any (and could decide it anyway).
+    """
+    if candidate is None or not candidate.is_authenticated:
+        return False
+    theirs = copy.copy(handoff)
+    theirs.wait_owner = candidate.get_username()
+    if not may(candidate, DECIDE_WAIT, theirs):
+        return False
+    itself = by is not None and by.is_authenticated and by.pk == candidate.pk
+    return not itself or candidate.has_perm(DECIDE_ANY)
+
+
+def wait_owner_candidates(handoff: Handoff, *, by: User | None) -> list[AbstractBaseUser]:
+    """The users `by` may give `handoff` to (may_decide_as_owner), by username."""
+    deciding = Permission.objects.filter(
+        content_type__app_label="receipts", codename__in=[DECIDE_OWN.split(".")[1], DECIDE_ANY.split(".")[1]]
+    )
+    users = get_user_model()._default_manager.filter(is_active=True)
+    # A narrowing only (one query); may_decide_as_owner decides for each.
+    pool = users.filter(Q(is_superuser=True) | Q(user_permissions__in=deciding) | Q(groups__permissions__in=deciding))
+    ordered = pool.distinct().order_by(get_user_model().USERNAME_FIELD)
+    return [candidate for candidate in ordered if may_decide_as_owner(candidate, handoff, by=by)]
+
+
+def _owner_refusal(owner: str, handoff: Handoff, by: User) -> str:
+    manager = get_user_model()._default_manager
+    candidate = manager.filter(**{get_user_model().USERNAME_FIELD: owner}, is_active=True).first()
+    if candidate is None:
+        return f"There is no active user named {owner!r}."
+    if may_decide_as_owner(candidate, handoff, by=by):
+        return ""
+    if by.is_authenticated and candidate.pk == by.pk:
+        return "You may not give this wait to yourself: someone else decides it (only a decide-any holder may)."
+    return f"{owner} may not decide waits (needs decide_own_wait or decide_any_wait); choose someone who may."
 
 
 def cancel(*, user: User, handoff_id: object, key: str, reason: str, now: datetime | None = None) -> Result:
@@ -568,9 +611,18 @@ def _noop(user: User, policy: Policy, obj: Handoff | Run, key: str, message: str
     return Result(Outcome.NOOP, message, obj if isinstance(obj, Run) else obj.run, handoff)
 
 
-def _refuse(user: User, policy: Policy, obj: Handoff | Run, key: str, refusal: str, *, action: str = "") -> Result:
+def _refuse(
+    user: User,
+    policy: Policy,
+    obj: Handoff | Run,
+    key: str,
+    refusal: str,
+    *,
+    action: str = "",
+    detail: dict | None = None,
+) -> Result:
     """Allowed, but the object's state does not permit it: audit and say why."""
-    _log(user, action or policy.name, policy, obj, AuditEntry.Outcome.REFUSED, reason=refusal, key=key)
+    _log(user, action or policy.name, policy, obj, AuditEntry.Outcome.REFUSED, reason=refusal, key=key, detail=detail)
     handoff = obj if isinstance(obj, Handoff) else None
     return Result(Outcome.REFUSED, refusal, obj if isinstance(obj, Run) else obj.run, handoff)
 

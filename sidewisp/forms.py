@@ -92,8 +92,16 @@ class DecisionForm(ActionForm):
 
 
 class ReassignForm(ActionForm):
+    # Any name parses; receipts.actions.reassign accepts only someone who may decide the wait (and audits a refusal).
     owner = forms.CharField(max_length=150, help_text="The username who decides this wait")
     deadline_minutes = forms.IntegerField(min_value=1, max_value=MAX_DEADLINE_MINUTES, initial=60)
+
+    def offer_owners(self, usernames: Iterable[str]) -> None:
+        """Offer only these owners (receipts.actions.wait_owner_candidates) as a list to choose from."""
+        names = list(usernames)
+        empty = "Choose who decides it" if names else "Nobody you may choose can decide this wait"
+        self.fields["owner"].widget = forms.Select(choices=[("", empty), *((name, name) for name in names)])
+        self.fields["owner"].help_text = "Only people who may decide this wait (yourself only with decide-any)"
 
 
 class StartRunForm(ActionForm):

@@ -322,6 +322,9 @@ def confirm_context(what: str, found: actions.Result, form) -> dict:
     pending = pending_call(run) if what in actions.DECISION_KINDS else None
     target = handoff if handoff is not None else run
     offers = run_offers(run)
+    if what == "reassign":
+        candidates = actions.wait_owner_candidates(handoff, by=found.actor)
+        form.offer_owners(candidate.get_username() for candidate in candidates)
     return {
         "what": what,
         "offers": offers,

@@ -185,9 +185,7 @@ def point_celery_at(url: str) -> Iterator[None]:
 
 def _switch_broker(app, url: str) -> None:
     # The app keeps its connection and producer pools once made: drop them, so the next publish connects to `url`.
-    for pool in (app._pool, app.amqp._producer_pool):
-        if pool is not None:
-            pool.force_close_all()
+    # Not closed: kombu's registry hands the same producer pool out again when the app comes back to a URL.
     app._pool = None
     app.amqp._producer_pool = None
     app.conf.broker_url = url
