@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
+from receipts.bundle import text_problem
 from receipts.models import AuditEntry, Handoff, Run
 
 SYSTEM = "system"
+LOGIN_LOCKED_OUT = "login.locked_out"
 
 
 def log(
@@ -41,4 +44,26 @@ def log(
         reason=reason[:500],
         outcome=outcome,
         detail=detail or {},
+    )
+
+
+def log_lockout(username: object, *, failure_limit: int, cooloff_minutes: int) -> AuditEntry:
+    """A system entry: logging in was paused after `failure_limit` failed attempts.
+
+    The attempted username is kept only when it names an account and passes the
+    minimization rule; any other text (a password typed into the username field,
+    a 5,000-character probe) becomes `account: unknown` and is not stored. No
+    password and no address are recorded (the login throttle keeps the address
+    until the cool-off ends, the audit log never).
+    """
+    name = username[:150] if isinstance(username, str) else ""
+    known = bool(name) and text_problem(name) is None and get_user_model().objects.filter(username=name).exists()
+    return log(
+        actor=None,
+        action=LOGIN_LOCKED_OUT,
+        object_type="account",
+        object_id=name if known else "",
+        outcome=AuditEntry.Outcome.DENIED,
+        reason=f"{failure_limit} failed log-ins: logging in paused for {cooloff_minutes} minutes",
+        detail={"account": "known" if known else "unknown", "cooloff_minutes": cooloff_minutes},
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -36,6 +37,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_htmx",
+    "axes",
     "receipts",
     "agents",
     "agents.demo",
@@ -52,6 +54,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a lock-out into the lock-out page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "sidewisp.urls"
@@ -168,6 +172,29 @@ CELERY_BEAT_SCHEDULE: dict = {
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
+# django-axes first: it refuses a locked-out login before any password is checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Login throttling (django-axes, database handler: one count for every web process). After
+# 5 failures for one username (from any address), or from one address (for any usernames),
+# logging in is refused, even with the right password, until the cool-off has passed since
+# the last failure. Counts are not reset by a success (a reset would also clear the address
+# count, so one valid account could unlock an address's guessing) and not extended by
+# attempts made while locked out (so an attacker cannot keep a person locked out for good).
+# REMOTE_ADDR is the address: behind a proxy, have the ASGI server set it from the proxy's
+# header (daphne --proxy-headers), or every user shares the proxy's count.
+AXES_FAILURE_LIMIT = 5
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("SIDEWISP_LOGIN_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = False
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_LOCKOUT_CALLABLE = "sidewisp.lockout.locked_out_response"
+# No row per successful login (address and browser of every session); failed attempts are kept
+# only until their cool-off ends. Never log a password, a CSRF token or the attempted username.
+AXES_DISABLE_ACCESS_LOG = True
+AXES_SENSITIVE_PARAMETERS = ["username", "ip_address", "csrfmiddlewaretoken"]
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Callable
+from functools import wraps
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
@@ -33,7 +34,7 @@ ACTION_POLICIES: dict[str, actions.Policy] = {
 }
 # POST URLs that are not operator actions, and what protects them instead.
 NOT_ACTIONS = {
-    "login": "Django's login view (CSRF, password)",
+    "login": "Django's login view (CSRF, password, django-axes throttling)",
     "logout": "Django's logout view (CSRF)",
     "admin:": "the Django admin (CSRF, is_staff and model permissions; AuditEntry read-only)",
 }
@@ -54,6 +55,21 @@ _STATUS = {"done": 200, "noop": 200, "denied": 403, "not_found": 404, "refused":
 def viewer_required(view: Callable) -> Callable:
     """Anonymous users go to the login page; users without the viewer permission get a 403."""
     return login_required(permission_required(pages.VIEWER_PERMISSION, raise_exception=True)(view))
+
+
+def action_login_required(view: Callable) -> Callable:
+    """An action answers an anonymous POST with 403 before anything is checked, audited or changed.
+
+    (A denied attempt by a user is audited; an anonymous one would let anyone fill the audit log.)
+    """
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if not request.user.is_authenticated:
+            return render(request, "registration/login_required.html", status=403)
+        return view(request, *args, **kwargs)
+
+    return wrapper
 
 
 def _page(request: HttpRequest, name: str, context: dict, scope: PageScope | None = None) -> HttpResponse:
@@ -130,6 +146,7 @@ def confirm(request: HttpRequest, what: str, pk: int) -> HttpResponse:
 
 
 @require_POST
+@action_login_required
 def wait_decide(request: HttpRequest, pk: int) -> HttpResponse:
     kind = request.POST.get("decision", "")
     what = kind if kind in actions.DECISION_KINDS else "approve"
@@ -155,6 +172,7 @@ def wait_decide(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_POST
+@action_login_required
 def wait_reassign(request: HttpRequest, pk: int) -> HttpResponse:
     return _act(
         request,
@@ -172,6 +190,7 @@ def wait_reassign(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_POST
+@action_login_required
 def wait_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     return _act(
         request,
@@ -182,6 +201,7 @@ def wait_cancel(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_POST
+@action_login_required
 def task_reopen(request: HttpRequest, pk: int) -> HttpResponse:
     return _act(
         request,
@@ -192,6 +212,7 @@ def task_reopen(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_POST
+@action_login_required
 def run_stop(request: HttpRequest, pk: int) -> HttpResponse:
     return _act(
         request,
@@ -202,6 +223,7 @@ def run_stop(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_POST
+@action_login_required
 def run_resume(request: HttpRequest, pk: int) -> HttpResponse:
     return _act(
         request,
@@ -223,6 +245,7 @@ def run_start(request: HttpRequest) -> HttpResponse:
 
 
 @require_POST
+@action_login_required
 def run_create(request: HttpRequest) -> HttpResponse:
     found = actions.check_start(request.user)
     if not found.ok:

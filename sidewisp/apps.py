@@ -1,0 +1,13 @@
+from django.apps import AppConfig
+
+
+class SidewispConfig(AppConfig):
+    name = "sidewisp"
+    verbose_name = "Sidewisp operator pages"
+
+    def ready(self) -> None:
+        from axes.signals import user_locked_out
+
+        from sidewisp.lockout import audit_lockout
+
+        user_locked_out.connect(audit_lockout, dispatch_uid="sidewisp-audit-lockout")
