@@ -1,0 +1,239 @@
+"""One minimization rule for every string that reaches a receipt, a middleware report, an event or a page."""
+
+from __future__ import annotations
+
+import json
+import logging
+import unicodedata
+import uuid
+
+import pytest
+from django.urls import reverse
+from hypothesis import given
+from hypothesis import strategies as st
+from langchain.agents import create_agent
+from langchain_core.messages import HumanMessage, ToolMessage
+from langchain_core.tools import tool
+
+from agents import evidence
+from agents.middleware import UNKNOWN_TOOL, SidewispMiddleware
+from agents.scripted import Call, Say, ScriptedChatModel
+from receipts.bundle import BundleError, parse_bundle, parse_part, parse_report_detail, text_problem
+from receipts.models import MiddlewareReport, Run
+
+MADE_UP_TOOL = "sk-live-4eC39HqLyjWDarjtT1zdp7dc"
+
+REFUSED = {
+    "a 5,000-character name": "t" * 5000,
+    "an RTL override": "sales\u202etxt.exe",
+    "a path inside a sentence": "see /home/alice/secret.txt",
+    "a Windows drive": "C:\\Users\\x",
+    "a Windows drive with slashes": "report in c:/temp",
+    "a UNC share": "\\\\server\\share",
+    "a home directory": "~/x",
+    "a home directory inside": "notes at ~/x",
+    "another user's home": "~alice",
+    "a file URL": "file:///x",
+    "a file URL inside": "open FILE:///etc/passwd",
+    "an assigned path": "config=/etc/app.toml",
+    "a fullwidth solidus": "see \uff0fhome\uff0falice",
+    "an OpenAI key": "sk-proj-abcdEFGH1234ijkl",
+    "a made-up tool named like a key": MADE_UP_TOOL,
+    "a Stripe key": "rk_live_51HxQabc123",
+    "a GitHub token": "ghp_16C7e42F292c6912E7710c838347Ae178B4a",
+    "an AWS key id": "AKIAIOSFODNN7EXAMPLE",
+    "a Slack token": "xoxb-123456789012-abcdef",
+    "a bearer token": "Authorization: Bearer abc.def",
+    "a password assignment": "password=hunter2",
+    "a token assignment": "token: 12345",
+    "a JSON web token": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig",
+    "a long hex run": "h-" + "0123456789abcdef" * 3,
+    "a random base62 run": "id-Xq8Lr2ZpW9vN4mT7kB3sJ6hF1dG5cY0a",
+    "a newline": "sales\nops",
+}
+ACCEPTED = [
+    "call_abc123",
+    "h-7f3a09c1d2e4b5a6",
+    "op-91c2",
+    "routes/1",
+    "sidewisp.handoff/1",
+    "./relative/name",
+    "2026-07-30T10:00:00Z",
+    "2026-07-30T12:00:00.123456+02:00",
+    "purchase_approval",
+    "secret_disclosure",
+    "resume_token_id",
+    "rt-55d0",
+    "order_exists",
+    "sales-eu",
+    "Ops Lead",
+    "café",
+    str(uuid.uuid4()),
+    f"op-{uuid.uuid4()}",
+    uuid.uuid4().hex,
+    "call_FtSWbmP6f9nAXcGaMwYH4jwe",  # an OpenAI tool-call id
+    "toolu_01A09q90qw90lq917835lq9",  # an Anthropic tool-call id
+    "required_context_keys_for_customer_tier_2026",
+    "sidewisp_graph_support_desk_3fa9c2d1",
+    "task-12345678",
+]
+
+
+@pytest.mark.parametrize("text", REFUSED.values(), ids=REFUSED.keys())
+def test_it_refuses_a_string_that_may_not_be_stored(text: str) -> None:
+    assert text_problem(text) is not None
+
+
+@pytest.mark.parametrize("text", ACCEPTED)
+def test_it_accepts_names_ids_digests_and_times(text: str) -> None:
+    assert text_problem(text) is None
+
+
+@pytest.mark.parametrize("text", REFUSED.values(), ids=REFUSED.keys())
+def test_the_parser_refuses_it_in_an_id_naming_the_field_not_the_value(text: str) -> None:
+    with pytest.raises(BundleError) as caught:
+        parse_bundle({"schema": "sidewisp.handoff/1", "handoff_id": "h-1", "operation_id": text})
+
+    assert caught.value.field == "operation_id"
+    assert text not in str(caught.value)
+
+
+def test_a_report_detail_is_held_to_the_same_rule() -> None:
+    with pytest.raises(BundleError) as caught:
+        parse_report_detail({"tool": "t" * 5000, "attempts": 3})
+
+    assert caught.value.field == "detail.tool"
+    assert parse_report_detail({"tool": "check_inventory", "attempts": 3}) == {"tool": "check_inventory", "attempts": 3}
+
+
+def test_a_report_detail_key_is_never_echoed() -> None:
+    with pytest.raises(BundleError) as caught:
+        parse_report_detail({"/home/alice": 1})
+
+    assert "/home/alice" not in str(caught.value)
+
+
+# --- properties -------------------------------------------------------------------------
+
+_CONTROL = {"Cc", "Cf", "Cs", "Zl", "Zp"}
+# An oracle written apart from the rule: fragments that must never be stored.
+_NEVER = (" /", "=/", "file:", "FILE:", "~/", ":\\", ":/", "\\\\", "sk-live", "ghp_", "AKIA", "Bearer ", "password=")
+_DANGEROUS = st.sampled_from(
+    [
+        " /home/alice/secret.txt",
+        "=/etc/passwd",
+        " C:\\Users\\x",
+        " ~/x",
+        " file:///x",
+        " \\\\server\\share",
+        "\u202e",
+        "\u2066",
+        "\x00",
+        "\n",
+        " sk-live-4eC39HqLyjWD",
+        " ghp_abcdefghijklmnop1234",
+        " AKIAIOSFODNN7EXAMPLE",
+        " xoxb-1234-abcd",
+        " Bearer abc.def.ghi",
+        " password=hunter2",
+        " " + "0123456789abcdef" * 3,
+    ]
+)
+_NAME_CHARS = st.text(st.characters(categories=("Lu", "Ll", "Nd"), include_characters="_-."), max_size=40)
+
+
+def _stored(text: str) -> list[str]:
+    """What a receipt and a report would keep of `text` (nothing when they refuse it)."""
+    kept = []
+    try:
+        kept.append(parse_part("created", {"receiver": text}).receiver)
+    except BundleError:
+        pass
+    try:
+        kept.append(parse_report_detail({"tool": text})["tool"])
+    except BundleError:
+        pass
+    return kept
+
+
+@given(st.text(max_size=300))
+def test_whatever_goes_in_nothing_unsafe_is_stored(text: str) -> None:
+    for kept in _stored(text):
+        assert len(kept) <= 200
+        assert not any(unicodedata.category(char) in _CONTROL for char in kept)
+        assert not kept.startswith(("/", "\\", "~"))
+        assert not any(fragment in unicodedata.normalize("NFKC", kept) for fragment in _NEVER)
+
+
+@given(_NAME_CHARS, _DANGEROUS, _NAME_CHARS)
+def test_a_dangerous_fragment_anywhere_is_refused(before: str, fragment: str, after: str) -> None:
+    assert _stored(before + fragment + after) == []
+
+
+# --- the report path and the agent ------------------------------------------------------
+
+
+def _detail_of(run: Run, kind: str) -> dict:
+    return MiddlewareReport.objects.get(run=run, kind=kind).detail
+
+
+def test_a_report_that_fails_the_rule_is_dropped_and_logged_by_field_only(db, caplog) -> None:
+    run = Run.objects.create(operation_id="op-min-1", thread_id="th-min-1")
+    caplog.set_level(logging.WARNING, logger="agents.evidence")
+
+    stored = evidence.add_report("op-min-1", "sales\u202e", MiddlewareReport.Kind.TOOL_ERROR, {"tool": "x"}, "1")
+    evidence.add_report("op-min-1", "sales", MiddlewareReport.Kind.CALL_LIMIT, {"tool": "see /home/alice/x"}, "1")
+
+    assert stored is False
+    assert not run.reports.filter(kind__in=["tool_error", "call_limit"]).exists()
+    dropped = sorted(run.reports.filter(kind="evidence_dropped").values_list("agent", "detail"), key=str)
+    assert dropped == [
+        ("observer", {"part": "report", "field": "agent"}),
+        ("sales", {"part": "report", "field": "detail.tool"}),
+    ]
+    assert "agent" in caplog.text and "detail.tool" in caplog.text
+    assert "/home/alice" not in caplog.text and "\u202e" not in caplog.text
+
+
+def test_a_report_path_failure_never_raises(db) -> None:
+    assert evidence.add_report("/etc/passwd", "sales", MiddlewareReport.Kind.TOOL_ERROR, {}, "1") is False
+    assert evidence.add_report("op-min-2", "sales", "made_up_kind", {}, "1") is False
+    assert evidence.add_report("op-min-2", "sales", MiddlewareReport.Kind.TOOL_ERROR, {"n": object()}, "1") is False
+
+
+@tool
+def lookup_customer(email: str) -> str:
+    """Find a customer's account."""
+    return "account found"
+
+
+def _calls_a_made_up_tool(messages, tool_names):
+    if any(isinstance(message, ToolMessage) for message in messages):
+        return Say("Done.")
+    return Call(MADE_UP_TOOL, {"q": "x"})
+
+
+def test_a_tool_the_model_made_up_is_reported_as_unknown_tool_and_never_by_name(
+    transactional_db, monkeypatch, client, person
+) -> None:
+    events = []
+    monkeypatch.setattr("receipts.broadcast.publish", events.append)
+    run = Run.objects.create(operation_id="op-made-up", thread_id="th-made-up")
+    agent = create_agent(
+        ScriptedChatModel(policy=_calls_a_made_up_tool),
+        tools=[lookup_customer],
+        middleware=[SidewispMiddleware()],
+        name="desk",
+    )
+
+    agent.invoke(
+        {"messages": [HumanMessage("help")]},
+        {"configurable": {"thread_id": "th-made-up", "operation_id": "op-made-up"}},
+    )
+
+    assert _detail_of(run, "tool_error") == {"tool": UNKNOWN_TOOL}
+    client.force_login(person("watcher", "viewer"))
+    page = client.get(reverse("sidewisp:run-detail", args=[run.pk])).content.decode()
+    assert UNKNOWN_TOOL in page
+    assert MADE_UP_TOOL not in page
+    assert events and MADE_UP_TOOL not in json.dumps(events)
