@@ -14,18 +14,15 @@ runs whose worker vanished without a word (`take_over_stalled`).
 from __future__ import annotations
 
 import logging
-import sqlite3
 from datetime import timedelta
 
-import kombu.exceptions
-import psycopg
-import redis.exceptions
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, connection
+from django.db import connection
 from django.db.models import F, Q
 from django.utils import timezone
 
 from agents import leases, runner
+from agents.transient import TRANSIENT
 from receipts import audit, runs
 from receipts.models import AuditEntry, Decision, Run
 
@@ -33,17 +30,6 @@ logger = logging.getLogger(__name__)
 
 MAX_DELIVERIES = 5
 SETTLED = {Run.Status.COMPLETE, Run.Status.FAILED, Run.Status.WAITING}
-# Errors that say "the connection went away", not "this run is wrong": a failover, a
-# restarted Redis, a locked SQLite file. Worth another try on a fresh connection.
-TRANSIENT: tuple[type[BaseException], ...] = (
-    OperationalError,
-    InterfaceError,
-    psycopg.OperationalError,
-    sqlite3.OperationalError,
-    kombu.exceptions.OperationalError,
-    redis.exceptions.ConnectionError,
-    redis.exceptions.TimeoutError,
-)
 # A queued run whose start task has not begun after this long is taken over (its task
 # was lost with a Redis that restarted without persistence, or never published).
 QUEUED_STALL = timedelta(minutes=10)

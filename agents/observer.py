@@ -226,12 +226,15 @@ def observe(
     *,
     wait_policies: Mapping[str, WaitPolicy] | None = None,
     verifier: Verifier | None = None,
+    retry_on: tuple[type[BaseException], ...] = (),
 ) -> Outcome:
     """Run `graph` to its end or its next wait, recording receipts and the run's status; never raises for a failed run.
 
     The Run of `configurable.operation_id` (or the thread id) is created as an
     observed run when it is new. Pass `Command(resume=...)` to resume a wait (the
     wait is marked resolved first). Works on a thread that runs an event loop too.
+    An error of a `retry_on` type escapes instead, the run left running for the
+    caller to retry from the checkpoint (the hosted runner passes the transient ones).
     """
     operation_id = _operation_id(config)
     if evidence.run_orm(_begin, operation_id, config, graph_input):
@@ -246,6 +249,8 @@ def observe(
         for thunk in tracker.on_end():
             evidence.run_orm(thunk)
         snapshot = _snapshot(graph, config, tracker)
+    except retry_on:
+        raise
     except Exception as exc:  # noqa: BLE001 - a failing graph is an outcome to record, not a crash
         logger.warning("run %s failed: %s", operation_id, type(exc).__name__)
         evidence.run_orm(_failed, operation_id, type(exc).__name__)
@@ -260,6 +265,7 @@ async def aobserve(
     *,
     wait_policies: Mapping[str, WaitPolicy] | None = None,
     verifier: Verifier | None = None,
+    retry_on: tuple[type[BaseException], ...] = (),
 ) -> Outcome:
     """`observe` on `graph.astream` (async tools and hooks; the ORM in worker threads)."""
     operation_id = _operation_id(config)
@@ -275,6 +281,8 @@ async def aobserve(
         for thunk in tracker.on_end():
             await evidence.arun_orm(thunk)
         snapshot = await _asnapshot(graph, config, tracker)
+    except retry_on:
+        raise
     except Exception as exc:  # noqa: BLE001 - a failing graph is an outcome to record, not a crash
         logger.warning("run %s failed: %s", operation_id, type(exc).__name__)
         await evidence.arun_orm(_failed, operation_id, type(exc).__name__)

@@ -21,6 +21,7 @@ from agents.decisions import resume_value, validate_decision
 from agents.models import LimitsVersion, RunLimits
 from agents.observer import Outcome, conclude, observe, verify
 from agents.registry import Host, HostedGraph
+from agents.transient import TRANSIENT
 from receipts.models import Run
 
 _STATUS = {
@@ -39,7 +40,7 @@ def start_run(run: Run) -> str:
     with built(run, version) as hosted:
         config = graph_config(run)
         snapshot = hosted.graph.get_state(config)
-        kwargs = {"wait_policies": hosted.wait_policies, "verifier": hosted.verifier}
+        kwargs = {"wait_policies": hosted.wait_policies, "verifier": hosted.verifier, "retry_on": TRANSIENT}
         if not snapshot.values:
             outcome = observe(hosted.graph, run.input or {}, config, **kwargs)
         elif snapshot.next and not snapshot.interrupts and not _held(hosted.graph, snapshot.next):
@@ -78,6 +79,7 @@ def resume_run(run: Run, decision: dict) -> str:
             config,
             wait_policies=hosted.wait_policies,
             verifier=hosted.verifier,
+            retry_on=TRANSIENT,
         )
     return _finish(run, outcome)
 

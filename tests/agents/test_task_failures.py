@@ -145,3 +145,43 @@ def test_the_sweep_fails_a_run_that_keeps_stalling():
     with mock.patch.object(tasks.start_run, "delay", side_effect=lambda pk: tasks.start_run.apply(args=(pk,))):
         execution.take_over_stalled()
     assert (_run(run).status, _run(run).error) == (Run.Status.FAILED, "TooManyDeliveries")
+
+
+def _flaky_graph(failures: list[int]):
+    """One node that loses its database connection on its first `failures[0]` attempts."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import END, START, MessagesState, StateGraph
+
+    def node(state):
+        if failures[0]:
+            failures[0] -= 1
+            raise OperationalError("server closed the connection unexpectedly")
+        return {"messages": [{"role": "assistant", "content": "done"}]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("work", node)
+    builder.add_edge(START, "work")
+    builder.add_edge("work", END)
+    return builder.compile(checkpointer=InMemorySaver())
+
+
+def test_a_lost_connection_inside_the_graph_escapes_observe_for_a_retry_when_asked():
+    from agents.observer import observe
+    from agents.transient import TRANSIENT
+
+    graph, config = _flaky_graph([1]), {"configurable": {"thread_id": "th-flaky", "operation_id": "op-flaky"}}
+    with pytest.raises(OperationalError):
+        observe(graph, {"messages": [{"role": "user", "content": "go"}]}, config, retry_on=TRANSIENT)
+    assert Run.objects.get(operation_id="op-flaky").status == Run.Status.RUNNING
+
+    observe(graph, None, config, retry_on=TRANSIENT)
+    assert graph.get_state(config).values["messages"][-1].content == "done"
+
+
+def test_without_retry_on_a_lost_connection_inside_the_graph_fails_the_observed_run():
+    from agents.observer import observe
+
+    graph, config = _flaky_graph([1]), {"configurable": {"thread_id": "th-flaky2", "operation_id": "op-flaky2"}}
+    outcome = observe(graph, {"messages": [{"role": "user", "content": "go"}]}, config)
+    run = Run.objects.get(operation_id="op-flaky2")
+    assert (outcome.status, run.status, run.error) == ("failed", Run.Status.FAILED, "OperationalError")
