@@ -29,6 +29,11 @@ def read_lines(path: Path) -> Iterator[tuple[int, object]]:
             yield line_no, _loads(line, f"{path.name}:{line_no}")
 
 
+def loads(text: str, where: str) -> object:
+    """One JSON value from `text` (a command-line argument, say); `where` names it in the error."""
+    return _loads(text, where)
+
+
 def _read_text(path: Path) -> str:
     try:
         return path.read_bytes().decode("utf-8")

@@ -9,7 +9,7 @@ from functools import partial
 from django.db import transaction
 from django.utils import timezone
 
-from receipts import broadcast
+from receipts import broadcast, bundle
 from receipts.models import Run
 from receipts.recording import next_seq
 
@@ -58,10 +58,12 @@ def create_hosted(
     """A new queued hosted run of the registered `graph` (the caller enqueues its start after commit).
 
     Fresh unique operation and thread ids unless `operation_id` is given; a
-    given one that exists already raises `ValueError` naming it.
+    given one that is not a valid id (`bundle.BundleError`) or exists already raises `ValueError` naming it.
     """
     token = uuid.uuid4().hex[:16]
     operation_id = operation_id or f"op-{token}"
+    # The bundle parser owns the rules for ids (type, length, no control characters or paths).
+    bundle.parse_bundle({"schema": bundle.SCHEMA, "handoff_id": "h-new", "operation_id": operation_id})
     if Run.objects.filter(operation_id=operation_id).exists():
         msg = f"a run with operation id {operation_id!r} exists already"
         raise ValueError(msg)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import json
 import uuid
 
 import pytest
 from django.core.management import call_command
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from agents import hosting
+from agents import hosting, tasks
 from agents.contracts import team_contracts
 from agents.models import Order
 from receipts import actions, runtime
@@ -172,8 +175,12 @@ def test_start_run_queues_a_run_and_prints_its_operation_id(desk_graph, capsys, 
     ("arguments", "complaint"),
     [
         (["nobody_registered", "--input", "{}"], "unknown graph 'nobody_registered'; registered: demo, support_desk"),
-        (["support_desk", "--input", "{not json"], "--input is not valid JSON"),
+        (["support_desk", "--input", "{not json"], "--input: not valid JSON"),
         (["support_desk", "--input", "{}", "--operation-id", "op-taken"], "'op-taken' exists already"),
+        (["support_desk", "--input", "[" * 50_000 + "]" * 50_000], "--input: not valid JSON (nested too deeply)"),
+        (["support_desk", "--input", '{"n": ' + "9" * 5_000 + "}"], "--input: not valid JSON (a number is too long)"),
+        (["support_desk", "--input", "{}", "--operation-id", "see /home/alice/x"], "operation_id:"),
+        (["support_desk", "--input", "{}", "--operation-id", "x" * 201], "operation_id:"),
     ],
 )
 def test_start_run_refuses_bad_input_with_exit_code_2(desk_graph, capsys, arguments, complaint):
@@ -185,3 +192,13 @@ def test_start_run_refuses_bad_input_with_exit_code_2(desk_graph, capsys, argume
     assert exited.value.code == 2
     assert complaint in capsys.readouterr().err
     assert Run.objects.count() == 1
+
+
+@given(text=st.text(max_size=200))
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_start_run_answers_any_input_with_a_run_or_exit_2(desk_graph, monkeypatch, text):
+    monkeypatch.setattr(tasks.start_run, "delay", lambda pk: None)
+    try:
+        call_command("start_run", "support_desk", f"--input={text}", stdout=io.StringIO(), stderr=io.StringIO())
+    except SystemExit as exited:
+        assert exited.code == 2

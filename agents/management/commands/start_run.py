@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from agents import hosting, registry
+from receipts import jsonfiles
 
 
 class Command(BaseCommand):
@@ -19,9 +18,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, graph: str, input: str, operation_id: str | None = None, **options):
         try:
-            graph_input = json.loads(input)
-        except json.JSONDecodeError as exc:
-            return self._fail(f"--input is not valid JSON ({exc.msg} at column {exc.colno})")
+            graph_input = jsonfiles.loads(input, "--input")
+        except CommandError as exc:
+            return self._fail(str(exc))
         if not isinstance(graph_input, dict):
             return self._fail("--input must be a JSON object (the graph's input state)")
         if graph not in registry.graphs():
