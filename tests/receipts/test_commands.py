@@ -232,3 +232,14 @@ def test_replay_never_raises_anything_but_a_clean_exit_on_any_bytes(tmp_path, co
         assert exc.returncode == 2
     except SystemExit as exc:
         assert exc.code == 1
+
+
+@given(payload=st.binary(max_size=300) | st.text(max_size=300).map(str.encode))
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_import_contracts_answers_any_bytes_with_an_import_or_exit_2(no_contracts, tmp_path, payload):
+    path = tmp_path / "fuzz.json"
+    path.write_bytes(payload)
+    try:
+        call_command("import_contracts", str(path), stdout=StringIO())
+    except CommandError as exc:
+        assert exc.returncode == 2
