@@ -9,30 +9,31 @@ nothing is enqueued for it. Imported runs have no graph behind them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import partial
 from typing import Any
 
 from django.db import transaction
 
 from agents import registry
-from receipts import runs
-from receipts.models import Handoff, Run
+from receipts import outbox, runs
+from receipts.models import Handoff, OutboxIntent, Run
 from receipts.runtime import Escalation, PendingCall
 
 
 def start(
     graph: str, graph_input: Any, *, operation_id: str | None = None, scenario: str = "", dry_run: bool = False
 ) -> Run:
-    """Create a queued hosted run of the registered `graph` and enqueue its start after commit.
+    """Create a queued hosted run of the registered `graph` and promise its start (receipts.outbox).
 
-    Raises ValueError naming the known graphs for an unknown one, or naming an operation id that exists.
+    The start is sent right after commit, and again by the outbox sweep if the broker was
+    unreachable. Raises ValueError naming the known graphs for an unknown one, or naming an
+    operation id that exists.
     """
     if graph not in registry.graphs():
         msg = f"unknown graph {graph!r}; registered: {', '.join(sorted(registry.graphs())) or 'none'}"
         raise ValueError(msg)
     with transaction.atomic():
         run = runs.create_hosted(graph, graph_input, operation_id=operation_id, scenario=scenario, dry_run=dry_run)
-        transaction.on_commit(partial(HostingRuntime().enqueue_start, run.pk))
+        outbox.promise(OutboxIntent.Kind.START, run.pk, run=run, key=f"start-{run.operation_id}")
     return run
 
 
