@@ -129,6 +129,10 @@ class Run(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # The run-level health (receipts.health computes it, the one place that does): the worst of
+    # its handoff verdicts, its task status and its middleware alarms, with each reason named.
+    health = models.CharField(max_length=20, blank=True, db_index=True)
+    health_reasons = models.JSONField(default=list, blank=True)
 
     objects = RunQuerySet.as_manager()
 
@@ -221,6 +225,23 @@ class Receipt(AppendOnlyModel):
 
     def __str__(self) -> str:
         return f"{self.handoff_id}:{self.part}:{self.attempt}"
+
+
+class VerdictChange(AppendOnlyModel):
+    """One entry of a handoff's verdict history: what it became, when, and what moved it."""
+
+    handoff = models.ForeignKey(Handoff, related_name="verdict_changes", on_delete=models.PROTECT)
+    verdict = models.CharField(max_length=40, choices=[(v, v) for v in VERDICTS])
+    boundary = models.CharField(max_length=40, blank=True)
+    # The receipt part, the reclassification or the operator action that changed it (a code, never text).
+    cause = models.CharField(max_length=60, blank=True)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.handoff_id}:{self.verdict}"
 
 
 class MiddlewareReport(AppendOnlyModel):
