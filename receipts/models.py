@@ -186,6 +186,7 @@ class Handoff(models.Model):
             ("reassign_wait", "Can reassign or cancel a wait"),
             ("change_limits", "Can change limits and contracts"),
             ("start_run", "Can start a run of a registered graph"),
+            ("resolve_task", "Can accept or resolve a false-complete task"),
         ]
 
     def __str__(self) -> str:

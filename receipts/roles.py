@@ -9,13 +9,14 @@ from django.contrib.auth.models import Group, Permission
 
 ROLES: dict[str, list[str]] = {
     "viewer": ["view_dashboard"],
-    "operator": ["view_dashboard", "reopen_task", "control_run", "reassign_wait", "start_run"],
+    "operator": ["view_dashboard", "reopen_task", "resolve_task", "control_run", "reassign_wait", "start_run"],
     "approver": ["view_dashboard", "decide_own_wait"],
     "admin": [
         "view_dashboard",
         "decide_own_wait",
         "decide_any_wait",
         "reopen_task",
+        "resolve_task",
         "control_run",
         "reassign_wait",
         "change_limits",
