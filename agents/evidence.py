@@ -18,7 +18,7 @@ from asgiref.sync import sync_to_async
 from django.db import connection, transaction
 from django.utils import timezone
 
-from receipts import broadcast
+from receipts import broadcast, health
 from receipts.bundle import BundleError, parse_name, parse_report_detail, text_problem
 from receipts.models import Handoff, MiddlewareReport, Run
 from receipts.recording import next_seq, record
@@ -172,6 +172,7 @@ def add_report(operation_id: str, agent: str, kind: str, detail: dict, attempt: 
                 "at": report.recorded_at.isoformat(),
             }
             transaction.on_commit(partial(broadcast.publish, event))
+            health.refresh(run, publish=False)  # the report event announces it
     return created
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Literal, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -42,6 +42,7 @@ class RunEvent(TypedDict):
     operation_id: str
     seq: int
     status: str
+    health: NotRequired[str]  # receipts.health's level, when the run's health is known
     dry_run: bool
     at: str
 

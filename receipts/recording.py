@@ -15,7 +15,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from receipts import broadcast, bundle, verdicts
+from receipts import broadcast, bundle, health, verdicts
 from receipts.contracts import current_contracts
 from receipts.models import FINAL_STATUS_PART, RECEIPT_PARTS, Handoff, Receipt, Run
 
@@ -56,6 +56,8 @@ def record(
         _classify_into(handoff, now)
         handoff.updated_at = now
         handoff.save()
+        # The handoff event announces the run's new health too: pages re-render the run from the database.
+        health.refresh(handoff.run, now=now, publish=False)
         _publish_after_commit(handoff, part, now)
     return Recorded(handoff, stored=True)
 
@@ -71,6 +73,7 @@ def reclassify(handoff: Handoff, *, now: datetime | None = None) -> bool:
             return False
         locked.updated_at = now
         locked.save()
+        health.refresh(locked.run, now=now, publish=False)
         _publish_after_commit(locked, "reclassified", now)
     return True
 

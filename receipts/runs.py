@@ -9,7 +9,7 @@ from functools import partial
 from django.db import transaction
 from django.utils import timezone
 
-from receipts import broadcast, bundle
+from receipts import broadcast, bundle, health
 from receipts.models import Run
 from receipts.recording import next_seq
 
@@ -34,6 +34,7 @@ def set_status(run: Run, status: str, *, error: str = "", now: datetime | None =
         fields.append("finished_at")
     with transaction.atomic():
         run.save(update_fields=fields)
+        health.refresh(run, now=now, publish=False)  # announce carries it
         announce(run, now=now)
     return run
 
@@ -46,6 +47,7 @@ def announce(run: Run, *, now: datetime | None = None) -> None:
         "operation_id": run.operation_id,
         "seq": next_seq(run),
         "status": str(run.status),
+        "health": run.health,
         "dry_run": run.dry_run,
         "at": (now or timezone.now()).isoformat(),
     }

@@ -71,3 +71,25 @@ def report_text(kind: str, detail: dict | None) -> str:
     if kind == "no_handoff":
         return "The run ended without recording any handoff"
     return " · ".join(f"{name}: {value}" for name, value in detail.items())
+
+
+# Run health level (receipts.health) -> (icon, label, tone); only "healthy" is ever green.
+HEALTH: dict[str, tuple[str, str, str]] = {
+    "failing": ("✖", "Failing", "bad"),
+    "attention": ("⚠", "Needs attention", "warn"),
+    "waiting": ("◔", "Waiting", "wait"),
+    "in_progress": ("▸", "In progress", "info"),
+    "healthy": ("✔", "Healthy", "ok"),
+}
+HEALTH_UNKNOWN = ("•", "Not assessed yet", "muted")
+# A healthy handoff inside a run that is not: the verdict is true of the handoff, but never green.
+HANDOFF_OK_IN_BAD_RUN = ("✔", "Handoff healthy", "muted")
+
+# The overview's time windows: key -> (label, seconds).
+WINDOWS: dict[str, tuple[str, int]] = {
+    "15m": ("15 min", 15 * 60),
+    "1h": ("1 h", 3600),
+    "24h": ("24 h", 24 * 3600),
+    "7d": ("7 d", 7 * 24 * 3600),
+}
+DEFAULT_WINDOW = "1h"

@@ -1,0 +1,237 @@
+"""Run health: the one place that decides how a whole run is doing, and says why.
+
+A run's health is the **worst** of three kinds of evidence, each turned into a
+named reason:
+
+- its handoffs' verdicts (a failed boundary fails the run; an uncertain wait needs
+  attention; a valid wait is waiting);
+- its task status: failed fails the run, parked needs attention, queued/running is
+  in progress, waiting is waiting; a run that ended complete with no handoff, or whose
+  latest outcome verification did not pass, fails (a tool-call limit of 0 ends runs
+  exactly like that);
+- what the other middleware reported: a dead model, exhausted retries and "no
+  handoff recorded" fail the run; a call limit hit, a tool error or dropped evidence
+  need attention; summaries and context edits are information only.
+
+Levels, worst first: failing, attention, waiting, in_progress, healthy. A run is
+healthy only when there is no reason at all, so nothing that failed is ever green.
+`assess` is pure (values in, values out); `refresh` reads its inputs with a few
+indexed queries, stores the result on the run and announces a change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
+from typing import TypedDict
+
+FAILING = "failing"
+ATTENTION = "attention"
+WAITING = "waiting"
+IN_PROGRESS = "in_progress"
+HEALTHY = "healthy"
+LEVELS = (FAILING, ATTENTION, WAITING, IN_PROGRESS, HEALTHY)  # worst first
+# Levels that must never look fine: filters that claim health exclude them.
+ALARMING = (FAILING, ATTENTION)
+
+# Handoff verdict -> (level, words).
+VERDICT_REASONS: dict[str, tuple[str, str]] = {
+    "ROUTE_REJECTED": (FAILING, "Handoff route rejected"),
+    "STALE_CONTROL": (FAILING, "Handoff stale control"),
+    "OPEN_TOOL_PROTOCOL": (FAILING, "Handoff open tool protocol"),
+    "CONTEXT_INCOMPLETE": (FAILING, "Handoff context incomplete"),
+    "DESTINATION_NOT_STARTED": (FAILING, "Handoff destination not started"),
+    "FALSE_COMPLETE": (FAILING, "Handoff false complete"),
+    "UNCERTAIN": (ATTENTION, "Handoff uncertain"),
+    "WAITING_ON_APPROVAL": (WAITING, "Waiting on approval"),
+}
+
+# Middleware report kind -> (level, words); kinds not here are information only.
+REPORT_REASONS: dict[str, tuple[str, str]] = {
+    "model_failed": (FAILING, "Model failed"),
+    "retry_exhausted": (FAILING, "Retries exhausted"),
+    "no_handoff": (FAILING, "No handoff recorded"),
+    "call_limit": (ATTENTION, "Call limit hit"),
+    "tool_error": (ATTENTION, "Tool error"),
+    "evidence_dropped": (ATTENTION, "Evidence dropped"),
+}
+ALARM_KINDS = tuple(REPORT_REASONS)
+
+STATUS_REASONS: dict[str, tuple[str, str]] = {
+    "failed": (FAILING, "Task failed"),
+    "parked": (ATTENTION, "Task parked (auto-continue stopped)"),
+    "waiting": (WAITING, "Task waiting"),
+    "queued": (IN_PROGRESS, "Task queued"),
+    "running": (IN_PROGRESS, "Task running"),
+}
+
+
+class Reason(TypedDict):
+    level: str
+    code: str
+    text: str
+    count: int
+
+
+@dataclass(frozen=True)
+class Health:
+    level: str
+    reasons: list[Reason] = field(default_factory=list)
+
+
+def worst(levels: Iterable[str]) -> str:
+    return min(levels, key=LEVELS.index, default=HEALTHY)
+
+
+def _times(n: int) -> str:
+    return f" ×{n}" if n > 1 else ""  # noqa: RUF001 - the multiplication sign is meant
+
+
+def _reason(level: str, code: str, text: str, count: int = 1) -> Reason:
+    return {"level": level, "code": code, "text": f"{text}{_times(count)}", "count": count}
+
+
+def _report_names(kind: str, details: list[Mapping]) -> str:
+    """What a grouped report is about, in names and counts: "(3 attempts)", "(check_inventory)"."""
+    names = sorted({str(d.get("tool") or d.get("model") or "") for d in details} - {""})
+    attempts = sorted({int(d["attempts"]) for d in details if isinstance(d.get("attempts"), int)})
+    bits = []
+    if names:
+        bits.append(", ".join(names[:3]) + (", …" if len(names) > 3 else ""))
+    if attempts and kind in ("model_failed", "retry_exhausted"):
+        bits.append(f"{attempts[-1]} attempts")
+    return f" ({', '.join(bits)})" if bits else ""
+
+
+def assess(
+    *,
+    status: str,
+    error: str = "",
+    verdicts: Mapping[str, int] | None = None,
+    reports: Iterable[tuple[str, Mapping | None, int]] = (),
+    latest_verification: str | None = None,
+) -> Health:
+    """The run's health from its status and error, its handoffs' verdict counts, its middleware
+    reports as (kind, detail, count) and, for a complete run, its latest verification result."""
+    verdicts = {v: n for v, n in (verdicts or {}).items() if n}
+    reasons: list[Reason] = []
+    if status in STATUS_REASONS:
+        level, text = STATUS_REASONS[status]
+        text = f"{text} ({error})" if status == "failed" and error else text
+        reasons.append(_reason(level, f"status_{status}", text))
+    by_kind: dict[str, tuple[list[Mapping], int]] = {}
+    for kind, detail, count in reports:
+        if kind in REPORT_REASONS and count:
+            details, total = by_kind.get(kind, ([], 0))
+            by_kind[kind] = ([*details, detail or {}], total + count)
+    if status == "complete" and not verdicts and "no_handoff" not in by_kind:
+        by_kind["no_handoff"] = ([{}], 1)
+    if status == "complete" and verdicts and latest_verification != "pass":
+        text = "Outcome not verified" if latest_verification is None else "Outcome verification failed"
+        reasons.append(_reason(FAILING, "unverified", text))
+    for verdict, (level, text) in VERDICT_REASONS.items():
+        if verdicts.get(verdict):
+            reasons.append(_reason(level, verdict.lower(), text, verdicts[verdict]))
+    for kind, (level, text) in REPORT_REASONS.items():
+        if kind in by_kind:
+            details, total = by_kind[kind]
+            count = 1 if kind == "no_handoff" else total
+            reasons.append(_reason(level, kind, text + _report_names(kind, details), count))
+    reasons.sort(key=lambda r: LEVELS.index(r["level"]))  # stable: worst first, in rule order
+    return Health(worst(r["level"] for r in reasons), reasons)
+
+
+# --- stored on the run ---------------------------------------------------------------
+
+
+def inputs(run_id: int, status: str, error: str, *, handoffs, reports) -> dict:
+    """`assess`'s keyword arguments for one run: three indexed queries at most.
+
+    `handoffs` and `reports` are the Handoff and MiddlewareReport model classes (a
+    migration passes its historical ones).
+    """
+    from django.db.models import Count
+
+    verdicts = dict(handoffs.objects.filter(run_id=run_id).order_by().values_list("verdict").annotate(n=Count("pk")))
+    latest = None
+    if status == "complete" and verdicts:
+        part = (
+            handoffs.objects.filter(run_id=run_id)
+            .order_by("-created_at", "-pk")
+            .values_list("verification_part", flat=True)
+            .first()
+        )
+        latest = (part or {}).get("result")
+    found = (
+        reports.objects.filter(run_id=run_id, kind__in=ALARM_KINDS)
+        .order_by()
+        .values_list("kind", "detail")
+        .annotate(n=Count("pk"))
+    )
+    return {
+        "status": status,
+        "error": error,
+        "verdicts": verdicts,
+        "reports": list(found),
+        "latest_verification": latest,
+    }
+
+
+def refresh(run, *, now: datetime | None = None, publish: bool = True) -> bool:
+    """Recompute `run`'s health, store it (`Run.health`, `Run.health_reasons`) and, when it changed,
+    publish a `run.changed` event after commit (unless the caller announces the run itself).
+
+    True when it changed. Call it wherever its inputs change: a receipt recorded or
+    reclassified, a status set, a middleware report added.
+    """
+    from django.db import transaction
+    from django.utils import timezone
+
+    from receipts.models import Handoff, MiddlewareReport, Run
+
+    stored = Run.objects.filter(pk=run.pk).values("status", "error", "health", "health_reasons").first()
+    if stored is None:
+        return False
+    found = assess(**inputs(run.pk, stored["status"], stored["error"], handoffs=Handoff, reports=MiddlewareReport))
+    run.health, run.health_reasons = found.level, found.reasons
+    if (stored["health"], stored["health_reasons"]) == (found.level, found.reasons):
+        return False
+    now = now or timezone.now()
+    with transaction.atomic():
+        Run.objects.filter(pk=run.pk).update(health=found.level, health_reasons=found.reasons, updated_at=now)
+        if publish:
+            _announce(run, stored["status"], now)
+    return True
+
+
+def _announce(run, status: str, now: datetime) -> None:
+    from django.db import transaction
+
+    from receipts import broadcast
+    from receipts.recording import next_seq  # recording calls refresh: imported late
+
+    event: broadcast.RunEvent = {
+        "type": "run.changed",
+        "run": run.pk,
+        "operation_id": run.operation_id,
+        "seq": next_seq(run),
+        "status": status,
+        "health": run.health,
+        "dry_run": run.dry_run,
+        "at": now.isoformat(),
+    }
+    transaction.on_commit(partial(broadcast.publish, event))
+
+
+def refresh_all(*, run_model, handoffs, reports) -> int:
+    """Fill health for every run (the data migration and `refresh` for old rows); returns how many changed."""
+    changed = 0
+    rows = list(run_model.objects.order_by("pk").values_list("pk", "status", "error", "health", "health_reasons"))
+    for pk, status, error, level, reasons in rows:
+        found = assess(**inputs(pk, status, error, handoffs=handoffs, reports=reports))
+        if (level, reasons) != (found.level, found.reasons):
+            run_model.objects.filter(pk=pk).update(health=found.level, health_reasons=found.reasons)
+            changed += 1
+    return changed
