@@ -23,21 +23,10 @@ from django.views.decorators.http import require_GET, require_http_methods
 from agents import limits
 from agents.models import LimitsVersion
 from receipts import audit
+from receipts.admin import PrettyJSONField, ReviewedAddAdmin, iso_time
 from receipts.models import AuditEntry
 
 CHANGE_LIMITS = "receipts.change_limits"
-
-
-class PrettyJSONField(forms.JSONField):
-    def prepare_value(self, value):
-        if isinstance(value, str) and not isinstance(value, forms.fields.InvalidJSONInput):
-            try:
-                value = json.loads(value)
-            except json.JSONDecodeError:
-                return value
-        if isinstance(value, forms.fields.InvalidJSONInput):
-            return value
-        return json.dumps(value, indent=2, ensure_ascii=False)
 
 
 class LimitsVersionForm(forms.ModelForm):
@@ -58,9 +47,9 @@ class LimitsVersionForm(forms.ModelForm):
 
 
 @admin.register(LimitsVersion)
-class LimitsVersionAdmin(admin.ModelAdmin):
+class LimitsVersionAdmin(ReviewedAddAdmin):
     form = LimitsVersionForm
-    list_display = ["__str__", "note", "created_by", "created_at", "is_current"]
+    list_display = ["__str__", "note", "created_by", iso_time("created_at", "created"), "is_current"]
     list_select_related = ["created_by"]
     readonly_fields = ["number", "note", "created_by", "created_at", "rolled_back_from", "changes", "full_document"]
 
@@ -101,6 +90,20 @@ class LimitsVersionAdmin(admin.ModelAdmin):
         _require_change(request, "limits.change", "new")
         return super().add_view(request, form_url, extra_context)
 
+    def review_new(self, request: HttpRequest, form: forms.ModelForm) -> dict | None:
+        """Valid settings that stop runs (a limit of 0, ...) are saved only after a confirmation."""
+        document = form.cleaned_data["document"]
+        warnings = limits.stopping_warnings(document, limits.team_checks())
+        if not warnings:
+            return None
+        return {
+            "title": "These limits stop runs: save anyway?",
+            "intro": "The settings are valid, but runs under them cannot do their work. The next run uses them.",
+            "warnings": warnings,
+            "diff_rows": limits.diff(LimitsVersion.current().document, document),
+            "submit": "Save anyway",
+        }
+
     def get_changeform_initial_data(self, request):
         return {"document": LimitsVersion.current().document}
 
@@ -120,6 +123,7 @@ class LimitsVersionAdmin(admin.ModelAdmin):
         extra_context = extra_context or {}
         if object_id is not None:
             extra_context["may_change"] = request.user.has_perm(CHANGE_LIMITS)
+            extra_context["current"] = LimitsVersion.current()
         return super().changeform_view(request, object_id, form_url, extra_context)
 
     def diff_view(self, request: HttpRequest, pk: int) -> HttpResponse:
@@ -135,6 +139,9 @@ class LimitsVersionAdmin(admin.ModelAdmin):
         _require_change(request, "limits.rollback", pk)
         version = get_object_or_404(LimitsVersion, pk=pk)
         current = LimitsVersion.current()
+        if version.pk == current.pk:
+            messages.info(request, f"{version} is the current version: there is nothing to roll back to.")
+            return HttpResponseRedirect(reverse("admin:agents_limitsversion_change", args=[version.pk]))
         if request.method == "POST":
             note = f"rollback to {version}"
             saved = LimitsVersion.save_new(

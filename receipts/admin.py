@@ -1,17 +1,136 @@
+"""The receipts admin: contracts as immutable versions, wait reasons, and read-only evidence.
+
+A contract version is never edited (spec §2): "Add" starts from a copy of the
+latest version (or the one `?from=<pk>` names), validates it with the bundle's
+contracts parser, and shows a review (routes that change, a diff) that must be
+confirmed before the new version is saved. Adding needs `receipts.change_limits`
+besides the model permission; the admin role holds both.
+"""
+
 from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.utils import timezone
+from django.utils.html import format_html
 
-from receipts import bundle
+from receipts import audit, bundle, contracts
 from receipts.models import AuditEntry, ContractVersion, Handoff, MiddlewareReport, Receipt, Run, WaitReason
+
+CHANGE_LIMITS = "receipts.change_limits"
+CONFIRM_FIELD = "_confirm"
+# Immutable things have nothing to continue editing, and another blank "add" is not a next step.
+NO_SAVE_VARIANTS = {"show_save_and_add_another": False, "show_save_and_continue": False}
+
+
+def iso_time(field: str, description: str | None = None) -> Callable[[Any], str]:
+    """A list column showing `field` in ISO 8601 (the admin only; the operator pages keep their format)."""
+
+    @admin.display(description=description or field.replace("_", " "), ordering=field)
+    def show(obj: Any) -> str:
+        value = getattr(obj, field)
+        return timezone.localtime(value).isoformat(timespec="seconds") if value else "—"
+
+    show.__name__ = f"{field}_iso"
+    return show
+
+
+class PrettyJSONField(forms.JSONField):
+    """A JSON textarea that shows its value indented."""
+
+    def prepare_value(self, value):
+        if isinstance(value, str) and not isinstance(value, forms.fields.InvalidJSONInput):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                return value
+        if isinstance(value, forms.fields.InvalidJSONInput):
+            return value
+        return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+class ImmutableAdmin(admin.ModelAdmin):
+    """Objects saved once: no "Save and add another", no "Save and continue editing"."""
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        return super().changeform_view(request, object_id, form_url, {**NO_SAVE_VARIANTS, **(extra_context or {})})
+
+
+class ReviewedAddAdmin(ImmutableAdmin):
+    """The add view shows a review first when `review_new` returns one; saving needs its confirmation.
+
+    The confirmation is a digest of the submitted data and of the review itself:
+    a change to either after the review asks for a new review.
+    """
+
+    def review_new(self, request: HttpRequest, form: forms.ModelForm) -> dict | None:
+        raise NotImplementedError
+
+    def add_view(self, request, form_url="", extra_context=None):
+        if request.method == "POST" and self.has_add_permission(request):
+            form = self.get_form(request, None, change=False)(request.POST, request.FILES)
+            if form.is_valid() and (review := self.review_new(request, form)) is not None:
+                digest = _digest(request, review)
+                if request.POST.get(CONFIRM_FIELD) != digest:
+                    return self._render_review(request, review, digest)
+        return super().add_view(request, form_url, extra_context)
+
+    def _render_review(self, request: HttpRequest, review: dict, digest: str) -> HttpResponse:
+        hidden = [(k, v) for k, values in request.POST.lists() if k not in _NOT_CARRIED for v in values]
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            **review,
+            "hidden": hidden,
+            "confirm_field": CONFIRM_FIELD,
+            "digest": digest,
+        }
+        return TemplateResponse(request, "admin/review_version.html", context)
+
+
+_NOT_CARRIED = frozenset({"csrfmiddlewaretoken", CONFIRM_FIELD})
+
+
+def _digest(request: HttpRequest, review: dict) -> str:
+    posted = sorted((k, v) for k, values in request.POST.lists() if k not in _NOT_CARRIED for v in values)
+    payload = json.dumps([posted, review], sort_keys=True, default=repr, ensure_ascii=False)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+# --- contracts ------------------------------------------------------------------
 
 
 class ContractVersionForm(forms.ModelForm):
+    based_on = forms.ModelChoiceField(
+        queryset=ContractVersion.objects.order_by("-created_at", "-pk"),
+        required=False,
+        empty_label="(nothing: start empty)",
+        help_text="The version the review compares with (the routes below start as its copy).",
+    )
+    routes = PrettyJSONField(
+        widget=forms.Textarea(attrs={"rows": 24, "cols": 90, "spellcheck": "false"}),
+        help_text='{"sender": {"receiver": ["required", "context", "keys"]}}',
+    )
+
     class Meta:
         model = ContractVersion
-        fields = ["version", "routes", "note"]
+        fields = ["based_on", "version", "routes", "note"]
+
+    def clean_version(self):
+        version = self.cleaned_data["version"]
+        try:
+            bundle.parse_contracts({"wait_reasons": [], "routes": {version: {}}})
+        except bundle.BundleError as exc:
+            raise ValidationError(f"version: {exc.message}") from None
+        return version
 
     def clean_routes(self):
         routes = self.cleaned_data["routes"]
@@ -21,38 +140,145 @@ class ContractVersionForm(forms.ModelForm):
             raise ValidationError(str(exc).replace("routes.version", "routes", 1)) from None
         return routes
 
-    def clean(self):
-        cleaned = super().clean()
-        if self.instance.pk and self.has_changed() and self.instance.is_referenced():
-            msg = (
-                f"{self.instance.version} is referenced by handoffs and cannot change. "
-                "Give it a new version name and use “Save as new”."
-            )
-            raise ValidationError(msg)
-        return cleaned
-
 
 @admin.register(ContractVersion)
-class ContractVersionAdmin(admin.ModelAdmin):
+class ContractVersionAdmin(ReviewedAddAdmin):
     form = ContractVersionForm
-    save_as = True
-    list_display = ["version", "note", "created_at"]
+    list_display = ["version", "note", "created_by", iso_time("created_at", "created"), "in_use"]
+    list_select_related = ["created_by"]
+    ordering = ["-created_at", "-pk"]
+    actions = None
+    shown = ["version", "note", "created_by", "created_at", "in_use", "routes_document"]
 
-    def save_model(self, request, obj, form, change):
-        if not change:
-            obj.created_by = request.user
-        super().save_model(request, obj, form, change)
+    # --- permissions: add (admins), view; never change; delete only what no handoff references
+
+    def has_view_permission(self, request, obj=None):
+        return super().has_view_permission(request, obj) or request.user.has_perm(CHANGE_LIMITS)
+
+    def has_add_permission(self, request):
+        return super().has_add_permission(request) and request.user.has_perm(CHANGE_LIMITS)
+
+    def has_change_permission(self, request, obj=None):
+        return False  # versions are kept, never edited in place: adding one is the change
 
     def has_delete_permission(self, request, obj=None):
-        return obj is None or not obj.is_referenced()
+        return super().has_delete_permission(request, obj) and (obj is None or not obj.is_referenced())
+
+    # --- the add form and its review
+
+    def add_view(self, request, form_url="", extra_context=None):
+        if not self.has_add_permission(request):
+            _deny(request, "contracts.add")
+        return super().add_view(request, form_url, extra_context)
+
+    def get_fields(self, request, obj=None):
+        return ["based_on", "version", "routes", "note"] if obj is None else self.shown
+
+    def get_readonly_fields(self, request, obj=None):
+        return () if obj is None else self.shown
+
+    def get_changeform_initial_data(self, request):
+        chosen = request.GET.get("from", "")
+        base = ContractVersion.objects.filter(pk=chosen).first() if chosen.isdigit() else None
+        base = base or contracts.latest_version()
+        if base is None:
+            return {"routes": {}}
+        return {"based_on": base.pk, "routes": base.routes, "version": contracts.suggest_version_name(base.version)}
+
+    def review_new(self, request: HttpRequest, form: forms.ModelForm) -> dict:
+        base, version, routes = (form.cleaned_data[k] for k in ("based_on", "version", "routes"))
+        before = base.routes if base else None
+        changes = contracts.route_changes(before, routes)
+        warnings = [] if changes else [f"{version} declares the same routes as {base or 'nothing'}."]
+        return {
+            "title": f"Review the new contract version {version}",
+            "intro": f"{version} starts from {base or 'nothing'}. Senders follow it once their route_version names it.",
+            "warnings": warnings,
+            "route_changes": changes,
+            "diff_lines": contracts.diff_lines(before, routes, names=(str(base or "—"), version)),
+            "submit": f"Save {version}",
+        }
+
+    def save_model(self, request, obj, form, change):
+        obj.created_by = request.user
+        super().save_model(request, obj, form, change)
+        base = form.cleaned_data.get("based_on")
+        changes = contracts.route_changes(base.routes if base else None, obj.routes)
+        audit.log(
+            actor=request.user,
+            action="contracts.add",
+            object_type="contracts",
+            object_id=obj.version,
+            outcome=AuditEntry.Outcome.DONE,
+            reason=obj.note,
+            detail={
+                "based_on": str(base or ""),
+                "changed": [f"{c.sender}→{c.receiver}: {c.change}" for c in changes][:50],
+            },
+        )
+
+    # --- display
+
+    @admin.display(boolean=True, description="referenced by handoffs")
+    def in_use(self, obj: ContractVersion) -> bool:
+        return obj.is_referenced()
+
+    @admin.display(description="routes")
+    def routes_document(self, obj: ContractVersion) -> str:
+        return format_html("<pre>{}</pre>", json.dumps(obj.routes, indent=2, ensure_ascii=False))
+
+
+class WaitReasonForm(forms.ModelForm):
+    class Meta:
+        model = WaitReason
+        fields = ["code", "description"]
+
+    def clean_code(self):
+        code = self.cleaned_data["code"]
+        try:
+            bundle.parse_contracts({"wait_reasons": [code], "routes": {}})
+        except bundle.BundleError as exc:
+            raise ValidationError(f"code: {exc.message}") from None
+        return code
 
 
 @admin.register(WaitReason)
-class WaitReasonAdmin(admin.ModelAdmin):
+class WaitReasonAdmin(ImmutableAdmin):
+    """Waits and approval rules name these codes: added, never renamed or removed here."""
+
+    form = WaitReasonForm
     list_display = ["code", "description"]
+    actions = None
+
+    def has_view_permission(self, request, obj=None):
+        return super().has_view_permission(request, obj) or request.user.has_perm(CHANGE_LIMITS)
+
+    def has_add_permission(self, request):
+        return super().has_add_permission(request) and request.user.has_perm(CHANGE_LIMITS)
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+def _deny(request: HttpRequest, action: str) -> None:
+    audit.log(
+        actor=request.user,
+        action=action,
+        object_type="contracts",
+        object_id="new",
+        outcome=AuditEntry.Outcome.DENIED,
+        reason=f"missing permission {CHANGE_LIMITS}",
+    )
+    raise PermissionDenied
+
+
+# --- evidence -------------------------------------------------------------------
+
+
+class ReadOnlyAdmin(ImmutableAdmin):
     """Evidence is recorded by the agents, never edited by hand."""
 
     def has_add_permission(self, request):
@@ -67,14 +293,22 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
-    list_display = ["operation_id", "scenario", "status", "dry_run", "created_at"]
+    list_display = ["operation_id", "scenario", "status", "dry_run", iso_time("created_at", "created")]
     list_filter = ["status", "dry_run", "source"]
     search_fields = ["operation_id"]
 
 
 @admin.register(Handoff)
 class HandoffAdmin(ReadOnlyAdmin):
-    list_display = ["handoff_id", "sender", "receiver", "route_version", "verdict", "final_status", "updated_at"]
+    list_display = [
+        "handoff_id",
+        "sender",
+        "receiver",
+        "route_version",
+        "verdict",
+        "final_status",
+        iso_time("updated_at", "updated"),
+    ]
     list_filter = ["verdict", "final_status"]
     search_fields = ["handoff_id", "run__operation_id"]
     list_select_related = ["run"]
@@ -82,14 +316,14 @@ class HandoffAdmin(ReadOnlyAdmin):
 
 @admin.register(Receipt)
 class ReceiptAdmin(ReadOnlyAdmin):
-    list_display = ["handoff", "part", "attempt", "recorded_at"]
+    list_display = ["handoff", "part", "attempt", iso_time("recorded_at", "recorded")]
     list_filter = ["part"]
     list_select_related = ["handoff"]
 
 
 @admin.register(MiddlewareReport)
 class MiddlewareReportAdmin(ReadOnlyAdmin):
-    list_display = ["run", "agent", "kind", "recorded_at"]
+    list_display = ["run", "agent", "kind", iso_time("recorded_at", "recorded")]
     list_filter = ["kind"]
     list_select_related = ["run"]
 
@@ -98,7 +332,7 @@ class MiddlewareReportAdmin(ReadOnlyAdmin):
 class AuditEntryAdmin(ReadOnlyAdmin):
     """The audit log is append-only: no add, change or delete here either (receipts.audit writes it)."""
 
-    list_display = ["at", "actor_name", "action", "object_type", "object_id", "verdict", "outcome"]
+    list_display = [iso_time("at"), "actor_name", "action", "object_type", "object_id", "verdict", "outcome"]
     list_filter = ["outcome", "action"]
     search_fields = ["actor_name", "action", "object_id"]
     date_hierarchy = "at"

@@ -6,7 +6,12 @@ sender must not look healthy against rules that were changed under it.
 
 from __future__ import annotations
 
+import difflib
+import json
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import transaction
 
@@ -75,3 +80,75 @@ def _normalized(routes: object) -> dict:
     return bundle.contracts_to_dict(bundle.parse_contracts({"wait_reasons": [], "routes": {"v": routes}}))["routes"][
         "v"
     ]
+
+
+# --- a new version in the admin: where it starts, what it changes ---------------
+
+
+@dataclass(frozen=True)
+class RouteChange:
+    """One route (sender → receiver) that differs between two versions' routes."""
+
+    sender: str
+    receiver: str
+    change: str  # "added", "removed" or "keys changed"
+    keys_before: tuple[str, ...]
+    keys_after: tuple[str, ...]
+
+    @property
+    def added_keys(self) -> tuple[str, ...]:
+        return tuple(k for k in self.keys_after if k not in self.keys_before)
+
+    @property
+    def removed_keys(self) -> tuple[str, ...]:
+        return tuple(k for k in self.keys_before if k not in self.keys_after)
+
+
+def latest_version() -> ContractVersion | None:
+    return ContractVersion.objects.order_by("-created_at", "-pk").first()
+
+
+def suggest_version_name(base: str) -> str:
+    """An unused name after `base`: routes/1 → routes/2 (or the next free number), else base/2."""
+    stem, number = base, 1
+    if match := re.fullmatch(r"(.*?)(\d+)", base):
+        stem, number = match.group(1), int(match.group(2))
+    else:
+        stem = f"{base}/"
+    taken = set(ContractVersion.objects.values_list("version", flat=True))
+    number += 1
+    while f"{stem}{number}" in taken:
+        number += 1
+    return f"{stem}{number}"
+
+
+def route_changes(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> list[RouteChange]:
+    """Added and removed receivers and changed required keys, sender by sender (both sides already valid)."""
+    old, new = _routes_of(before or {}), _routes_of(after)
+    changes = []
+    for sender, receiver in sorted(set(old) | set(new)):
+        keys_before, keys_after = old.get((sender, receiver)), new.get((sender, receiver))
+        if keys_before == keys_after:
+            continue
+        if keys_before is None:
+            change = "added"
+        elif keys_after is None:
+            change = "removed"
+        else:
+            change = "keys changed"
+        changes.append(RouteChange(sender, receiver, change, keys_before or (), keys_after or ()))
+    return changes
+
+
+def diff_lines(before: Mapping[str, Any] | None, after: Mapping[str, Any], *, names: tuple[str, str]) -> list[str]:
+    """A unified diff of the two routes documents as indented JSON."""
+    old, new = (json.dumps(doc or {}, indent=2, sort_keys=True).splitlines() for doc in (before, after))
+    return list(difflib.unified_diff(old, new, fromfile=names[0], tofile=names[1], lineterm=""))
+
+
+def _routes_of(routes: Mapping[str, Any]) -> dict[tuple[str, str], tuple[str, ...]]:
+    return {
+        (sender, receiver): tuple(keys)
+        for sender, receivers in routes.items()
+        for receiver, keys in (receivers or {}).items()
+    }

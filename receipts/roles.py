@@ -21,6 +21,11 @@ ROLES: dict[str, list[str]] = {
         "reassign_wait",
         "change_limits",
         "start_run",
+        # Contracts are versions: the admin adds them, never changes one (migration 0009).
+        "add_contractversion",
+        "view_contractversion",
+        "add_waitreason",
+        "view_waitreason",
     ],
 }
 

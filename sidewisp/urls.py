@@ -38,3 +38,6 @@ urlpatterns = [
 ]
 
 handler403 = "sidewisp.views.forbidden"
+
+admin.site.site_header = admin.site.site_title = "Sidewisp administration"
+admin.site.index_title = "Limits, contracts and evidence"

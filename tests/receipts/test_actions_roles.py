@@ -4,21 +4,47 @@ from __future__ import annotations
 
 import importlib
 import io
+import pkgutil
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.core.management import call_command
 
+from receipts import migrations
 from receipts.roles import ROLES, ensure_groups
 
 
-def test_the_roles_module_matches_the_migrations_that_create_the_groups():
-    groups = importlib.import_module("receipts.migrations.0003_groups")
-    start_run = importlib.import_module("receipts.migrations.0005_hosted_and_observed_runs")
+def _migrated_roles() -> dict[str, list[str]]:
+    """The roles as the receipts migrations leave them, each migration's grants frozen in it.
 
-    migrated = {role: [*codenames] for role, codenames in groups.ROLES.items()}
-    for role in start_run.START_RUN_ROLES:
-        migrated[role].append("start_run")
-    assert ROLES == migrated
+    0003 creates the groups (`ROLES`); a later one grants one permission to some roles
+    (`START_RUN_ROLES` grants start_run) or several (`ROLE_PERMISSIONS`, role → codenames).
+    """
+    roles: dict[str, list[str]] = {}
+    for name in sorted(m.name for m in pkgutil.iter_modules(migrations.__path__)):
+        module = importlib.import_module(f"receipts.migrations.{name}")
+        for role, codenames in getattr(module, "ROLES", {}).items():
+            roles[role] = [*codenames]
+        for attr, value in vars(module).items():
+            if attr.endswith("_ROLES") and attr != "ROLES":
+                for role in value:
+                    roles[role].append(attr.removesuffix("_ROLES").lower())
+        for role, codenames in getattr(module, "ROLE_PERMISSIONS", {}).items():
+            roles[role].extend(codenames)
+    return roles
+
+
+def test_the_roles_module_matches_the_migrations_that_create_the_groups():
+    assert {role: sorted(codenames) for role, codenames in ROLES.items()} == {
+        role: sorted(codenames) for role, codenames in _migrated_roles().items()
+    }
+
+
+def test_the_migrated_admin_group_may_add_contract_versions_but_not_change_them(db):
+    granted = set(Group.objects.get(name="admin").permissions.values_list("codename", flat=True))
+
+    assert {"add_contractversion", "view_contractversion", "add_waitreason", "view_waitreason"} <= granted
+    assert not granted & {"change_contractversion", "delete_contractversion"}
 
 
 def test_ensure_groups_gives_each_role_its_permissions(db):

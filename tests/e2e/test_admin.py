@@ -1,0 +1,85 @@
+"""An admin adds a contract version through the real Django admin in a real browser (daphne, headless Chromium).
+
+The admin is a staff user in the admin role group, not a superuser: before the
+admin role could add contract versions, this page answered 403.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_live_pages import CHROMIUM, PASSWORD, Server, browser, expect, in_db_thread, shoot
+
+__all__ = ["browser"]  # the Chromium fixture (executable_path=/usr/bin/chromium), used here
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"Debian chromium is not installed at {CHROMIUM}"),
+]
+
+
+@pytest.fixture
+def admin_server(transactional_db, celery_isolation, monkeypatch) -> Iterator[Server]:
+    """daphne on the test database with the demo contracts and alex, staff in the admin role group."""
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # only for fixture teardown beside Playwright
+
+    def _setup() -> None:
+        from django.contrib.auth import get_user_model
+
+        from agents.contracts import install_team_contracts
+        from receipts.roles import ensure_groups
+
+        install_team_contracts()
+        alex = get_user_model().objects.create_user(username="alex", password=PASSWORD, is_staff=True)
+        alex.groups.set([ensure_groups()["admin"]])
+
+    in_db_thread(_setup)
+    live = Server(celery_isolation)
+    live.start()
+    yield live
+    live.stop()
+
+
+def _saved(version: str) -> tuple[dict, str] | None:
+    from receipts.models import ContractVersion
+
+    found = ContractVersion.objects.select_related("created_by").filter(version=version).first()
+    return (found.routes, found.created_by.username) if found else None
+
+
+def test_an_admin_adds_a_contract_version_after_reviewing_its_route_changes(browser, admin_server):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.goto(f"{admin_server.url}/admin/login/?next=/admin/")
+    page.fill("#id_username", "alex")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    expect(page.locator("#site-name")).to_have_text("Sidewisp administration")
+
+    page.click("a[href='/admin/receipts/contractversion/add/']")
+    expect(page.locator("#id_version")).to_have_value("routes/4")
+    routes = json.loads(page.locator("#id_routes").input_value())
+    routes["triage"]["research"] = ["question"]
+    page.fill("#id_routes", json.dumps(routes, indent=2))
+    page.fill("#id_note", "triage may ask research")
+    expect(page.locator("input[name=_addanother], input[name=_continue]")).to_have_count(0)
+    page.click("input[name=_save]")
+
+    expect(page.locator("h1")).to_have_text("Review the new contract version routes/4")
+    expect(page.locator("#route-changes tbody tr")).to_have_count(1)
+    expect(page.locator("#route-changes tbody td")).to_have_text(["triage", "research", "added", "—", "question"])
+    assert in_db_thread(_saved, "routes/4") is None
+    shoot(page, "admin-contract-review")
+    page.click("input[value='Save routes/4']")
+
+    expect(page.locator(".messagelist")).to_contain_text("routes/4")
+    expect(page.locator("#result_list")).to_contain_text("triage may ask research")
+    saved_routes, created_by = in_db_thread(_saved, "routes/4")
+    assert saved_routes["triage"]["research"] == ["question"]
+    assert created_by == "alex"
+    context.close()
