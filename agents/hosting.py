@@ -110,10 +110,13 @@ def observed_pending_call(value: Any) -> PendingCall | None:
     if not isinstance(value, Mapping) or not value.get("tool") or not value.get("resume_token_id"):
         return None
     arg_types = value.get("arg_types") if isinstance(value.get("arg_types"), Mapping) else {}
+    schema = value.get("arg_schema") if isinstance(value.get("arg_schema"), Mapping) else {}
     allowed = value.get("allowed_decisions") or ()
     return PendingCall(
         tool=str(value["tool"]),
         arg_types={str(k): str(v) for k, v in arg_types.items()},
         allowed_decisions=tuple(d for d in ("approve", "reject", "edit") if d in allowed),
         resume_token_id=str(value["resume_token_id"]),
+        arg_schema={str(k): dict(v) for k, v in schema.items() if isinstance(v, Mapping)},
+        values_note="The values live in the app's own process (its checkpoint); Sidewisp never receives them.",
     )

@@ -25,6 +25,7 @@ event loop, and `aobserve` is its async twin.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -37,9 +38,10 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command, Interrupt
 
 from agents import evidence
+from agents.arguments import arg_schemas
 from agents.middleware import HANDOFF_EVENT, model_failure_reports
 from receipts import bundle, runs
-from receipts.models import MiddlewareReport, Run
+from receipts.models import MiddlewareReport, Receipt, Run
 from receipts.recording import record
 
 logger = logging.getLogger(__name__)
@@ -75,6 +77,37 @@ class Outcome:
 
 
 Verifier = Callable[[str], tuple[str, str, str] | None]  # operation_id -> (name, result, receipt id)
+ClaimCheck = Callable[[str], bool]  # the final AI message's text -> it claims the gated action was done
+
+# A wait answered this way means the gated action must NOT have happened (spec §1 v1.1).
+DECLINED = frozenset({"rejected", "expired"})
+# Words by which a final message admits the action was not done ("I did not place the order").
+_ADMITS_NOT_DONE = re.compile(
+    r"\b(?:not|never|declined|rejected|refused|denied|cancell?ed|unable|cannot|expired|withdrawn)\b|n['\u2019]t\b",
+    re.IGNORECASE,
+)
+
+
+def claims_done(text: str) -> bool:
+    """The default claim check: a final message claims the gated action was done unless it says it was not.
+
+    Fail closed: silence or a friendly "All set!" counts as a claim. A graph whose agents answer in other
+    words (or in structured output) gives its own check as its verifier's `claims_done` attribute
+    (`OutcomeVerifier(check, claims_done=...)`).
+    """
+    return not _ADMITS_NOT_DONE.search(text or "")
+
+
+@dataclass(frozen=True)
+class OutcomeVerifier:
+    """A verifier with its own claim check: `check(operation_id)` gives (name, pass|fail, receipt id) or None;
+    `claims_done(final message text)` says whether the agent claims the gated action was done."""
+
+    check: Verifier
+    claims_done: ClaimCheck = claims_done
+
+    def __call__(self, operation_id: str) -> tuple[str, str, str] | None:
+        return self.check(operation_id)
 
 
 class _Snapshot(NamedTuple):
@@ -249,13 +282,16 @@ def observe(
         for thunk in tracker.on_end():
             evidence.run_orm(thunk)
         snapshot = _snapshot(graph, config, tracker)
+        schemas = _schemas(graph, snapshot)
     except retry_on:
         raise
     except Exception as exc:  # noqa: BLE001 - a failing graph is an outcome to record, not a crash
         logger.warning("run %s failed: %s", operation_id, type(exc).__name__)
         evidence.run_orm(_failed, operation_id, type(exc).__name__)
         return Outcome("failed", error=type(exc).__name__)
-    return evidence.run_orm(_conclude, operation_id, snapshot, wait_policies or {}, verifier, tracker.checkpointed)
+    return evidence.run_orm(
+        _conclude, operation_id, snapshot, wait_policies or {}, verifier, tracker.checkpointed, schemas
+    )
 
 
 async def aobserve(
@@ -281,6 +317,7 @@ async def aobserve(
         for thunk in tracker.on_end():
             await evidence.arun_orm(thunk)
         snapshot = await _asnapshot(graph, config, tracker)
+        schemas = _schemas(graph, snapshot)
     except retry_on:
         raise
     except Exception as exc:  # noqa: BLE001 - a failing graph is an outcome to record, not a crash
@@ -288,7 +325,7 @@ async def aobserve(
         await evidence.arun_orm(_failed, operation_id, type(exc).__name__)
         return Outcome("failed", error=type(exc).__name__)
     return await evidence.arun_orm(
-        _conclude, operation_id, snapshot, wait_policies or {}, verifier, tracker.checkpointed
+        _conclude, operation_id, snapshot, wait_policies or {}, verifier, tracker.checkpointed, schemas
     )
 
 
@@ -304,7 +341,8 @@ def conclude(
     operation_id = evidence.operation_id_of(config) or ""
     state = graph.get_state(config)
     snapshot = _Snapshot(state.values, tuple(state.next), tuple(state.interrupts))
-    return evidence.run_orm(_conclude, operation_id, snapshot, wait_policies or {}, verifier, True)
+    schemas = _schemas(graph, snapshot)
+    return evidence.run_orm(_conclude, operation_id, snapshot, wait_policies or {}, verifier, True, schemas)
 
 
 async def aconclude(
@@ -314,7 +352,8 @@ async def aconclude(
     operation_id = evidence.operation_id_of(config) or ""
     state = await graph.aget_state(config)
     snapshot = _Snapshot(state.values, tuple(state.next), tuple(state.interrupts))
-    return await evidence.arun_orm(_conclude, operation_id, snapshot, wait_policies or {}, verifier, True)
+    schemas = _schemas(graph, snapshot)
+    return await evidence.arun_orm(_conclude, operation_id, snapshot, wait_policies or {}, verifier, True, schemas)
 
 
 def _conclude(
@@ -323,6 +362,7 @@ def _conclude(
     wait_policies: Mapping[str, WaitPolicy],
     verifier: Verifier | None,
     persisted: bool,
+    schemas: Mapping[str, Mapping] | None = None,
 ) -> Outcome:
     if snapshot.interrupts:
         for pending in snapshot.interrupts:
@@ -333,7 +373,8 @@ def _conclude(
             )
         _record_final(operation_id, "waiting", evidence.digest(*(i.id for i in snapshot.interrupts)))
         outcome = Outcome("waiting", interrupts=list(snapshot.interrupts))
-        evidence.guarded(operation_id, "run", partial(_store_pending_call, operation_id, snapshot.interrupts))
+        store = partial(_store_pending_call, operation_id, snapshot.interrupts, schemas or {})
+        evidence.guarded(operation_id, "run", store)
     elif snapshot.next:
         # Halted before a node without an interrupt (e.g. a node held by interrupt_before).
         _record_final(operation_id, "running", f"held-{evidence.digest(*snapshot.next)}")
@@ -356,20 +397,61 @@ def _ending(operation_id: str, snapshot: _Snapshot, verifier: Verifier | None) -
         _record_final(operation_id, "failed", "end")
         return Outcome("failed", error="NoCompletionClaim")
     if verifier is not None:
-        evidence.guarded(operation_id, "verification", partial(verify, operation_id, verifier, attempt="end"))
+        final = message_text(last)
+        check = partial(verify, operation_id, verifier, attempt="end", final_message=final)
+        evidence.guarded(operation_id, "verification", check)
     _record_final(operation_id, "complete", "end")
     return Outcome("complete")
 
 
-def verify(operation_id: str, verifier: Verifier, *, attempt: str) -> str | None:
-    """Run the outcome verifier and record `verification` on the latest handoff; the result or None."""
+def verify(operation_id: str, verifier: Verifier, *, attempt: str, final_message: str | None = None) -> str | None:
+    """Run the outcome verifier and record `verification` on the latest handoff; the result or None.
+
+    After a wait was `rejected` or `expired` (the run's latest decided wait), the outcome to prove is the
+    opposite (spec §1 v1.1): the verifier's own check must FAIL (the gated action did not happen) AND the
+    final message must not claim it was done (the verifier's `claims_done`, else `claims_done` here; no
+    final message counts as a claim). The receipt then names `<verifier>.declined`.
+    """
     found = verifier(operation_id)
     if found is None:
         return None
     name, result, receipt_id = found
+    if (resolution := declined_resolution(operation_id)) is not None:
+        claim_check = getattr(verifier, "claims_done", None) or claims_done
+        claimed = final_message is None or bool(claim_check(final_message))
+        result = "pass" if result == "fail" and not claimed else "fail"
+        name = f"{name}.declined"
+        receipt_id = f"v-{evidence.digest(receipt_id, resolution, claimed)}"
     value = {"verifier": name, "result": result, "checked_at": evidence.now_iso(), "receipt_id": receipt_id}
     evidence.record_outcome(operation_id, "verification", value, attempt=f"verify-{attempt}")
     return result
+
+
+def declined_resolution(operation_id: str) -> str | None:
+    """`rejected` or `expired` when the run's latest decided wait was declined, else None."""
+    waits = Receipt.objects.filter(handoff__run__operation_id=operation_id, part="wait").order_by("-recorded_at", "-pk")
+    for payload in waits.values_list("payload", flat=True)[:50]:
+        if isinstance(payload, Mapping) and payload.get("resolved") is True:
+            resolution = payload.get("resolution")
+            return resolution if resolution in DECLINED else None
+    return None
+
+
+def message_text(message: object) -> str | None:
+    """The text of an AI message (its text blocks joined), or None when it is not one."""
+    if not isinstance(message, AIMessage):
+        return None
+    content = message.content
+    if isinstance(content, str):
+        return content
+    blocks = [b.get("text", "") if isinstance(b, Mapping) else str(b) for b in content or ()]
+    return " ".join(t for t in blocks if isinstance(t, str))
+
+
+def final_message_of(values: Mapping[str, Any]) -> str | None:
+    """The text of the thread's last message when it is an AI message (what the agent said last)."""
+    messages = list(values.get("messages") or []) if isinstance(values, Mapping) else []
+    return message_text(messages[-1]) if messages else None
 
 
 def resume_token_id(operation_id: str, interrupt_id: str) -> str:
@@ -407,10 +489,17 @@ def _policy_for(pending: Interrupt, wait_policies: Mapping[str, WaitPolicy]) -> 
     return WaitPolicy(owner=None, reason=None, deadline_minutes=None)
 
 
-def pending_call_of(operation_id: str, interrupts: Sequence[Interrupt]) -> dict:
-    """An approval wait as names only (never argument values), as `Run.pending_call` holds it."""
+def pending_call_of(
+    operation_id: str, interrupts: Sequence[Interrupt], schemas: Mapping[str, Mapping] | None = None
+) -> dict:
+    """An approval wait as names only (never argument values), as `Run.pending_call` holds it.
+
+    `arg_schema` is the gated tools' argument schema (`agents.arguments.arg_schemas`: types and declared
+    ranges), what an edit is validated against for observed runs too.
+    """
     tools: list[str] = []
     arg_types: dict[str, str] = {}
+    arg_schema: dict[str, Mapping] = {}
     allowed: set[str] = set()
     entries = []
     for pending in interrupts:
@@ -418,6 +507,7 @@ def pending_call_of(operation_id: str, interrupts: Sequence[Interrupt]) -> dict:
         requests = [r for r in value.get("action_requests", []) if isinstance(r, Mapping)]
         for request in requests:
             tools.append(str(request.get("name")))
+            arg_schema.update((schemas or {}).get(str(request.get("name"))) or {})
             args = request.get("args")
             for key, arg in args.items() if isinstance(args, Mapping) else ():
                 arg_types[str(key)] = type(arg).__name__
@@ -427,6 +517,7 @@ def pending_call_of(operation_id: str, interrupts: Sequence[Interrupt]) -> dict:
     return {
         "tool": ", ".join(tools),
         "arg_types": arg_types,
+        "arg_schema": {key: dict(value) for key, value in arg_schema.items() if key in arg_types},
         "allowed_decisions": [d for d in DECISION_ORDER if d in allowed],
         "resume_token_id": resume_token_id(operation_id, interrupts[0].id) if interrupts else None,
         "interrupts": entries,
@@ -542,8 +633,20 @@ def _failed(operation_id: str, error: str) -> None:
     evidence.guarded(operation_id, "run", partial(_finish, operation_id, Outcome("failed", error=error)))
 
 
-def _store_pending_call(operation_id: str, interrupts: Sequence[Interrupt]) -> None:
-    Run.objects.filter(operation_id=operation_id).update(pending_call=pending_call_of(operation_id, interrupts))
+def _store_pending_call(operation_id: str, interrupts: Sequence[Interrupt], schemas: Mapping[str, Mapping]) -> None:
+    pending = pending_call_of(operation_id, interrupts, schemas)
+    Run.objects.filter(operation_id=operation_id).update(pending_call=pending)
+
+
+def _schemas(graph: Any, snapshot: _Snapshot) -> dict[str, dict]:
+    """The gated tools' argument schemas, read from the graph's tools; {} when they cannot be read."""
+    if not snapshot.interrupts:
+        return {}
+    try:
+        return arg_schemas(graph, [name for pending in snapshot.interrupts for name in gated_tools(pending)])
+    except Exception:  # observation never breaks the observed: no schema, names only
+        logger.warning("tool schemas not read", exc_info=True)
+        return {}
 
 
 def _finish(operation_id: str, outcome: Outcome) -> None:

@@ -19,7 +19,7 @@ from agents import evidence, registry, workspaces
 from agents.checkpoints import checkpointer
 from agents.decisions import resume_value, validate_decision
 from agents.models import LimitsVersion, RunLimits
-from agents.observer import Outcome, conclude, observe, verify
+from agents.observer import Outcome, conclude, final_message_of, observe, verify
 from agents.registry import Host, HostedGraph
 from agents.transient import TRANSIENT
 from receipts.models import Run
@@ -95,7 +95,11 @@ def reverify(run: Run) -> str:
     if host.workspace_seed and not workspaces.exists(run.operation_id):
         msg = "the run's workspace was removed (its verification passed), so there is nothing to verify again"
         raise ValueError(msg)
-    result = verify(run.operation_id, hosted.verifier, attempt=f"re-{timezone.now().strftime('%Y%m%dT%H%M%S%f')}")
+    # What the agent said last, from the checkpoint: after a declined wait, a claim of success fails.
+    with built(run, host.limits_version, reading=True) as readable:
+        final = final_message_of(readable.graph.get_state(graph_config(run)).values)
+    attempt = f"re-{timezone.now().strftime('%Y%m%dT%H%M%S%f')}"
+    result = verify(run.operation_id, hosted.verifier, attempt=attempt, final_message=final)
     if result is None:
         msg = "the run has no handoff to attach a verification to"
         raise ValueError(msg)

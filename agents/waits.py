@@ -1,8 +1,12 @@
 """What a hosted run's approval wait is waiting for, read from the durable graph, and what happens when it expires.
 
 `pending_call` answers the confirmation page's question "which tool call resumes,
-with which argument names" from the run's checkpoint (names and types only: a
-value never leaves this module). `escalation_for` reads the run's approval
+with which arguments" from the run's checkpoint at request time: the argument
+names and types, the tool's argument schema (for validating an edit), and the
+values redacted by the waiting agent's shell redaction rules plus an
+absolute-path rule (`agents.arguments.redacted_values`). The values exist only
+in the returned object, for the page of someone who may decide the wait: never
+stored, audited or sent in an event. `escalation_for` reads the run's approval
 settings (its pinned limits version) to decide what the deadline sweep does.
 """
 
@@ -12,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agents import registry
+from agents.arguments import arg_schemas, redacted_values
 from agents.limits import DEFAULT_SETTINGS, resolve
 from agents.models import LimitsVersion, RunLimits
 from agents.observer import gated_tools, resume_token_id
@@ -30,6 +35,7 @@ def pending_call(run: Run) -> PendingCall | None:
         return None
     with runner.built(run, _version_of(run), reading=True) as hosted:
         interrupts = list(hosted.graph.get_state(runner.graph_config(run)).interrupts)
+        schemas = arg_schemas(hosted.graph, [name for pending in interrupts for name in gated_tools(pending)])
     if len(interrupts) != 1:
         return None
     (pending,) = interrupts
@@ -40,12 +46,33 @@ def pending_call(run: Run) -> PendingCall | None:
     for review in value.get("review_configs", []):
         allowed |= set(review.get("allowed_decisions", ()))
     tools = gated_tools(pending)
+    schema = schemas.get(tools[0], {}) if len(tools) == 1 else {}
     return PendingCall(
         tool=", ".join(tools),
         arg_types={str(k): type(v).__name__ for k, v in args.items()},
         allowed_decisions=tuple(d for d in ("approve", "reject", "edit") if d in allowed),
         resume_token_id=resume_token_id(run.operation_id, pending.id),
+        arg_schema={str(k): dict(v) for k, v in schema.items() if k in args},
+        arg_values=redacted_values(args, redaction_rules(run)) if len(requests) == 1 else None,
+        values_note="" if len(requests) == 1 else "Several calls wait together; their values are not shown.",
     )
+
+
+def redaction_rules(run: Run) -> list[Mapping[str, Any]]:
+    """The shell redaction rules of the agent whose wait is open (its pinned limits), with the defaults."""
+    rules = list(DEFAULT_SETTINGS["shell"]["redaction"])
+    handoff = run.handoffs.filter(wait_open=True).order_by("created_at", "pk").last()
+    if handoff is not None and handoff.receiver:
+        version = _version_of(run) or LimitsVersion.current()
+        own = resolve(version.document, handoff.receiver, _overrides(run, handoff.receiver)).get("shell") or {}
+        rules += [rule for rule in own.get("redaction") or () if rule not in rules]
+    return rules
+
+
+def _overrides(run: Run, agent: str) -> Mapping[str, Any] | None:
+    described = registry.description(run.graph)
+    variant = described.variants.get(run.scenario) if described is not None else None
+    return getattr(variant, "limits", {}).get(agent) if variant is not None else None
 
 
 def escalation_for(handoff: Handoff) -> Escalation:

@@ -7,7 +7,7 @@ resumed, verified again or driven, which is the fail-closed answer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -19,12 +19,21 @@ DEFAULT_DEADLINE_MINUTES = 60
 
 @dataclass(frozen=True)
 class PendingCall:
-    """The tool call a decision resumes. `arg_types` maps argument names to type names, never values."""
+    """The tool call a decision resumes. `arg_types` maps argument names to type names, never values.
+
+    `arg_schema` is each argument's JSON schema (type and declared range, receipts.arguments), what an
+    edit is checked against. `arg_values` are the call's values, redacted, read from the durable checkpoint
+    for the confirmation page only (None when Sidewisp cannot read them, `values_note` says why): never
+    stored, audited or sent.
+    """
 
     tool: str
     arg_types: dict[str, str]
     allowed_decisions: tuple[str, ...]
     resume_token_id: str
+    arg_schema: dict[str, dict] = field(default_factory=dict)
+    arg_values: dict[str, str] | None = None
+    values_note: str = ""
 
     @property
     def arg_keys(self) -> list[str]:

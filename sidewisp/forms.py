@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 
 from django import forms
 
+from receipts import arguments
 from receipts.models import AuditEntry
 from sidewisp import labels
 
@@ -52,13 +53,26 @@ class DecisionForm(ActionForm):
     decision = forms.ChoiceField(choices=[(k, k) for k in ("approve", "reject", "edit")], widget=forms.HiddenInput)
     token = forms.CharField(max_length=200, widget=forms.HiddenInput)
 
-    def __init__(self, *args, arg_types: Mapping[str, str] | None = None, **kwargs) -> None:
+    def __init__(
+        self,
+        *args,
+        arg_types: Mapping[str, str] | None = None,
+        arg_schema: Mapping[str, Mapping] | None = None,
+        **kwargs,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.arg_types = dict(arg_types or {})
+        # Each argument's schema (the tool's declared type and range): an edit it refuses is an error here,
+        # next to its field, before the wait's resume token is used.
+        schema = arg_schema or {}
+        self.arg_schema = {name: arguments.schema_for(name, schema, self.arg_types) for name in self.arg_types}
         for name in sorted(self.arg_types):
-            # The current value is never shown (tool arguments stay off pages): empty keeps it.
+            described = arguments.describe(self.arg_schema[name])
             self.fields[f"arg_{name}"] = forms.CharField(
-                required=False, max_length=200, label=f"New value for {name}", help_text="Empty keeps the value."
+                required=False,
+                max_length=200,
+                label=f"New value for {name}",
+                help_text=f"{described.capitalize()}. Empty keeps the value." if described else "Empty keeps it.",
             )
         self.fields["reason"].help_text = "Required to reject; kept in the audit log"
 
@@ -75,19 +89,20 @@ class DecisionForm(ActionForm):
 
     def _edited_args(self, cleaned: dict) -> dict:
         edited: dict = {}
-        for name, kind in self.arg_types.items():
+        for name in self.arg_types:
             raw = (cleaned.get(f"arg_{name}") or "").strip()
             if not raw:
                 continue
-            if kind == "int":
-                try:
-                    edited[name] = int(raw)
-                except ValueError:
-                    self.add_error(f"arg_{name}", "Must be a whole number.")
-            elif kind == "str":
-                edited[name] = raw
+            schema = self.arg_schema[name]
+            try:
+                value = arguments.parse(raw, schema)
+            except ValueError as exc:
+                self.add_error(f"arg_{name}", str(exc))
+                continue
+            if problem := arguments.problem(value, schema):
+                self.add_error(f"arg_{name}", problem)
             else:
-                self.add_error(f"arg_{name}", "This argument cannot be edited here.")
+                edited[name] = value
         return edited
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from agents import hosting
 from agents.demo.team import AGENT_TOOLS, AGENTS, ROUTE_VERSION, Team, Transfer, build_team, declared_transfers
@@ -22,7 +22,7 @@ from agents.handoffs import Fault
 from agents.limits import AgentSettings, resolve
 from agents.models import LimitsVersion
 from agents.registry import Host
-from agents.scripted import Call, Fail, Say, Script, last_result
+from agents.scripted import Call, Fail, Say, Script, Step, last_result
 from receipts import runs
 from receipts.models import Run
 
@@ -46,6 +46,8 @@ class Scenario:
     route_version: str = ROUTE_VERSION
     description: str = ""
     workspace: str | None = None  # the seed (agents/workspace_seeds/<seed>) the run's workspace starts from
+    # The verdicts once its approval wait is rejected (or expires), for scenarios that wait.
+    after_rejection: tuple[str, ...] = ()
 
     def build(
         self,
@@ -110,6 +112,28 @@ class Scenario:
         return verifier(self.verifier) if self.verifier else None
 
 
+def was_declined(messages: Sequence[BaseMessage], tool: str) -> bool:
+    """The latest answer to `tool` is an approval gate's refusal (a rejection or the safe default at the deadline)."""
+    for message in reversed(messages):
+        if isinstance(message, ToolMessage) and message.name == tool:
+            return message.status == "error" and str(message.content).startswith("User rejected")
+    return False
+
+
+@dataclass(frozen=True)
+class Honest:
+    """A script that, like a real agent, tells the truth when its gated call of `tool` was declined:
+    its closing words become `declined` instead of the success the script would claim."""
+
+    script: Script
+    tool: str
+    declined: str
+
+    def __call__(self, messages: Sequence[BaseMessage], tool_names: Sequence[str]) -> Step:
+        step = self.script(messages, tool_names)
+        return Say(self.declined) if isinstance(step, Say) and was_declined(messages, self.tool) else step
+
+
 def transfer_arg(messages: Sequence[BaseMessage], key: str) -> str:
     """A context value the sender passed in its transfer call (the receiver's view of the handoff)."""
     for message in reversed(messages):
@@ -141,6 +165,8 @@ TRIAGE_TO_SUPPORT = Script(
     (Call("create_ticket", {"subject": "account access"}), Call("transfer_to_support", _to_support))
 )
 SALES_SMALL_ORDER = Script((Call("place_order", {"sku": "widget", "quantity": 2}), Say("Your order is placed.")))
+SERVER_ORDER = Script((Call("place_order", {"sku": "server", "quantity": 1}), Say("Your server is ordered.")))
+HONEST_SERVER_ORDER = Honest(SERVER_ORDER, "place_order", "I did not place the order: the purchase was not approved.")
 SUPPORT_RESOLVES = Script((Call("update_ticket", _resolve_ticket), Say("Your ticket is resolved.")))
 
 _CATALOGUE = [
@@ -217,20 +243,32 @@ _CATALOGUE = [
     Scenario(
         name="waiting_on_approval",
         message="Order a server for the new office.",
-        policies={
-            "triage": TRIAGE_TO_SALES,
-            "sales": Script((Call("place_order", {"sku": "server", "quantity": 1}), Say("Your server is ordered."))),
-        },
+        policies={"triage": TRIAGE_TO_SALES, "sales": HONEST_SERVER_ORDER},
         expected=("WAITING_ON_APPROVAL",),
         verifier="order_exists",
-        description="an order above the threshold waits for ops-lead's approval",
+        after_rejection=("HEALTHY",),
+        description="an order above the threshold waits for ops-lead's approval; "
+        "rejected, the agent says the order was not placed",
+    ),
+    Scenario(
+        name="false_claim_after_rejection",
+        message="Order a server for the new office.",
+        policies={"triage": TRIAGE_TO_SALES, "sales": SERVER_ORDER},
+        expected=("WAITING_ON_APPROVAL",),
+        verifier="order_exists",
+        after_rejection=("FALSE_COMPLETE",),
+        description="an order waits for approval; rejected, the agent still says the server is ordered",
     ),
     Scenario(
         name="uncertain_wait",
         message="Please send me the API key for my account.",
         policies={
             "triage": TRIAGE_TO_SUPPORT,
-            "support": Script((Call("disclose_secret", {"name": "api_key"}), Say("The key was sent."))),
+            "support": Honest(
+                Script((Call("disclose_secret", {"name": "api_key"}), Say("The key was sent."))),
+                "disclose_secret",
+                "I did not send the key: the disclosure was not approved.",
+            ),
         },
         limits={"support": {"approval": {"owner": "", "deadline_minutes": 0}}},
         expected=("UNCERTAIN",),

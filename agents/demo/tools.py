@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import hashlib
 import time
+from typing import Annotated
 
 from django.db import transaction
 from django.utils import timezone
 from langchain.tools import ToolRuntime, tool
+from pydantic import Field
 
 from agents.evidence import closes_own_connection
 from agents.models import Order, Refund, Ticket
 
 PRICES = {"widget": 40, "gadget": 250, "server": 900}
+MAX_QUANTITY = 100
 TICKET_STATES = ("open", "in_progress", "resolved")
 # The reason code each sensitive tool's approval wait carries (spec §2 wait_reasons).
 SENSITIVE_TOOLS = {
@@ -106,7 +109,9 @@ def order_amount(sku: str, quantity: int) -> int:
 
 @tool
 @closes_own_connection
-def place_order(sku: str, quantity: int, runtime: ToolRuntime) -> str:
+def place_order(
+    sku: str, quantity: Annotated[int, Field(ge=1, le=MAX_QUANTITY, description="How many items")], runtime: ToolRuntime
+) -> str:
     """Place the order for this operation (a repeated call returns the same order)."""
     if sku not in PRICES or quantity < 1:
         msg = "unknown item or quantity"

@@ -58,11 +58,11 @@ def test_approving_completes_the_run_with_one_order(waiting_run):
     assert Order.objects.filter(operation_id=waiting_run.operation_id).count() == 1
 
 
-def test_rejecting_leaves_no_order_and_the_claim_is_caught(waiting_run):
+def test_rejecting_leaves_no_order_and_the_honest_answer_is_healthy(waiting_run):
     runner.resume_run(waiting_run, {"type": "reject", "message": "over budget"})
 
     assert not Order.objects.filter(operation_id=waiting_run.operation_id).exists()
-    assert waiting_run.handoffs.get().verdict == "FALSE_COMPLETE"
+    assert waiting_run.handoffs.get().verdict == "HEALTHY"
 
 
 def test_an_edit_changes_what_the_tool_does(waiting_run):

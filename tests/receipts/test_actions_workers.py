@@ -187,7 +187,7 @@ def test_a_decision_made_while_the_run_is_stopped_is_held_until_auto_continue_re
     assert Order.objects.filter(operation_id=run.operation_id).count() == 1
 
 
-def test_an_edit_runs_the_tool_with_the_new_value_which_no_page_or_audit_entry_shows(client, owner, no_enqueue):
+def test_an_edit_runs_the_tool_with_the_new_value_which_no_audit_entry_shows(client, owner, no_enqueue):
     run = create_run("waiting_on_approval")
     runner.start_run(run)
     wait = run.handoffs.get()
@@ -198,7 +198,8 @@ def test_an_edit_runs_the_tool_with_the_new_value_which_no_page_or_audit_entry_s
     client.post(reverse("sidewisp:wait-decide", args=[wait.pk]), {**data, "arg_sku": "widget"})
     execution.resume(Decision.objects.get().pk)
 
-    assert 'name="arg_sku"' in confirm and "server" not in confirm
+    # The owner sees the call's current values (read from the checkpoint); the edited value is never audited.
+    assert 'name="arg_sku"' in confirm and "<code>server</code>" in confirm
     assert Order.objects.get(operation_id=run.operation_id).sku == "widget"
     assert "widget" not in str(list(AuditEntry.objects.values_list("detail", "reason")))
 
