@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 from celery import shared_task
+from django.conf import settings
+from django.core.cache import cache
 
 from receipts import actions, outbox, recording
 
@@ -22,3 +26,17 @@ def expire_overdue_waits() -> int:
 def send_outbox_intents() -> int:
     """Send again what operator actions promised but the broker did not take (it was down)."""
     return outbox.send_overdue()
+
+
+BEAT_HEARTBEAT_SECONDS = 2.0
+
+
+def beat_heartbeat_key() -> str:
+    # Per deployment (its queue name): deployments or test runs sharing a Redis never see each other's beat.
+    return f"system:beat:{settings.CELERY_TASK_DEFAULT_QUEUE}"
+
+
+@shared_task
+def beat_heartbeat() -> None:
+    """Beat is alive: record when (the system banner reports beat stopped when this goes quiet)."""
+    cache.set(beat_heartbeat_key(), time.time(), 3600)

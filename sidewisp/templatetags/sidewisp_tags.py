@@ -14,9 +14,20 @@ register = template.Library()
 
 
 @register.inclusion_tag("sidewisp/_verdict.html")
-def verdict(code: str) -> dict:
+def verdict(code: str, run_health: str = "") -> dict:
+    """A handoff's verdict; given its run's health, a healthy handoff of an alarming run is not green."""
     icon, label, tone = labels.VERDICTS.get(code, labels.UNKNOWN)
+    if code == "HEALTHY" and run_health in ("failing", "attention"):
+        icon, label, tone = labels.HANDOFF_OK_IN_BAD_RUN
     return {"icon": icon, "label": label, "tone": tone, "code": code}
+
+
+@register.inclusion_tag("sidewisp/_health.html")
+def run_health(run, reasons: bool = False) -> dict:
+    """The run's stored health as a badge (and, with `reasons`, its named reasons); no query."""
+    icon, label, tone = labels.HEALTH.get(run.health, labels.HEALTH_UNKNOWN)
+    shown = run.health_reasons if reasons else []
+    return {"icon": icon, "label": label, "tone": tone, "level": run.health or "unknown", "reasons": shown}
 
 
 @register.inclusion_tag("sidewisp/_state.html")
@@ -68,3 +79,50 @@ def report_label(kind: str) -> str:
 @register.filter
 def report_text(report) -> str:
     return labels.report_text(report.kind, report.detail)
+
+
+@register.filter
+def cause_label(cause: str) -> str:
+    return labels.CAUSES.get(cause, cause)
+
+
+@register.filter
+def decision_label(kind: str) -> str:
+    return labels.DECISIONS.get(kind, kind)
+
+
+@register.inclusion_tag("sidewisp/_sparkline.html")
+def sparkline(values: list[int], label: str) -> dict:
+    """A small trend as inline SVG (no script, no chart library): one polyline over equal time buckets."""
+    width, height = 120, 28
+    top = max(values, default=0) or 1
+    step = width / max(len(values) - 1, 1)
+    points = " ".join(f"{i * step:.1f},{height - 2 - (v / top) * (height - 4):.1f}" for i, v in enumerate(values))
+    return {"points": points, "width": width, "height": height, "label": label, "values": values}
+
+
+@register.filter
+def duration(seconds: float | None) -> str:
+    """Seconds in words a person reads at a glance: "0.4 s", "12 s", "3.5 min", "2.1 h"."""
+    if seconds is None:
+        return "—"
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+@register.filter
+def health_label(level: str) -> str:
+    return labels.HEALTH.get(level, labels.HEALTH_UNKNOWN)[1]
+
+
+@register.simple_tag
+def system_banner() -> dict:
+    """The system banner's facts (cached worker ping, beat heartbeat): no database query."""
+    from sidewisp import health
+
+    return health.banner()
