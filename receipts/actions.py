@@ -32,9 +32,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from receipts import audit, outbox, runs, runtime
-from receipts.models import AuditEntry, Decision, Handoff, OutboxIntent, Run
-from receipts.recording import reclassify, reclassify_overdue_waits, record
+from receipts import arguments, audit, outbox, runs, runtime
+from receipts.models import AuditEntry, Decision, Handoff, OutboxIntent, Run, VerdictChange
+from receipts.recording import note_settlement, reclassify, reclassify_overdue_waits, record
+from receipts.roles import ROLES
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -46,11 +47,27 @@ CONTROL = "receipts.control_run"
 REASSIGN = "receipts.reassign_wait"
 CHANGE_LIMITS = "receipts.change_limits"
 START = "receipts.start_run"
+RESOLVE = "receipts.resolve_task"
+
+# Each permission in words, for every message a person reads (sidewisp.labels shows the same words).
+PERMISSION_LABELS: dict[str, str] = {
+    VIEW: "view-dashboard",
+    DECIDE_OWN: "approve-own-waits",
+    DECIDE_ANY: "approve-any-wait",
+    REOPEN: "reopen-task",
+    RESOLVE: "accept-or-resolve-task",
+    CONTROL: "run-control",
+    REASSIGN: "reassign-wait",
+    CHANGE_LIMITS: "change-limits",
+    START: "start-run",
+}
 
 # Who may read the audit log: operators (control_run) and admins (change_limits).
 AUDIT_READERS = (CONTROL, CHANGE_LIMITS)
 # The verdicts whose runs an operator may stop (spec §5).
 STOPPABLE = ("STALE_CONTROL", "OPEN_TOOL_PROTOCOL")
+# A run in one of these states has ended: nothing drives it, so stop, resume and retry cannot work.
+FINISHED = (Run.Status.COMPLETE, Run.Status.FAILED)
 DECISION_KINDS = ("approve", "reject", "edit")
 
 
@@ -63,19 +80,34 @@ class Policy:
     object_type: str  # "handoff" or "run"
     owner_rule: bool = False  # DECIDE_OWN counts only for the wait's owner
     reason_required: bool = False
-    description: str = ""
+    doing: str = ""  # the action in words, as a sentence starts: "Reopening this task"
 
 
-DECIDE_WAIT = Policy(
-    "wait.decide", (DECIDE_OWN, DECIDE_ANY), "handoff", owner_rule=True, description="the wait's owner, or decide-any"
+DECIDE_WAIT = Policy("wait.decide", (DECIDE_OWN, DECIDE_ANY), "handoff", owner_rule=True, doing="Deciding this wait")
+REASSIGN_WAIT = Policy("wait.reassign", (REASSIGN,), "handoff", doing="Reassigning this wait")
+CANCEL_WAIT = Policy("wait.cancel", (REASSIGN,), "handoff", reason_required=True, doing="Cancelling this wait")
+REOPEN_TASK = Policy("task.reopen", (REOPEN,), "handoff", reason_required=True, doing="Reopening this task")
+ACCEPT_TASK = Policy("task.accept", (RESOLVE,), "handoff", reason_required=True, doing="Accepting this task as is")
+RESOLVE_TASK = Policy("task.resolve", (RESOLVE,), "handoff", reason_required=True, doing="Marking this task resolved")
+STOP_RUN = Policy("run.stop", (CONTROL,), "run", reason_required=True, doing="Stopping this run's auto-continue")
+RESUME_RUN = Policy("run.resume", (CONTROL,), "run", reason_required=True, doing="Resuming this run's auto-continue")
+RETRY_RUN = Policy("run.retry", (CONTROL,), "run", reason_required=True, doing="Retrying this run from its checkpoint")
+START_RUN = Policy("run.start", (START,), "run", doing="Starting a run")
+POLICIES = (
+    DECIDE_WAIT,
+    REASSIGN_WAIT,
+    CANCEL_WAIT,
+    REOPEN_TASK,
+    ACCEPT_TASK,
+    RESOLVE_TASK,
+    STOP_RUN,
+    RESUME_RUN,
+    RETRY_RUN,
+    START_RUN,
 )
-REASSIGN_WAIT = Policy("wait.reassign", (REASSIGN,), "handoff", description="reassign_wait")
-CANCEL_WAIT = Policy("wait.cancel", (REASSIGN,), "handoff", reason_required=True, description="reassign_wait")
-REOPEN_TASK = Policy("task.reopen", (REOPEN,), "handoff", reason_required=True, description="reopen_task")
-STOP_RUN = Policy("run.stop", (CONTROL,), "run", reason_required=True, description="control_run")
-RESUME_RUN = Policy("run.resume", (CONTROL,), "run", reason_required=True, description="control_run")
-START_RUN = Policy("run.start", (START,), "run", description="start_run")
-POLICIES = (DECIDE_WAIT, REASSIGN_WAIT, CANCEL_WAIT, REOPEN_TASK, STOP_RUN, RESUME_RUN, START_RUN)
+# How an operator closes a false completion without a new verification (a VerdictChange's cause;
+# receipts.dashboard.SETTLEMENT_CAUSES names the same two).
+SETTLEMENTS = (ACCEPT_TASK.name, RESOLVE_TASK.name)
 
 
 class Outcome:
@@ -126,14 +158,27 @@ def may_read_audit(user: User | None) -> bool:
     return any(user.has_perm(p) for p in AUDIT_READERS)
 
 
-def check(user: User | None, policy: Policy, object_id: object, *, action: str | None = None) -> Result:
-    """Find the policy's object and check `user` may act on it, auditing a denial.
+def look(user: User | None, policy: Policy, object_id: object) -> Result:
+    """Find the policy's object and say whether `user` may act on it, writing nothing.
 
-    Used by the confirmation pages (a denied confirmation is an attempt too) and by every action.
+    For pages that only show (a confirmation page, the action links): opening a page is not an
+    attempt. Every action calls check(), which asks the same and audits a denial.
     """
-    action = action or policy.name
     obj = _find(policy, object_id)
     if obj is None:
+        return Result(Outcome.NOT_FOUND, f"There is no {policy.object_type} {object_id}.")
+    handoff = obj if isinstance(obj, Handoff) else None
+    run = obj if isinstance(obj, Run) else obj.run
+    if not may(user, policy, handoff):
+        return Result(Outcome.DENIED, denial(user, policy, handoff), run=run, handoff=handoff)
+    return Result(Outcome.DONE, "", run=run, handoff=handoff, actor=user)
+
+
+def check(user: User | None, policy: Policy, object_id: object, *, action: str | None = None) -> Result:
+    """look(), auditing a denial and an unknown id: every action calls it before anything else."""
+    action = action or policy.name
+    found = look(user, policy, object_id)
+    if found.outcome == Outcome.NOT_FOUND:
         audit.log(
             actor=user,
             action=action,
@@ -142,14 +187,10 @@ def check(user: User | None, policy: Policy, object_id: object, *, action: str |
             outcome=AuditEntry.Outcome.DENIED,
             reason="no such object",
         )
-        return Result(Outcome.NOT_FOUND, f"There is no {policy.object_type} {object_id}.")
-    handoff = obj if isinstance(obj, Handoff) else None
-    run = obj if isinstance(obj, Run) else obj.run
-    if not may(user, policy, handoff):
-        why = _denial(user, policy, handoff)
-        _log(user, action, policy, obj, AuditEntry.Outcome.DENIED, reason=why)
-        return Result(Outcome.DENIED, why, run=run, handoff=handoff)
-    return Result(Outcome.DONE, "", run=run, handoff=handoff, actor=user)
+    elif found.outcome == Outcome.DENIED:
+        obj = found.handoff if found.handoff is not None else found.run
+        _log(user, action, policy, obj, AuditEntry.Outcome.DENIED, reason=found.message)
+    return found
 
 
 # --- approve, reject, edit ----------------------------------------------------------
@@ -274,6 +315,9 @@ def _allowed_by_the_interrupt(run: Run, kind: str, edited: Mapping | None) -> st
             return "An edit needs at least one changed argument."
         if unknown := sorted(set(edited) - set(pending.arg_types)):
             return f"The tool call takes no argument named {', '.join(unknown)}."
+        # The tool's own argument schema (types, declared ranges): a value it would refuse keeps the token.
+        if wrong := arguments.problems(edited, pending.arg_schema, pending.arg_types):
+            return " ".join(f"{name}: {why}" for name, why in sorted(wrong.items()))
     return ""
 
 
@@ -356,8 +400,11 @@ def _owner_refusal(owner: str, handoff: Handoff, by: User) -> str:
     if may_decide_as_owner(candidate, handoff, by=by):
         return ""
     if by.is_authenticated and candidate.pk == by.pk:
-        return "You may not give this wait to yourself: someone else decides it (only a decide-any holder may)."
-    return f"{owner} may not decide waits (needs decide_own_wait or decide_any_wait); choose someone who may."
+        return "You may not give this wait to yourself: someone else decides it (only an approve-any-wait holder may)."
+    return (
+        f"{owner} may not decide waits (that needs the {PERMISSION_LABELS[DECIDE_OWN]} or "
+        f"{PERMISSION_LABELS[DECIDE_ANY]} permission); choose someone who may."
+    )
 
 
 def cancel(*, user: User, handoff_id: object, key: str, reason: str, now: datetime | None = None) -> Result:
@@ -373,7 +420,8 @@ def cancel(*, user: User, handoff_id: object, key: str, reason: str, now: dateti
         if not handoff.wait_open:
             refusal = "This wait is no longer open."
             return _refuse(user, CANCEL_WAIT, handoff, key, refusal)
-        handoff = _record_wait(handoff, {**handoff.wait_part, "resolved": True}, f"cancel-{key}", now)
+        cancelled = {**handoff.wait_part, "resolved": True, "resolution": "cancelled"}
+        handoff = _record_wait(handoff, cancelled, f"cancel-{key}", now)
         runs.set_status(handoff.run, Run.Status.FAILED, error="Cancelled", now=now)
         _log(user, CANCEL_WAIT.name, CANCEL_WAIT, handoff, AuditEntry.Outcome.DONE, reason=reason, key=key)
     return Result(Outcome.DONE, "The wait is cancelled and its run marked failed.", handoff.run, handoff)
@@ -412,6 +460,93 @@ def _has_verifier(run: Run) -> bool:
     return runtime.current().can_reverify(run)
 
 
+# --- FALSE_COMPLETE: accept as is, or mark resolved ------------------------------------------
+#
+# Neither makes the handoff green: its verdict stays FALSE_COMPLETE (nothing proved the outcome) and its
+# run's status is left alone. The settlement is a VerdictChange row (cause task.accept or task.resolve)
+# beside the audit entry that says who and why; while it is the handoff's latest verdict change, the
+# handoff is no longer an open failure. Evidence that changes the verdict again supersedes it.
+
+
+@dataclass(frozen=True)
+class Settlement:
+    how: str  # "accept" or "resolve"
+    by: str
+    at: datetime
+    reason: str
+
+
+def settle(*, user: User, handoff_id: object, how: str, key: str, reason: str) -> Result:
+    """Close a false completion without a new verification: "accept" (the outcome is fine as it is) or
+    "resolve" (it was put right outside Sidewisp). A reason is required; both are audited."""
+    policy = {"accept": ACCEPT_TASK, "resolve": RESOLVE_TASK}[how]
+    found = check(user, policy, handoff_id)
+    if not found.ok:
+        return found
+    now = timezone.now()
+    with transaction.atomic():
+        handoff = _locked_handoff(found.handoff.pk)
+        if _replayed(policy, handoff, key):
+            return _noop(user, policy, handoff, key, "This was already done; nothing changed.")
+        if (earlier := settlement(handoff)) is not None:
+            done = "accepted as is" if earlier.how == "accept" else "marked resolved"
+            message = f"Already {done} by {earlier.by} at {earlier.at:%Y-%m-%d %H:%M:%S} UTC; nothing changed."
+            _log(user, policy.name, policy, handoff, AuditEntry.Outcome.NOOP, reason=message, key=key)
+            return Result(Outcome.NOOP, message, handoff.run, handoff)
+        refusal = ""
+        if handoff.verdict != "FALSE_COMPLETE":
+            refusal = f"Only a false completion can be accepted or resolved (this handoff is {handoff.verdict})."
+        elif not reason.strip():
+            refusal = "A reason is required."
+        if refusal:
+            return _refuse(user, policy, handoff, key, refusal)
+        _log(user, policy.name, policy, handoff, AuditEntry.Outcome.DONE, reason=reason, key=key)
+        note_settlement(handoff, policy.name, now)
+    done = "accepted as is" if how == "accept" else "marked resolved"
+    message = f"The task is {done}. Its verdict stays false complete; it no longer counts as an open failure."
+    return Result(Outcome.DONE, message, handoff.run, handoff)
+
+
+def settlement(handoff: Handoff) -> Settlement | None:
+    """The settlement in force for `handoff`, or None (see settlements)."""
+    return settlements([handoff]).get(handoff.pk)
+
+
+def settlements(
+    handoffs: list[Handoff], history: Mapping[int, list[VerdictChange]] | None = None
+) -> dict[int, Settlement]:
+    """The settlements in force by handoff pk: where the latest verdict change is an accept or resolve.
+
+    Two queries for any number of handoffs, one when the caller has their `history` (oldest first).
+    """
+    pks = [h.pk for h in handoffs if h.verdict == "FALSE_COMPLETE"]
+    if not pks:
+        return {}
+    latest: dict[int, VerdictChange] = {}
+    if history is not None:
+        latest = {pk: history[pk][-1] for pk in pks if history.get(pk)}
+    else:
+        for change in VerdictChange.objects.filter(handoff_id__in=pks).order_by("at", "pk"):
+            latest[change.handoff_id] = change
+    settled = {pk: c for pk, c in latest.items() if c.cause in SETTLEMENTS}
+    if not settled:
+        return {}
+    entries = AuditEntry.objects.filter(
+        handoff_id__in=settled, action__in=SETTLEMENTS, outcome=AuditEntry.Outcome.DONE
+    ).order_by("at", "pk")
+    said = {(e.handoff_id, e.action): e for e in entries}
+    found = {}
+    for pk, change in settled.items():
+        entry = said.get((pk, change.cause))
+        found[pk] = Settlement(
+            how=change.cause.split(".")[1],
+            by=entry.actor_name if entry else audit.SYSTEM,
+            at=change.at,
+            reason=entry.reason if entry else "",
+        )
+    return found
+
+
 # --- STALE_CONTROL, OPEN_TOOL_PROTOCOL: stop and resume auto-continue ---------------------
 
 
@@ -424,6 +559,8 @@ def stop_auto_continue(*, user: User, run_id: object, key: str, reason: str) -> 
         run = Run.objects.select_for_update().get(pk=found.run.pk)
         if not run.auto_continue:
             return _noop(user, STOP_RUN, run, key, "Auto-continue is already stopped; nothing changed.")
+        if run.status in FINISHED:
+            return _refuse(user, STOP_RUN, run, key, _ended(run, "stop"))
         if not run.handoffs.filter(verdict__in=STOPPABLE).exists():
             refusal = "Only a run with a stale-control or open-tool-protocol handoff can be stopped."
             return _refuse(user, STOP_RUN, run, key, refusal)
@@ -441,6 +578,8 @@ def resume_auto_continue(*, user: User, run_id: object, key: str, reason: str) -
         run = Run.objects.select_for_update().get(pk=found.run.pk)
         if run.auto_continue:
             return _noop(user, RESUME_RUN, run, key, "Auto-continue is already on; nothing changed.")
+        if run.status in FINISHED:
+            return _refuse(user, RESUME_RUN, run, key, _ended(run, "continue"))
         _set_auto_continue(run, True)
         drivable = runtime.current().can_drive(run)
         # A decision that arrived while the run was stopped was kept, not applied: apply it now.
@@ -474,6 +613,61 @@ def resume_auto_continue(*, user: User, run_id: object, key: str, reason: str) -
 
 
 _DRIVABLE = (Run.Status.PARKED, Run.Status.QUEUED, Run.Status.RUNNING)
+
+
+def _ended(run: Run, what: str) -> str:
+    return f"This run has ended ({run.get_status_display().lower()}): there is nothing to {what}."
+
+
+# --- parked runs and DESTINATION_NOT_STARTED: retry from the checkpoint ----------------------
+
+
+def retry_refusal(run: Run) -> str:
+    """Why retrying `run` from its checkpoint cannot work now, in words; "" when it can (pages offer it then)."""
+    if not runtime.current().can_drive(run):
+        return "No Sidewisp worker can drive this run here, so Sidewisp cannot retry it."
+    if run.status not in _DRIVABLE:
+        return f"{_ended(run, 'retry')[:-1]}; a worker does not start an ended run again."
+    if not run.auto_continue:
+        return "Auto-continue is stopped: resume it instead, which continues the run from its checkpoint."
+    if run.status != Run.Status.PARKED and not run.handoffs.filter(verdict="DESTINATION_NOT_STARTED").exists():
+        return "Only a parked run, or one whose destination did not start, is retried from its checkpoint."
+    if run.intents.filter(kind=OutboxIntent.Kind.START, sent_at__isnull=True).exists():
+        return "A start of this run is already queued; it goes out as soon as a worker is reachable."
+    return ""
+
+
+def retry(*, user: User, run_id: object, key: str, reason: str) -> Result:
+    """Drive a parked or stuck run again from its last checkpoint: one start, promised through the outbox.
+
+    The worker continues the interrupted step (agents.runner.start_run); it never starts an ended run.
+    """
+    found = check(user, RETRY_RUN, run_id)
+    if not found.ok:
+        return found
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=found.run.pk)
+        if _replayed(RETRY_RUN, run, key):
+            return _noop(user, RETRY_RUN, run, key, "This retry was already made; nothing changed.")
+        if refusal := retry_refusal(run):
+            return _refuse(user, RETRY_RUN, run, key, refusal)
+        entry = _log(
+            user,
+            RETRY_RUN.name,
+            RETRY_RUN,
+            run,
+            AuditEntry.Outcome.DONE,
+            reason=reason,
+            key=key,
+            detail={"status_before": run.status},
+        )
+        intent = _promise(OutboxIntent.Kind.START, run.pk, run, entry)
+    message = _sent_or_queued(
+        intent,
+        "The run is retried: a worker continues it from its last checkpoint.",
+        "The retry is queued: a worker continues the run from its last checkpoint as soon as one is reachable.",
+    )
+    return Result(Outcome.DONE, message, run)
 
 
 def _set_auto_continue(run: Run, value: bool) -> None:
@@ -538,6 +732,8 @@ def _expire(handoff: Handoff, escalation: runtime.Escalation, now: datetime) -> 
         decided_by=None,
         decided_at=now,
     )
+    # Resolved now, as expired (spec §1 v1.1): the outcome verifier then proves the action did not happen.
+    handoff = _record_wait(handoff, {**wait, "resolved": True, "resolution": "expired"}, f"expire-{_iso(now)}", now)
     reclassify(handoff, now=now)
     entry = audit.log(
         actor=None,
@@ -583,12 +779,34 @@ def _locked_handoff(pk: int) -> Handoff:
     return Handoff.objects.select_for_update().select_related("run").get(pk=pk)
 
 
-def _denial(user: User | None, policy: Policy, handoff: Handoff | None) -> str:
+def denial(user: User | None, policy: Policy, handoff: Handoff | None = None) -> str:
+    """Why `user` may not perform `policy`, in words: what is missing and which roles have it."""
     if user is None or not user.is_authenticated:
-        return "not logged in"
-    if policy.owner_rule and user.has_perm(DECIDE_OWN) and handoff is not None:
-        return f"only the wait's owner ({handoff.wait_owner or 'nobody'}) or an approve-any holder may decide it"
-    return f"needs the {policy.description} permission"
+        return "You are not logged in."
+    if not user.has_perm(VIEW):
+        return needs("Seeing the operator pages", (VIEW,))
+    if policy.owner_rule:
+        owner = handoff.wait_owner if handoff is not None and handoff.wait_owner else "nobody yet"
+        return (
+            f"{policy.doing} needs its owner ({owner}) or the {PERMISSION_LABELS[DECIDE_ANY]} permission "
+            f"({_roles_with((DECIDE_ANY,))})."
+        )
+    return needs(policy.doing, policy.permissions)
+
+
+def needs(doing: str, permissions: tuple[str, ...]) -> str:
+    """ "Reopening this task needs the reopen-task permission (operator or admin)."."""
+    names = " or the ".join(PERMISSION_LABELS.get(p, p.split(".")[-1].replace("_", "-")) for p in permissions)
+    return f"{doing} needs the {names} permission ({_roles_with(permissions)})."
+
+
+def _roles_with(permissions: tuple[str, ...]) -> str:
+    codenames = {p.split(".")[-1] for p in permissions}
+    holders = [role for role, granted in ROLES.items() if codenames & set(granted)]
+    return "held by " + (" or ".join(holders) if holders else "no role")
+
+
+AUDIT_DENIAL = needs("Reading the audit log", AUDIT_READERS)
 
 
 def _replayed(policy: Policy, obj: Handoff | Run, key: str) -> bool:
@@ -683,7 +901,7 @@ def check_start(user: User | None) -> Result:
     """May `user` start runs? A denial is audited (there is no object yet: the id is "new")."""
     if may(user, START_RUN):
         return Result(Outcome.DONE, "")
-    why = _denial(user, START_RUN, None)
+    why = denial(user, START_RUN)
     audit.log(
         actor=user,
         action=START_RUN.name,

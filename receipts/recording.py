@@ -17,7 +17,9 @@ from django.utils import timezone
 
 from receipts import broadcast, bundle, health, verdicts
 from receipts.contracts import current_contracts
-from receipts.models import FINAL_STATUS_PART, RECEIPT_PARTS, Handoff, Receipt, Run
+from receipts.models import FINAL_STATUS_PART, RECEIPT_PARTS, Handoff, Receipt, Run, VerdictChange
+
+RECLASSIFIED = "reclassified"
 
 
 @dataclass(frozen=True)
@@ -46,16 +48,18 @@ def record(
     now = now or timezone.now()
     with transaction.atomic():
         run = _run_for(operation_id)
-        handoff = _locked_handoff(handoff_id, run)
+        handoff, new = _locked_handoff(handoff_id, run)
         _, created = Receipt.objects.get_or_create(
             handoff=handoff, part=part, attempt=attempt, defaults={"payload": stored_value, "recorded_at": now}
         )
         if not created:
             return Recorded(handoff, stored=False)
+        before = None if new else handoff.verdict
         _apply(handoff, part, stored_value)
         _classify_into(handoff, now)
         handoff.updated_at = now
         handoff.save()
+        _note_change(handoff, before, part, now)
         # The handoff event announces the run's new health too: pages re-render the run from the database.
         health.refresh(handoff.run, now=now, publish=False)
         _publish_after_commit(handoff, part, now)
@@ -73,8 +77,9 @@ def reclassify(handoff: Handoff, *, now: datetime | None = None) -> bool:
             return False
         locked.updated_at = now
         locked.save()
+        _note_change(locked, before[0], RECLASSIFIED, now)
         health.refresh(locked.run, now=now, publish=False)
-        _publish_after_commit(locked, "reclassified", now)
+        _publish_after_commit(locked, RECLASSIFIED, now)
     return True
 
 
@@ -106,15 +111,23 @@ def _run_for(operation_id: str) -> Run:
     return run
 
 
-def _locked_handoff(handoff_id: str, run: Run) -> Handoff:
+def _locked_handoff(handoff_id: str, run: Run) -> tuple[Handoff, bool]:
     # A handoff with no evidence yet fails its first boundary; it is classified before commit.
-    handoff, _ = Handoff.objects.get_or_create(
+    handoff, new = Handoff.objects.get_or_create(
         handoff_id=handoff_id, defaults={"run": run, "verdict": "ROUTE_REJECTED"}
     )
     locked = Handoff.objects.select_for_update().select_related("run").get(pk=handoff.pk)
     if locked.run_id != run.pk:
         raise bundle.BundleError("operation_id", "does not match the operation this handoff belongs to")
-    return locked
+    return locked, new
+
+
+def _note_change(handoff: Handoff, before: str | None, cause: str, now: datetime) -> None:
+    """One history row per verdict change (the first classification is one), caused by `cause`."""
+    if handoff.verdict != before:
+        VerdictChange.objects.create(
+            handoff=handoff, verdict=handoff.verdict, boundary=handoff.boundary, cause=cause, at=now
+        )
 
 
 def _apply(handoff: Handoff, part: str, value: object) -> None:
@@ -166,3 +179,16 @@ def reclassify_overdue_waits(*, now: datetime | None = None) -> int:
     now = now or timezone.now()
     due = Handoff.objects.filter(wait_open=True, wait_deadline__lte=now, verdict="WAITING_ON_APPROVAL")
     return sum(reclassify(handoff, now=now) for handoff in due.only("pk"))
+
+
+def note_settlement(handoff: Handoff, cause: str, now: datetime) -> None:
+    """An operator settled the handoff (receipts.actions.settle): a history row with the verdict it keeps.
+
+    Call inside the action's transaction; the live pages hear of it after commit.
+    """
+    VerdictChange.objects.create(
+        handoff=handoff, verdict=handoff.verdict, boundary=handoff.boundary, cause=cause, at=now
+    )
+    handoff.updated_at = now
+    handoff.save(update_fields=["updated_at"])
+    _publish_after_commit(handoff, cause, now)

@@ -16,13 +16,14 @@ import json
 import logging
 from collections import defaultdict
 
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.contrib.auth import get_user_model
 from django.db import DatabaseError
 
 from receipts.broadcast import HEALTH_GROUP
-from sidewisp import pages
+from sidewisp import health, pages
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +33,9 @@ COALESCE_SECONDS = 0.25
 # Events published while Redis was down are lost for good: this repairs them.
 RESYNC_SECONDS = 5.0
 MAX_RESYNCS_PER_MINUTE = 30
-MAX_INBOUND_FRAME = 64  # {"type": "resync"} with room for whitespace
+MAX_INBOUND_FRAME = 64
+# This often the socket looks at the system banner's facts (cached; a stopped worker shows within 10 s).
+SYSTEM_SECONDS = 2.0  # {"type": "resync"} with room for whitespace
 
 
 class HealthConsumer(AsyncWebsocketConsumer):
@@ -51,9 +54,10 @@ class HealthConsumer(AsyncWebsocketConsumer):
         await self.accept()
         await self._send_render(snapshot=True)
         self.ticker = asyncio.create_task(self._tick())
+        self.system_watch = asyncio.create_task(self._watch_system())
 
     async def disconnect(self, code: int) -> None:
-        for task in (self.flush_task, self.ticker):
+        for task in (self.flush_task, self.ticker, getattr(self, "system_watch", None)):
             if task is not None:
                 task.cancel()
         if getattr(self, "joined", False):
@@ -96,9 +100,19 @@ class HealthConsumer(AsyncWebsocketConsumer):
             if await database_sync_to_async(pages.change_marker)(self.scope_page) != self.rendered:
                 await self._send_render(snapshot=True)
 
+    async def _watch_system(self) -> None:
+        # The system banner (workers, beat) is pushed when it changes: a cached ping, no database query.
+        # The page rendered it on load, so the first look only sets what it shows.
+        shown = await sync_to_async(health.banner, thread_sensitive=False)()
+        while True:
+            await asyncio.sleep(SYSTEM_SECONDS)
+            system = await sync_to_async(health.banner, thread_sensitive=False)()
+            if system != shown:
+                await self.send(text_data=health.render_banner_oob(system))
+                shown = system
+
     async def _send_render(self, *, snapshot: bool, seqs: list | None = None) -> None:
-        username = self.scope["user"].get_username()
-        self.rendered, html = await _render(self.scope_page, username, seqs or [], snapshot=snapshot)
+        self.rendered, html = await _render(self.scope_page, self.scope["user"].pk, seqs or [], snapshot=snapshot)
         if html:
             await self.send(text_data=html)
 
@@ -109,9 +123,12 @@ class HealthConsumer(AsyncWebsocketConsumer):
 
 
 @database_sync_to_async
-def _render(scope: pages.PageScope, username: str, seqs: list, *, snapshot: bool) -> tuple[tuple, str]:
+def _render(scope: pages.PageScope, user_id: int, seqs: list, *, snapshot: bool) -> tuple[tuple, str]:
     # The marker is read first: a change during the render shows at the next tick.
-    return pages.change_marker(scope), pages.render_oob(scope, username, seqs, snapshot=snapshot)
+    marker = pages.change_marker(scope)
+    # A fresh user: the fragments offer what the role permits now (permissions are cached per object).
+    user = get_user_model()._default_manager.filter(pk=user_id, is_active=True).first()
+    return marker, pages.render_oob(scope, user, seqs, snapshot=snapshot) if user is not None else ""
 
 
 @database_sync_to_async

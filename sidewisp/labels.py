@@ -73,6 +73,44 @@ def report_text(kind: str, detail: dict | None) -> str:
     return " · ".join(f"{name}: {value}" for name, value in detail.items())
 
 
+# Each permission in words (receipts.actions keeps them, for the messages it writes): never a codename.
+def permission(codename: str) -> str:
+    from receipts.actions import PERMISSION_LABELS
+
+    return PERMISSION_LABELS.get(codename, codename.split(".")[-1].replace("_", "-"))
+
+
+# What a confirmation page confirms, as its title says it.
+CONFIRM_TITLES: dict[str, str] = {
+    "approve": "Approve",
+    "reject": "Reject",
+    "edit": "Edit and approve",
+    "reassign": "Reassign",
+    "cancel": "Cancel the wait",
+    "reopen": "Reopen the task",
+    "accept": "Accept as is",
+    "resolve": "Mark resolved",
+    "stop": "Stop auto-continue",
+    "resume": "Resume auto-continue",
+    "retry": "Retry from checkpoint",
+}
+
+# What moved a handoff's verdict (receipts.models.VerdictChange.cause), in words.
+CAUSES: dict[str, str] = {
+    "created": "created receipt",
+    "reduced": "reduced receipt",
+    "destination": "destination receipt",
+    "wait": "wait receipt",
+    "verification": "verification receipt",
+    "final_status": "final status",
+    "reclassified": "re-judged (time passed)",
+    "task.accept": "accepted as is",
+    "task.resolve": "marked resolved",
+}
+
+# A decision's kind, as the confirmation page of a decided wait says it.
+DECISIONS: dict[str, str] = {"approve": "approved", "reject": "rejected", "edit": "approved with edited arguments"}
+
 # Run health level (receipts.health) -> (icon, label, tone); only "healthy" is ever green.
 HEALTH: dict[str, tuple[str, str, str]] = {
     "failing": ("✖", "Failing", "bad"),

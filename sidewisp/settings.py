@@ -234,10 +234,16 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "filters": {"no_403_traceback": {"()": "sidewisp.logs.NoTracebackForPermissionDenied"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    # The shell middleware logs every command and the workspace's absolute path at INFO.
-    "loggers": {"langchain.agents.middleware.shell_tool": {"level": "WARNING"}},
+    "loggers": {
+        # The shell middleware logs every command and the workspace's absolute path at INFO.
+        "langchain.agents.middleware.shell_tool": {"level": "WARNING"},
+        # A 403 is one line ("Forbidden (Permission denied): /audit/"), without the exception's traceback.
+        "django.request": {"filters": ["no_403_traceback"]},
+        "django.security": {"filters": ["no_403_traceback"]},
+    },
 }
 
 # --- Sidewisp -----------------------------------------------------------------

@@ -21,8 +21,11 @@ ALLOWED: dict[str, set[str]] = {
     "sidewisp:wait-reassign": {"operator", "admin"},
     "sidewisp:wait-cancel": {"operator", "admin"},
     "sidewisp:task-reopen": {"operator", "admin"},
+    "sidewisp:task-accept": {"operator", "admin"},
+    "sidewisp:task-resolve": {"operator", "admin"},
     "sidewisp:run-stop": {"operator", "admin"},
     "sidewisp:run-resume": {"operator", "admin"},
+    "sidewisp:run-retry": {"operator", "admin"},
     "sidewisp:run-create": {"operator", "admin"},
 }
 # What an allowed action answers: its result page, or for a start the new run's page.
@@ -59,12 +62,14 @@ def target(scenario_handoff):
             h = scenario_handoff("waiting", scenario="waiting_on_approval", owner="")
             assert h.verdict == "UNCERTAIN"
             return reverse(url_name, args=[h.pk]), {"owner": "ops-lead", "deadline_minutes": "60", "reason": "on call"}
-        if url_name == "sidewisp:task-reopen":
+        if url_name in ("sidewisp:task-reopen", "sidewisp:task-accept", "sidewisp:task-resolve"):
             h = scenario_handoff("false_complete", scenario="false_complete")
             return reverse(url_name, args=[h.pk]), {"reason": "the customer says no order arrived"}
         h = scenario_handoff("stale_control", scenario="stale_control")
         if url_name == "sidewisp:run-resume":
             Run.objects.filter(pk=h.run_id).update(auto_continue=False)
+        if url_name == "sidewisp:run-retry":
+            Run.objects.filter(pk=h.run_id).update(status=Run.Status.PARKED)
         return reverse(url_name, args=[h.run_id]), {"reason": "evidence compared"}
 
     return _target
@@ -89,6 +94,25 @@ def test_each_role_may_do_exactly_what_its_policy_allows(client, people, target,
     else:
         assert response.status_code == 403
         assert (entry.outcome, entry.actor_name) == ("denied", people[role].username)
+
+
+# Actions whose repeat with the same idempotency key is a no-op that changes nothing (run-create: test_start_run).
+REPLAYABLE = sorted(set(ALLOWED) - {"sidewisp:run-create", "sidewisp:wait-decide"})
+
+
+@pytest.mark.parametrize("url_name", REPLAYABLE)
+def test_a_replay_with_the_same_key_changes_nothing(client, people, target, url_name):
+    url, data = target(url_name)
+    client.force_login(people["admin"])
+    same = key()
+
+    first = client.post(url, {**data, "key": same})
+    again = client.post(url, {**data, "key": same})
+
+    assert (first.status_code, again.status_code) == (200, 200)
+    outcomes = list(AuditEntry.objects.order_by("pk").values_list("outcome", flat=True))
+    assert outcomes == ["done", "noop"]
+    assert "Nothing changed" in again.content.decode()
 
 
 def test_the_matrix_covers_every_declared_action():
@@ -183,7 +207,8 @@ def test_the_confirmation_page_names_the_operation_and_is_denied_to_a_viewer(cli
     shown = client.get(url)
 
     assert denied.status_code == 403
-    assert AuditEntry.objects.get().outcome == "denied"
+    # Opening a page is not an attempt: only a refused POST is audited.
+    assert not AuditEntry.objects.exists()
     assert shown.status_code == 200
     assert wait.run.operation_id in shown.content.decode()
     assert 'name="key"' in shown.content.decode()
@@ -281,11 +306,14 @@ def test_stopping_a_healthy_run_is_refused(client, people, scenario_handoff):
 
 def test_the_run_page_shows_stale_control_evidence_side_by_side(client, people, scenario_handoff):
     stale = scenario_handoff("stale_control", scenario="stale_control")
+    url = reverse("sidewisp:run-detail", args=[stale.run_id])
     client.force_login(people["viewer"])
+    seen = client.get(url).content.decode()
+    client.force_login(people["operator"])
+    body = client.get(url).content.decode()
 
-    body = client.get(reverse("sidewisp:run-detail", args=[stale.run_id])).content.decode()
-
-    assert "Declared vs what the state says" in body
+    assert "Declared vs what the state says" in seen
+    assert reverse("sidewisp:confirm", args=["stop", stale.run_id]) not in seen
     assert reverse("sidewisp:confirm", args=["stop", stale.run_id]) in body
 
 

@@ -121,9 +121,10 @@ def test_a_viewer_gets_the_overview_snapshot_first(viewer, record_handoff):
         connected, _ = await communicator.connect()
         assert connected
         first = await communicator.receive_from(timeout=TIMEOUT)
-        for fragment in ("verdict-counts", "newest-handoffs", "soonest-waits", "false-short"):
+        fragments = ("run-status", "overview-window", "verdict-counts", "newest-handoffs", "soonest-waits", "false-short")
+        for fragment in fragments:
             assert f'id="{fragment}"' in first
-        assert first.count('hx-swap-oob="true"') == 5  # four fragments and the sequence marker
+        assert first.count('hx-swap-oob="true"') == 7  # six fragments and the sequence marker
         assert "h-before" in first and 'data-count="FALSE_COMPLETE">1<' in first
         assert marker(first)["kind"] == "snapshot"
         await communicator.disconnect()
@@ -253,7 +254,8 @@ def test_a_reconnecting_page_gets_the_snapshot_with_what_it_missed(viewer, recor
         assert (await again.connect())[0]
         snapshot = await again.receive_from(timeout=TIMEOUT)
         assert marker(snapshot) == {"kind": "snapshot", "seqs": [[handoff.run_id, [6]]]}
-        assert "False complete" in snapshot and "Waiting on approval" not in snapshot
+        current = snapshot.split("data-history")[0]  # the verdict history below keeps the earlier verdicts
+        assert "False complete" in current and "Waiting on approval" not in current
         await again.disconnect()
 
     run_async(body)

@@ -113,7 +113,7 @@ def test_a_stopped_observed_run_offers_to_lift_the_stop_not_to_resume_it(olga, r
     assert "the app's process continues it when it calls observe again" in confirm
 
 
-def test_a_hosted_run_offers_stop_resume_reopen_and_decisions(olga, record_handoff):
+def test_a_hosted_run_offers_stop_resume_reopen_and_decisions(olga, person, record_handoff):
     stale = make_hosted(record_handoff("h-1", "op-1", "stale_control").run)
     false = record_handoff("h-2", "op-2", "false_complete")
     make_hosted(false.run)
@@ -127,6 +127,8 @@ def test_a_hosted_run_offers_stop_resume_reopen_and_decisions(olga, record_hando
     assert confirm_url("stop", stale.pk) in stale_page and OBSERVED_DRIVE not in stale_page
     assert "Evidence reconciled: resume auto-continue…" in stopped_page
     assert confirm_url("reopen", false.pk) in page(olga, false.run_id)
+    assert confirm_url("approve", wait.pk) not in page(olga, wait.run_id)  # an operator does not decide waits
+    olga.force_login(person("viewer", "approver"))  # the wait's owner
     assert confirm_url("approve", wait.pk) in page(olga, wait.run_id)
 
 
@@ -209,7 +211,7 @@ def test_the_runs_list_shows_modes_and_warnings_in_a_constant_number_of_queries(
         MiddlewareReport(run=run, agent="observer", kind="no_handoff", attempt="end") for run in runs[::3]
     )
 
-    with django_assert_max_num_queries(6):
+    with django_assert_max_num_queries(7):  # + the filters' graphs and route versions
         body = get(viewer_client, reverse("sidewisp:runs"))
 
     assert "Hosted · graph support-desk" in body and ">Observed<" in body
