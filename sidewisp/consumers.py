@@ -33,9 +33,9 @@ COALESCE_SECONDS = 0.25
 # Events published while Redis was down are lost for good: this repairs them.
 RESYNC_SECONDS = 5.0
 MAX_RESYNCS_PER_MINUTE = 30
-MAX_INBOUND_FRAME = 64
+MAX_INBOUND_FRAME = 64  # {"type": "resync"} with room for whitespace
 # This often the socket looks at the system banner's facts (cached; a stopped worker shows within 10 s).
-SYSTEM_SECONDS = 2.0  # {"type": "resync"} with room for whitespace
+SYSTEM_SECONDS = 2.0
 
 
 class HealthConsumer(AsyncWebsocketConsumer):
@@ -112,7 +112,8 @@ class HealthConsumer(AsyncWebsocketConsumer):
                 shown = system
 
     async def _send_render(self, *, snapshot: bool, seqs: list | None = None) -> None:
-        self.rendered, html = await _render(self.scope_page, self.scope["user"].pk, seqs or [], snapshot=snapshot)
+        username = self.scope["user"].get_username()
+        self.rendered, html = await _render(self.scope_page, username, seqs or [], snapshot=snapshot)
         if html:
             await self.send(text_data=html)
 
@@ -123,12 +124,9 @@ class HealthConsumer(AsyncWebsocketConsumer):
 
 
 @database_sync_to_async
-def _render(scope: pages.PageScope, user_id: int, seqs: list, *, snapshot: bool) -> tuple[tuple, str]:
+def _render(scope: pages.PageScope, username: str, seqs: list, *, snapshot: bool) -> tuple[tuple, str]:
     # The marker is read first: a change during the render shows at the next tick.
-    marker = pages.change_marker(scope)
-    # A fresh user: the fragments offer what the role permits now (permissions are cached per object).
-    user = get_user_model()._default_manager.filter(pk=user_id, is_active=True).first()
-    return marker, pages.render_oob(scope, user, seqs, snapshot=snapshot) if user is not None else ""
+    return pages.change_marker(scope), pages.render_oob(scope, username, seqs, snapshot=snapshot)
 
 
 @database_sync_to_async
