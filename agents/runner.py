@@ -47,7 +47,7 @@ def start_run(run: Run) -> str:
             # A re-delivered task: continue the interrupted step from the checkpoint.
             outcome = observe(hosted.graph, None, config, **kwargs)
         else:
-            outcome = conclude(hosted.graph, config, **kwargs)
+            outcome = conclude(hosted.graph, config, wait_policies=hosted.wait_policies, verifier=hosted.verifier)
         if run.input is not None and hosted.graph.get_state(config).values:
             # The checkpoint holds the input now; the row keeps no copy of it.
             run.input = None

@@ -24,41 +24,80 @@ from django.utils import timezone
 
 from agents.limits import effective_stack
 from receipts import actions, dashboard
-from receipts.models import AuditEntry, Handoff, MiddlewareReport, Run
+from receipts import health as run_health
+from receipts.models import AuditEntry, Decision, Handoff, MiddlewareReport, Receipt, Run, VerdictChange
 from receipts.runtime import current as current_runtime
 from sidewisp import labels
 
 VIEWER_PERMISSION = "receipts.view_dashboard"
+User = actions.User
 RUNS_PER_PAGE = 25
+WAITS_PER_PAGE = 25
+FALSE_PER_PAGE = 25
 AUDIT_PER_PAGE = 50
 AUDIT_CSV_LIMIT = 10_000
 PAGES = ("overview", "runs", "run", "waits", "false")
 
 
+# The time windows the runs list offers: runs created within the last ...
+WINDOWS: dict[str, tuple[str, timedelta]] = {
+    "15m": ("15 minutes", timedelta(minutes=15)),
+    "1h": ("1 hour", timedelta(hours=1)),
+    "24h": ("24 hours", timedelta(hours=24)),
+    "7d": ("7 days", timedelta(days=7)),
+}
+HEALTH_LABELS = {
+    run_health.FAILING: "Failing",
+    run_health.ATTENTION: "Needs attention",
+    run_health.WAITING: "Waiting",
+    run_health.IN_PROGRESS: "In progress",
+    run_health.HEALTHY: "Healthy",
+}
+
+
 class RunFilterForm(forms.Form):
+    q = forms.CharField(
+        required=False,
+        max_length=200,
+        label="Search",
+        help_text="Operation id, handoff id, agent or graph; an exact id opens it",
+        widget=forms.TextInput(attrs={"type": "search"}),
+    )
+    health = forms.ChoiceField(required=False, choices=[("", "Any health")], label="Run health")
+    window = forms.ChoiceField(
+        required=False,
+        choices=[("", "Any time"), *((key, f"Last {label}") for key, (label, _) in WINDOWS.items())],
+        label="Created in",
+    )
     verdict = forms.ChoiceField(required=False, choices=[("", "Any verdict")])
-    agent = forms.CharField(required=False, max_length=200, help_text="Sender or receiver")
+    graph = forms.ChoiceField(required=False, choices=[("", "Any graph")])
+    route_version = forms.ChoiceField(required=False, choices=[("", "Any route version")])
+    agent = forms.CharField(required=False, max_length=200, help_text="Sender or receiver, exactly")
     status = forms.ChoiceField(required=False, choices=[("", "Any status"), *Run.Status.choices], label="Task status")
     since = forms.DateTimeField(required=False, label="Created from (UTC)")
     until = forms.DateTimeField(required=False, label="Created before (UTC)")
-    q = forms.CharField(required=False, max_length=200, label="Operation id")
-    health = forms.ChoiceField(required=False, choices=[("", "Any health")], label="Run health")
     page = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args, graphs: Iterable[str] = (), route_versions: Iterable[str] = (), **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["verdict"].choices = [("", "Any verdict")] + [
             (v, labels.VERDICTS[v][1]) for v in dashboard.VERDICT_ORDER
         ]
-        self.fields["health"].choices = [("", "Any health")] + [(k, v[1]) for k, v in labels.HEALTH.items()]
+        self.fields["health"].choices += [(level, HEALTH_LABELS.get(level, level)) for level in run_health.LEVELS]
+        self.fields["graph"].choices += [(name, name) for name in graphs]
+        self.fields["route_version"].choices += [(version, version) for version in route_versions]
         for name in ("since", "until"):
             self.fields[name].widget.input_type = "datetime-local"
 
     def filters(self) -> dashboard.RunFilters:
         """The valid filters; an invalid field is ignored (and shown as an error by the form)."""
         self.is_valid()
-        data = getattr(self, "cleaned_data", {})
-        names = ("verdict", "agent", "status", "since", "until", "q", "health")
+        data = dict(getattr(self, "cleaned_data", {}))
+        data["q"] = (data.get("q") or "").strip()
+        if window := WINDOWS.get(data.get("window") or ""):
+            start = timezone.now() - window[1]
+            data["since"] = max(data["since"], start) if data.get("since") else start
+        names = ("verdict", "agent", "status", "since", "until", "q", "graph", "route_version", "health")
         return dashboard.RunFilters(**{n: data[n] for n in names if data.get(n) not in (None, "")})
 
 
@@ -67,7 +106,7 @@ class PageScope:
     page: str
     run_id: int | None = None
     mine: bool = False
-    query: str = ""  # the runs page's own query string (filters and page number)
+    query: str = ""  # the page's own query string (filters and page number)
 
     @classmethod
     def from_query_string(cls, raw: bytes | str) -> PageScope | None:
@@ -78,12 +117,13 @@ class PageScope:
         if page not in PAGES:
             return None
         run_id = params.pop("run", "")
+        query = params.get("filters", "")
         if page == "run":
-            return cls(page, run_id=int(run_id)) if run_id.isdigit() else None
+            return cls(page, run_id=int(run_id), query=query) if run_id.isdigit() else None
         if page == "waits":
-            return cls(page, mine=params.get("mine") == "1")
-        if page in ("runs", "overview"):
-            return cls(page, query=params.get("filters", ""))
+            return cls(page, mine=params.get("mine") == "1", query=query)
+        if page in ("runs", "false", "overview"):
+            return cls(page, query=query)
         return cls(page)
 
     def ws_url(self) -> str:
@@ -93,7 +133,7 @@ class PageScope:
         if self.mine:
             params["mine"] = "1"
         if self.query:
-            params["filters"] = self.query  # the runs page's own query, page number included
+            params["filters"] = self.query  # the page's own query, page number included
         return f"/ws/health/?{urlencode(params)}"
 
     def is_affected_by(self, event: Mapping) -> bool:
@@ -107,7 +147,7 @@ class PageScope:
 # --- context builders: one per page, a fixed number of queries each -------------
 
 
-def overview_context(window: str = "") -> dict:
+def overview_context(user: User, window: str = "") -> dict:
     window = window if window in labels.WINDOWS else labels.DEFAULT_WINDOW
     now = timezone.now()
     since = now - timedelta(seconds=labels.WINDOWS[window][1])
@@ -120,7 +160,7 @@ def overview_context(window: str = "") -> dict:
         "stats": dashboard.window_stats(since, now),
         "counts": dashboard.overview_counts(),
         "newest": dashboard.newest_handoffs(),
-        "soonest": with_offers(dashboard.open_waits(limit=dashboard.SOONEST_LIMIT)),
+        "soonest": with_offers(dashboard.open_waits(limit=dashboard.SOONEST_LIMIT), user),
         "open_wait_count": dashboard.open_wait_count(),
         "false_completions": dashboard.false_completions(limit=dashboard.SOONEST_LIMIT),
         "false_count": dashboard.false_completion_count(),
@@ -129,7 +169,8 @@ def overview_context(window: str = "") -> dict:
 
 
 def runs_context(params: QueryDict | Mapping[str, str]) -> dict:
-    form = RunFilterForm(params)
+    graphs, route_versions = dashboard.search_choices()
+    form = RunFilterForm(params, graphs=graphs, route_versions=route_versions)
     filters = form.filters()
     paginator = Paginator(dashboard.runs(filters).annotate(no_handoff=_has_report(NO_HANDOFF)), RUNS_PER_PAGE)
     page = paginator.get_page(form.cleaned_data.get("page") or 1)
@@ -137,37 +178,186 @@ def runs_context(params: QueryDict | Mapping[str, str]) -> dict:
     return {"form": form, "page_obj": page, "query": urlencode(query), "filtered": bool(query)}
 
 
-def run_context(run: Run) -> dict:
-    timeline = dashboard.run_timeline(run)
-    stoppable = any(item.handoff.verdict in actions.STOPPABLE for item in timeline)
-    offers = run_offers(run, stoppable=stoppable)
-    for item in timeline:
-        item.handoff.evidence = reconcile_evidence(item.handoff)
-        item.handoff.offers = offers
+def run_context(run: Run, user: User, page: object = 1) -> dict:
+    handoff_count = dashboard.run_handoff_count(run)
+    # Page 1 holds the latest handoffs; no query of its own (the count is the page's anyway).
+    timeline_page = Paginator(range(handoff_count), dashboard.TIMELINE_LIMIT).get_page(page)
+    timeline = dashboard.run_timeline(run, page=timeline_page.number)
+    handoffs = [item.handoff for item in timeline]
+    stoppable = any(h.verdict in actions.STOPPABLE for h in handoffs)
+    offers = run_offers(run, user, stoppable=stoppable, verdicts={h.verdict for h in handoffs})
+    history = _verdict_history(handoffs)
+    settled = actions.settlements(handoffs, history)
+    for h in handoffs:
+        h.evidence = reconcile_evidence(h)
+        h.history = history.get(h.pk, [])
+        _offer_on_handoff(h, offers, user, settled.get(h.pk))
+    with_stories(handoffs)
+    missing = dashboard.missing_context_keys(handoffs)
+    for h in handoffs:
+        h.missing_keys = missing.get(h.pk, [])
     # Identical reports grouped with a count (a zero call limit repeats one report per attempt).
-    reports = dashboard.run_report_groups(run)
+    reports = dashboard.run_report_groups(run, limit=dashboard.REPORT_LIMIT + 1)
     return {
         "run": run,
         "offers": offers,
+        "inspect": _inspect(run, handoffs, offers),
         # Recorded once, when the run ends: among the newest reports (no query of its own).
         "no_handoff": any(report.kind == NO_HANDOFF for report in reports),
         "timeline": timeline,
         "stoppable": stoppable,
         "held_decisions": run.decisions.filter(applied_at__isnull=True).count() if not run.auto_continue else 0,
-        "handoff_count": dashboard.run_handoff_count(run),
-        "reports": reports,
+        "handoff_count": handoff_count,
+        "timeline_page": timeline_page,
+        "reports": reports[: dashboard.REPORT_LIMIT],
+        "more_reports": len(reports) > dashboard.REPORT_LIMIT,
         "effective_limits": effective_stack(run),
         "timeline_limit": dashboard.TIMELINE_LIMIT,
         "now": timezone.now(),
     }
 
 
-def waits_context(username: str | None) -> dict:
-    return {"waits": with_offers(dashboard.open_waits(username)), "mine": username is not None, "now": timezone.now()}
+def waits_context(user: User, *, mine: bool = False, page: object = 1) -> dict:
+    page_obj = Paginator(dashboard.open_waits_query(user.get_username() if mine else None), WAITS_PER_PAGE)
+    page_obj = page_obj.get_page(page)
+    waits = list(page_obj.object_list)
+    resolved = resolved_waits(user.get_username() if mine else None)
+    return {
+        "waits": with_offers(waits, user),
+        "page_obj": page_obj,
+        "query": "mine=1" if mine else "",
+        "resolved": resolved,
+        "mine": mine,
+        "now": timezone.now(),
+    }
 
 
-def false_context() -> dict:
-    return {"false_completions": dashboard.false_completions(), "false_count": dashboard.false_completion_count()}
+# --- a wait's story: when it opened, and once resolved who decided what, when ----------------
+
+RESOLVED_LIMIT = 20
+# The audit actions that close a wait, and the resolution each records (spec §1 v1.1).
+CLOSING_ACTIONS = {
+    "wait.approve": "approved",
+    "wait.edit": "edited",
+    "wait.reject": "rejected",
+    "wait.expire": "expired",
+    "wait.cancel": "cancelled",
+}
+
+
+@dataclass(frozen=True)
+class WaitStory:
+    """What happened to a wait: when it opened and, once resolved, how, by whom, when, after how long."""
+
+    opened_at: object | None  # datetime
+    resolution: str = ""  # approved | edited | rejected | expired | cancelled ("" while open)
+    decided_by: str = ""
+    decided_at: object | None = None
+    closed_at: object | None = None
+
+    @property
+    def open_for(self) -> str:
+        """How long the wait was (or has been, while open) open, e.g. "2h 05m"; "" when unknown."""
+        end = self.closed_at or self.decided_at or timezone.now()
+        if self.opened_at is None or end < self.opened_at:
+            return ""
+        seconds = int((end - self.opened_at).total_seconds())
+        days, hours, minutes = seconds // 86400, seconds % 86400 // 3600, seconds % 3600 // 60
+        if days:
+            return f"{days}d {hours}h"
+        return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {seconds % 60:02d}s"
+
+
+def resolved_waits(username: str | None = None) -> list[Handoff]:
+    """The most recently resolved waits (`username`'s only when given), each with its story."""
+    found = Handoff.objects.select_related("run").filter(wait_open=False, wait_part__isnull=False)
+    if username is not None:
+        found = found.filter(wait_owner=username)
+    handoffs = list(found.order_by("-updated_at", "-pk")[:RESOLVED_LIMIT])
+    return with_stories(handoffs)
+
+
+def with_stories(handoffs: list[Handoff]) -> list[Handoff]:
+    """`handoffs`, each with a wait gets `story` (two queries, none without waits)."""
+    waiting = [h for h in handoffs if h.wait_part]
+    if not waiting:
+        return handoffs
+    opened: dict[int, object] = {}
+    closed: dict[int, object] = {}
+    for handoff_id, payload, at in (
+        Receipt.objects.filter(handoff__in=waiting, part="wait")
+        .order_by("recorded_at", "pk")
+        .values_list("handoff_id", "payload", "recorded_at")
+    ):
+        if isinstance(payload, dict) and payload.get("resolved") is True:
+            closed.setdefault(handoff_id, at)
+        else:
+            opened.setdefault(handoff_id, at)
+    decided: dict[int, AuditEntry] = {}
+    closed_ones = [h for h in waiting if not h.wait_open]
+    if closed_ones:
+        entries = AuditEntry.objects.filter(
+            handoff__in=closed_ones, action__in=list(CLOSING_ACTIONS), outcome=AuditEntry.Outcome.DONE
+        ).order_by("-at", "-pk")
+        for entry in entries:
+            decided.setdefault(entry.handoff_id, entry)
+    for h in waiting:
+        entry = decided.get(h.pk)
+        resolution = "" if h.wait_open else (h.wait_part.get("resolution") or "")
+        if not h.wait_open and not resolution and entry is not None:
+            resolution = CLOSING_ACTIONS[entry.action]
+        h.story = WaitStory(
+            opened_at=opened.get(h.pk),
+            resolution=resolution or ("" if h.wait_open else "resolved"),
+            decided_by=(entry.actor_name if entry is not None else "") if not h.wait_open else "",
+            decided_at=entry.at if entry is not None and not h.wait_open else None,
+            closed_at=closed.get(h.pk) if not h.wait_open else None,
+        )
+    return handoffs
+
+
+def false_context(user: User, page: object = 1) -> dict:
+    page_obj = Paginator(dashboard.false_completions_query(), FALSE_PER_PAGE).get_page(page)
+    return {
+        "false_completions": with_offers(list(page_obj.object_list), user),
+        "false_count": page_obj.paginator.count,
+        "page_obj": page_obj,
+        "query": "",
+    }
+
+
+def exact_match_url(params: QueryDict | Mapping[str, str]) -> str | None:
+    """Where a search for exactly one operation id or handoff id goes: that run (at that handoff)."""
+    text = (_flat(params).get("q") or "").strip()
+    found = dashboard.exact_match(text) if text and len(text) <= 200 else None
+    if found is None:
+        return None
+    run_id, handoff_pk = found
+    url = reverse("sidewisp:run-detail", args=[run_id])
+    return f"{url}#handoff-{handoff_pk}" if handoff_pk else url
+
+
+def _inspect(run: Run, handoffs: list[Handoff], offers: Offers) -> list[dict[str, str]]:
+    """Where to look before a retry: each failing handoff's deciding boundary, then the run's reports."""
+    if not (offers.retry or offers.retry_hint or run.status == Run.Status.PARKED):
+        return []
+    failing = [h for h in handoffs if h.boundary and h.verdict not in ("HEALTHY", "WAITING_ON_APPROVAL")]
+    places = [
+        {
+            "anchor": f"handoff-{h.pk}-{h.boundary}",
+            "label": f"{labels.BOUNDARIES.get(h.boundary, h.boundary)} boundary of {h.handoff_id}",
+        }
+        for h in failing
+    ]
+    return [*places, {"anchor": f"run-{run.pk}-reports", "label": "what other middleware reported"}]
+
+
+def _verdict_history(handoffs: list[Handoff]) -> dict[int, list[VerdictChange]]:
+    """Each handoff's verdict changes, oldest first (one query)."""
+    history: dict[int, list[VerdictChange]] = {}
+    for change in VerdictChange.objects.filter(handoff__in=handoffs).order_by("at", "pk"):
+        history.setdefault(change.handoff_id, []).append(change)
+    return history
 
 
 # --- what each run offers: decided here, once, for every page ----------------------
@@ -177,21 +367,27 @@ NO_HANDOFF = MiddlewareReport.Kind.NO_HANDOFF
 
 @dataclass(frozen=True)
 class Offers:
-    """Which actions the pages offer for one run, and in words why the others are not offered.
+    """Which actions the pages offer one user for one run, and in words why the others are not offered.
 
-    A page never offers a button the action could only refuse: the runtime
-    answers what can reach the run's graph, the run's state the rest.
+    A page never offers a link the action could only refuse or deny: the user's role (receipts.actions.may,
+    which audits nothing), the runtime (what can reach the run's graph) and the run's state decide. A note
+    says why an action is not offered only to a user whose role would allow it.
     """
 
     resumer: str  # who resumes the run after a decision, as a sentence
     observed: bool
-    decide: bool  # approve, reject, edit
+    decide: bool  # a decision can reach the graph (the owner rule is per wait: handoff_links)
     reverify: bool  # reopen a false completion
     reverify_note: str
     controllable: bool  # auto-continue can be stopped and lifted (state rules aside)
     stop: bool
     resume: bool
+    retry: bool  # retry from the checkpoint (parked, or the destination did not start)
     drive_note: str
+    retry_note: str = ""  # why a retry cannot work (the confirmation page says it)
+    retry_hint: str = ""  # the same, on the run page: only where a retry is the move and the user may do it
+    finished: bool = False
+    may: frozenset[str] = frozenset()  # the policy names this user's role permits here (owner rule aside)
 
     def allows(self, what: str) -> bool:
         """Whether the action `what` (a confirmation page's name) can work on this run at all."""
@@ -200,25 +396,37 @@ class Offers:
         if what == "reopen":
             return self.reverify
         if what in ("stop", "resume"):
-            return self.controllable
+            return self.controllable and not self.finished
+        if what == "retry":
+            return not self.retry_note
         return True
 
     def why_not(self, what: str) -> str:
         if what in actions.DECISION_KINDS:
             return f"A decision cannot reach this run's graph. {self.resumer}"
+        if what == "retry":
+            return self.retry_note
+        if what in ("stop", "resume") and self.finished:
+            return "This run has ended: there is nothing to stop or continue."
         return self.reverify_note if what == "reopen" else self.drive_note
 
 
-def run_offers(run: Run, *, stoppable: bool = False) -> Offers:
+def run_offers(run: Run, user: User, *, stoppable: bool = False, verdicts: set[str] | None = None) -> Offers:
+    """What `user` is offered on `run`; `verdicts` are its handoffs' verdicts when the caller has them."""
     runtime = current_runtime()
     # An imported run is neither: no process drives it.
     observed = run.mode == Run.Mode.OBSERVED and run.source == Run.Source.AGENT
     drivable = runtime.can_drive(run)
+    finished = run.status in actions.FINISHED
+    may = frozenset(policy.name for policy in actions.POLICIES if not policy.owner_rule and actions.may(user, policy))
+    controls = actions.STOP_RUN.name in may  # stop, resume and retry: the run-control permission
     # Stopping works in both modes: a worker (hosted) and the app's observe (observed) both check
     # auto-continue before every step and park the run. Resuming differs: for a hosted run a worker
     # drives it on; for an observed run it only lifts the stop (observe parks at once while it is
     # off), so it is still offered, worded as such, and the app continues when it calls observe again.
-    if observed:
+    if finished:
+        drive_note = ""  # an ended run: nothing to stop or drive, and nothing to explain
+    elif observed:
         drive_note = (
             "This run is driven by the app's own process. Stopping auto-continue works: the app's observe "
             "checks it before every step and parks the run. Sidewisp cannot continue the run itself: once the "
@@ -235,28 +443,107 @@ def run_offers(run: Run, *, stoppable: bool = False) -> Offers:
         reverify_note = "Its outcome verifier runs in the app's process; Sidewisp cannot run it again."
     else:
         reverify_note = "No outcome verifier is registered for this run here; Sidewisp cannot run it again."
-    controllable = drivable or observed
+    controllable = (drivable or observed) and not finished
+    retry_candidate = _retry_candidate(run, verdicts)
+    retry_note = actions.retry_refusal(run) if retry_candidate else _NOT_RETRIED
     return Offers(
         resumer=runtime.resumer(run),
         observed=observed,
         decide=runtime.can_resume(run),
         reverify=reverify,
-        reverify_note=reverify_note,
+        reverify_note=reverify_note if actions.REOPEN_TASK.name in may else "",
         controllable=controllable,
-        stop=run.auto_continue and stoppable and controllable,
-        resume=not run.auto_continue and controllable,
-        drive_note=drive_note,
+        stop=controls and run.auto_continue and stoppable and controllable,
+        resume=controls and not run.auto_continue and controllable,
+        retry=controls and not retry_note,
+        drive_note=drive_note if controls else "",
+        retry_note=retry_note,
+        retry_hint=retry_note if controls and retry_candidate else "",
+        finished=finished,
+        may=may,
     )
 
 
-def with_offers(handoffs: list[Handoff]) -> list[Handoff]:
-    """`handoffs` (their runs loaded), each with its run's offers as `offers` (asked once per run)."""
+_NOT_RETRIED = "Only a parked run, or one whose destination did not start, is retried from its checkpoint."
+
+
+def _retry_candidate(run: Run, verdicts: set[str] | None) -> bool:
+    # Where retrying is the move: a parked run, or one whose destination did not start (any state: the
+    # hint then says why it cannot work, e.g. the run has ended). Elsewhere nothing is offered or said.
+    if run.status == Run.Status.PARKED:
+        return True
+    if verdicts is None:
+        return run.handoffs.filter(verdict="DESTINATION_NOT_STARTED").exists()
+    return "DESTINATION_NOT_STARTED" in verdicts
+
+
+def with_offers(handoffs: list[Handoff], user: User) -> list[Handoff]:
+    """`handoffs` (their runs loaded), each with its run's offers and its own links (asked once per run)."""
     by_run: dict[int, Offers] = {}
+    settled = actions.settlements([h for h in handoffs if h.verdict == "FALSE_COMPLETE"])
     for handoff in handoffs:
         if handoff.run_id not in by_run:
-            by_run[handoff.run_id] = run_offers(handoff.run)
-        handoff.offers = by_run[handoff.run_id]
+            by_run[handoff.run_id] = run_offers(handoff.run, user, verdicts=set())
+        _offer_on_handoff(handoff, by_run[handoff.run_id], user, settled.get(handoff.pk))
     return handoffs
+
+
+@dataclass(frozen=True)
+class Link:
+    what: str  # the confirmation page's name
+    label: str
+    url: str
+
+
+@dataclass(frozen=True)
+class Note:
+    what: str
+    text: str
+
+
+def _offer_on_handoff(h: Handoff, offers: Offers, user: User, settlement: actions.Settlement | None) -> None:
+    """Set `h.offers`, `h.links` (what this user may do to it now), `h.notes` and `h.settlement`."""
+    h.offers, h.settlement = offers, settlement
+    h.links, h.notes = handoff_links(h, offers, user, settled=settlement is not None)
+
+
+def handoff_links(h: Handoff, offers: Offers, user: User, *, settled: bool = False) -> tuple[list[Link], list[Note]]:
+    """The action links one handoff offers `user`, and notes for what their role allows but cannot work."""
+    links: list[Link] = []
+    notes: list[Note] = []
+
+    def link(what: str, label: str) -> None:
+        links.append(Link(what, label, reverse("sidewisp:confirm", args=[what, h.pk])))
+
+    reassigns = actions.REASSIGN_WAIT.name in offers.may
+    if h.wait_open and h.verdict == "WAITING_ON_APPROVAL":
+        if actions.may(user, actions.DECIDE_WAIT, h):
+            if offers.decide:
+                link("approve", "Approve…")
+                link("reject", "Reject…")
+                link("edit", "Edit…")
+            else:
+                notes.append(
+                    Note(
+                        "decide", "Approve, reject and edit are not offered: a decision cannot reach this run's graph."
+                    )
+                )
+        if reassigns:
+            link("reassign", "Reassign…")
+    elif h.wait_open:
+        if reassigns:
+            link("reassign", "Assign owner and deadline…")
+            link("cancel", "Cancel the wait…")
+    elif h.verdict == "FALSE_COMPLETE" and not settled:
+        if actions.REOPEN_TASK.name in offers.may:
+            if offers.reverify:
+                link("reopen", "Reopen the task…")
+            else:
+                notes.append(Note("reopen", offers.reverify_note))
+        if actions.ACCEPT_TASK.name in offers.may:
+            link("accept", "Accept as is…")
+            link("resolve", "Mark resolved…")
+    return links, notes
 
 
 def _has_report(kind: str) -> Exists:
@@ -325,40 +612,81 @@ ACTION_URLS = {
     "reassign": "sidewisp:wait-reassign",
     "cancel": "sidewisp:wait-cancel",
     "reopen": "sidewisp:task-reopen",
+    "accept": "sidewisp:task-accept",
+    "resolve": "sidewisp:task-resolve",
     "stop": "sidewisp:run-stop",
     "resume": "sidewisp:run-resume",
+    "retry": "sidewisp:run-retry",
 }
+SETTLING = ("reopen", "accept", "resolve")
 
 
 def confirm_context(what: str, found: actions.Result, form) -> dict:
     handoff, run = found.handoff, found.run
-    pending = pending_call(run) if what in actions.DECISION_KINDS else None
     target = handoff if handoff is not None else run
-    offers = run_offers(run)
+    offers = run_offers(run, found.actor)
+    decided = _decision_on(handoff) if what in actions.DECISION_KINDS else None
+    settled = actions.settlement(handoff) if what in SETTLING else None
+    pending = pending_call(run) if what in actions.DECISION_KINDS and decided is None else None
     if what == "reassign":
         candidates = actions.wait_owner_candidates(handoff, by=found.actor)
         form.offer_owners(candidate.get_username() for candidate in candidates)
+    not_now = _not_now(what, handoff, decided, settled)
     return {
         "what": what,
+        "title": labels.CONFIRM_TITLES.get(what, what.capitalize()),
         "offers": offers,
-        "offered": offers.allows(what),
-        "not_offered": offers.why_not(what),
+        "decided": decided,
+        "settled": settled,
+        "offered": offers.allows(what) and not not_now,
+        "not_offered": not_now or offers.why_not(what),
         "action_url": reverse(ACTION_URLS[what], args=[target.pk]),
         "handoff": handoff,
         "run": run,
         "form": form,
         "pending": pending,
+        # The call's values (redacted, read from the checkpoint now) only for someone who may decide it.
+        "values_shown": pending is not None
+        and pending.arg_values is not None
+        and actions.may(found.actor, actions.DECIDE_WAIT, handoff),
+        "story": with_stories([handoff])[0].story if handoff is not None and handoff.wait_part else None,
         "edit_allowed": pending is not None and "edit" in pending.allowed_decisions,
         "evidence": reconcile_evidence(handoff) if handoff is not None else None,
         "now": timezone.now(),
     }
 
 
+def _decision_on(handoff: Handoff) -> Decision | None:
+    """The decision that answered this wait (by its token), or, once the wait is closed, its latest one."""
+    decisions = Decision.objects.select_related("decided_by").filter(handoff=handoff).order_by("-decided_at", "-pk")
+    token = (handoff.wait_part or {}).get("resume_token_id")
+    if handoff.wait_open:
+        return decisions.filter(resume_token_id=token).first() if token else None
+    return decisions.first()
+
+
+def _not_now(what: str, handoff: Handoff | None, decided: Decision | None, settled) -> str:
+    """Why the handoff's state no longer permits `what` (the page then shows that, and no form)."""
+    if what in actions.DECISION_KINDS:
+        if decided is not None:
+            return "This wait is already decided; nothing is left to decide."
+        return "" if handoff.wait_open else "This wait is no longer open; nothing is left to decide."
+    if what in ("reassign", "cancel") and not handoff.wait_open:
+        return "This wait is no longer open."
+    if what in SETTLING:
+        if settled is not None:
+            return "This false completion is already settled."
+        if handoff.verdict != "FALSE_COMPLETE":
+            verdict = labels.VERDICTS.get(handoff.verdict, labels.UNKNOWN)[1].lower()
+            return f"This handoff is {verdict}, not a false completion."
+    return ""
+
+
 def result_context(result: actions.Result, user) -> dict:
     context: dict = {"result": result, "now": timezone.now()}
     if result.run is not None and result.ok and user.has_perm(VIEWER_PERMISSION):
         # The run, live: the operator watches the resume, re-verification or parking happen.
-        context.update(run_context(result.run))
+        context.update(run_context(result.run, user))
         context["ws_url"] = PageScope("run", run_id=result.run.pk).ws_url()
     return context
 
@@ -437,33 +765,39 @@ _FRAGMENTS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _context_for(scope: PageScope, username: str) -> dict | None:
+def _context_for(scope: PageScope, user: User) -> dict | None:
     builders: dict[str, Callable[[], dict | None]] = {
-        "overview": lambda: overview_context(QueryDict(scope.query).get("window") or ""),
+        "overview": lambda: overview_context(user, QueryDict(scope.query).get("window") or ""),
         "runs": lambda: runs_context(QueryDict(scope.query)),
-        "run": lambda: _run_context_or_none(scope.run_id),
-        "waits": lambda: waits_context(username if scope.mine else None),
-        "false": false_context,
+        "run": lambda: _run_context_or_none(scope.run_id, user, _page_number(scope)),
+        "waits": lambda: waits_context(user, mine=scope.mine, page=_page_number(scope)),
+        "false": lambda: false_context(user, _page_number(scope)),
     }
     return builders[scope.page]()
 
 
-def _run_context_or_none(run_id: int | None) -> dict | None:
+def _page_number(scope: PageScope) -> str:
+    return QueryDict(scope.query).get("page") or "1"
+
+
+def _run_context_or_none(run_id: int | None, user: User, page: object = 1) -> dict | None:
     run = Run.objects.filter(pk=run_id).first()
-    return run_context(run) if run is not None else None
+    return run_context(run, user, page) if run is not None else None
 
 
 def change_marker(scope: PageScope) -> tuple:
     return dashboard.change_marker(scope.run_id if scope.page == "run" else None)
 
 
-def render_oob(scope: PageScope, username: str, seqs: Iterable[tuple[int, list[int]]], *, snapshot: bool) -> str:
+def render_oob(scope: PageScope, user: User, seqs: Iterable[tuple[int, list[int]]], *, snapshot: bool) -> str:
     """The page's live fragments as out-of-band swaps, then the sequence marker the page script reads.
 
     `seqs` are (run id, [event sequence numbers]) seen since the last render; a
     snapshot also carries the run's current sequence so the page has a baseline.
     """
-    context = _context_for(scope, username)
+    context = _context_for(scope, user)
+    # The socket's fragments offer what this user's role permits, like the page they replace.
+    context["user"] = user
     if context is None:
         return ""
     context["oob"] = True

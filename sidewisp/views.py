@@ -8,13 +8,14 @@ from functools import wraps
 from urllib.parse import urlencode
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required, permission_required
+from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from receipts import actions
 from receipts.models import Run
@@ -29,8 +30,11 @@ ACTION_POLICIES: dict[str, actions.Policy] = {
     "sidewisp:wait-reassign": actions.REASSIGN_WAIT,
     "sidewisp:wait-cancel": actions.CANCEL_WAIT,
     "sidewisp:task-reopen": actions.REOPEN_TASK,
+    "sidewisp:task-accept": actions.ACCEPT_TASK,
+    "sidewisp:task-resolve": actions.RESOLVE_TASK,
     "sidewisp:run-stop": actions.STOP_RUN,
     "sidewisp:run-resume": actions.RESUME_RUN,
+    "sidewisp:run-retry": actions.RETRY_RUN,
     "sidewisp:run-create": actions.START_RUN,
 }
 # POST URLs that are not operator actions, and what protects them instead.
@@ -47,15 +51,25 @@ CONFIRMS: dict[str, actions.Policy] = {
     "reassign": actions.REASSIGN_WAIT,
     "cancel": actions.CANCEL_WAIT,
     "reopen": actions.REOPEN_TASK,
+    "accept": actions.ACCEPT_TASK,
+    "resolve": actions.RESOLVE_TASK,
     "stop": actions.STOP_RUN,
     "resume": actions.RESUME_RUN,
+    "retry": actions.RETRY_RUN,
 }
 _STATUS = {"done": 200, "noop": 200, "denied": 403, "not_found": 404, "refused": 409}
 
 
 def viewer_required(view: Callable) -> Callable:
-    """Anonymous users go to the login page; users without the viewer permission get a 403."""
-    return login_required(permission_required(pages.VIEWER_PERMISSION, raise_exception=True)(view))
+    """Anonymous users go to the login page; users without the viewer permission get a 403 that says so."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if not request.user.has_perm(pages.VIEWER_PERMISSION):
+            raise PermissionDenied(actions.needs("Seeing the operator pages", (pages.VIEWER_PERMISSION,)))
+        return view(request, *args, **kwargs)
+
+    return login_required(wrapper)
 
 
 def action_login_required(view: Callable) -> Callable:
@@ -96,12 +110,15 @@ def healthz(request: HttpRequest) -> JsonResponse:
 def overview(request: HttpRequest) -> HttpResponse:
     window = request.GET.get("window", "")
     scope = PageScope("overview", query=urlencode({"window": window}) if window else "")
-    return _page(request, "overview", pages.overview_context(window), scope)
+    return _page(request, "overview", pages.overview_context(request.user, window), scope)
 
 
 @require_GET
 @viewer_required
 def runs(request: HttpRequest) -> HttpResponse:
+    # A search for exactly one operation or handoff id opens it (the header search lands here).
+    if url := pages.exact_match_url(request.GET):
+        return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
     context = pages.runs_context(request.GET)
     return _page(request, "runs", context, PageScope("runs", query=request.GET.urlencode()))
 
@@ -110,21 +127,23 @@ def runs(request: HttpRequest) -> HttpResponse:
 @viewer_required
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(Run, pk=pk)
-    return _page(request, "run", pages.run_context(run), PageScope("run", run_id=run.pk))
+    context = pages.run_context(run, request.user, request.GET.get("page", 1))
+    return _page(request, "run", context, PageScope("run", run_id=run.pk, query=request.GET.urlencode()))
 
 
 @require_GET
 @viewer_required
 def waits(request: HttpRequest) -> HttpResponse:
     mine = request.GET.get("mine") == "1"
-    context = pages.waits_context(request.user.get_username() if mine else None)
-    return _page(request, "waits", context, PageScope("waits", mine=mine))
+    context = pages.waits_context(request.user, mine=mine, page=request.GET.get("page", 1))
+    return _page(request, "waits", context, PageScope("waits", mine=mine, query=request.GET.urlencode()))
 
 
 @require_GET
 @viewer_required
 def false_completions(request: HttpRequest) -> HttpResponse:
-    return _page(request, "false_completions", pages.false_context(), PageScope("false"))
+    context = pages.false_context(request.user, request.GET.get("page", 1))
+    return _page(request, "false_completions", context, PageScope("false", query=request.GET.urlencode()))
 
 
 @require_GET
@@ -137,13 +156,16 @@ def system(request: HttpRequest) -> HttpResponse:
 @require_GET
 @login_required
 def confirm(request: HttpRequest, what: str, pk: int) -> HttpResponse:
-    """Say exactly what an action will do, with the form that does it (checked and audited like the action)."""
+    """Say exactly what an action will do, with the form that does it.
+
+    Checked like the action, but not audited: opening a page is not an attempt (the POST is).
+    """
     policy = CONFIRMS.get(what)
     if policy is None:
         raise Http404
-    found = actions.check(request.user, policy, pk, action=_action_name(policy, what))
+    found = actions.look(request.user, policy, pk)
     if not found.ok:
-        return _result(request, found)
+        return _result(request, found, recorded=False)
     form = _form_for(what, found, initial={"key": forms.new_key()})
     return render(request, "sidewisp/confirm.html", pages.confirm_context(what, found, form))
 
@@ -216,6 +238,36 @@ def task_reopen(request: HttpRequest, pk: int) -> HttpResponse:
 
 @require_POST
 @action_login_required
+def task_accept(request: HttpRequest, pk: int) -> HttpResponse:
+    return _act(
+        request,
+        "accept",
+        pk,
+        lambda d: actions.settle(user=request.user, handoff_id=pk, how="accept", key=d["key"], reason=d["reason"]),
+    )
+
+
+@require_POST
+@action_login_required
+def task_resolve(request: HttpRequest, pk: int) -> HttpResponse:
+    return _act(
+        request,
+        "resolve",
+        pk,
+        lambda d: actions.settle(user=request.user, handoff_id=pk, how="resolve", key=d["key"], reason=d["reason"]),
+    )
+
+
+@require_POST
+@action_login_required
+def run_retry(request: HttpRequest, pk: int) -> HttpResponse:
+    return _act(
+        request, "retry", pk, lambda d: actions.retry(user=request.user, run_id=pk, key=d["key"], reason=d["reason"])
+    )
+
+
+@require_POST
+@action_login_required
 def run_stop(request: HttpRequest, pk: int) -> HttpResponse:
     return _act(
         request,
@@ -239,10 +291,10 @@ def run_resume(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 @login_required
 def run_start(request: HttpRequest) -> HttpResponse:
-    """The form that starts a hosted run (checked and audited like the action it posts to)."""
-    found = actions.check_start(request.user)
-    if not found.ok:
-        return _result(request, found)
+    """The form that starts a hosted run (checked like the action it posts to; opening it is not audited)."""
+    if not actions.may(request.user, actions.START_RUN):
+        found = actions.Result(actions.Outcome.DENIED, actions.denial(request.user, actions.START_RUN))
+        return _result(request, found, recorded=False)
     form = forms.StartRunForm(graphs=current_runtime().graphs(), initial={"key": forms.new_key()})
     return render(request, "sidewisp/run_start.html", {"form": form})
 
@@ -279,7 +331,7 @@ def run_create(request: HttpRequest) -> HttpResponse:
 @login_required
 def audit_log(request: HttpRequest) -> HttpResponse:
     if not actions.may_read_audit(request.user):
-        raise PermissionDenied
+        raise PermissionDenied(actions.AUDIT_DENIAL)
     return render(request, "sidewisp/audit.html", pages.audit_context(request.GET))
 
 
@@ -287,7 +339,7 @@ def audit_log(request: HttpRequest) -> HttpResponse:
 @login_required
 def audit_csv(request: HttpRequest) -> StreamingHttpResponse:
     if not actions.may_read_audit(request.user):
-        raise PermissionDenied
+        raise PermissionDenied(actions.AUDIT_DENIAL)
     writer = csv.writer(pages.Echo())
     rows = (writer.writerow(row) for row in pages.audit_csv_rows(request.GET))
     response = StreamingHttpResponse(rows, content_type="text/csv; charset=utf-8")
@@ -314,7 +366,8 @@ def _form_for(what: str, found: actions.Result, **kwargs) -> forms.ActionForm:
         wait = found.handoff.wait_part or {}
         kwargs["initial"] = {**kwargs.get("initial", {}), "decision": what, "token": wait.get("resume_token_id")}
         pending = pages.pending_call(found.run) if what == "edit" else None
-        return forms.DecisionForm(arg_types=pending.arg_types if pending else {}, **kwargs)
+        schema = pending.arg_schema if pending else {}
+        return forms.DecisionForm(arg_types=pending.arg_types if pending else {}, arg_schema=schema, **kwargs)
     if policy is actions.REASSIGN_WAIT:
         return forms.ReassignForm(**kwargs)
     return forms.ActionForm(reason_required=policy.reason_required, **kwargs)
@@ -324,10 +377,13 @@ def _action_name(policy: actions.Policy, what: str) -> str:
     return f"wait.{what}" if policy is actions.DECIDE_WAIT and what in actions.DECISION_KINDS else policy.name
 
 
-def _result(request: HttpRequest, result: actions.Result) -> HttpResponse:
+def _result(request: HttpRequest, result: actions.Result, *, recorded: bool = True) -> HttpResponse:
     context = pages.result_context(result, request.user)
+    context["recorded"] = recorded  # a refused POST is in the audit log; a page only looked at is not
     return render(request, "sidewisp/action_result.html", context, status=_STATUS[result.outcome])
 
 
 def forbidden(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    return render(request, "sidewisp/403.html", status=403)
+    """The 403 page: what is missing, in words (the PermissionDenied's message, or the viewer permission)."""
+    why = str(exception or "") or "Your account may not open this page."
+    return render(request, "sidewisp/403.html", {"why": why}, status=403)

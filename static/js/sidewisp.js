@@ -1,8 +1,5 @@
 // Sidewisp page behaviour. No inline scripts: the CSP forbids them.
 //
-// The header shows two separate facts: #live-status is this page's socket
-// (connected or not), #system-marker is the server's word on workers and beat.
-//
 // 1. Times: every <time datetime> gets the viewer's own zone next to the UTC
 //    time, relative times are kept fresh, and wait countdowns tick each second.
 // 2. Live updates: the htmx ws extension swaps the server's out-of-band
@@ -66,6 +63,8 @@
   function tick() {
     const now = Date.now();
     document.querySelectorAll("time.countdown[datetime]").forEach(function (el) {
+      // Only an open wait counts down: a resolved one has no deadline left to meet.
+      if (el.closest("[data-resolved]")) return;
       const left = (new Date(el.getAttribute("datetime")) - now) / 1000;
       const overdue = left <= 0;
       el.textContent = overdue ? "overdue by " + span(left) : "due in " + span(left);
@@ -111,17 +110,17 @@
 
   document.addEventListener("htmx:wsOpen", function (evt) {
     socket = evt.detail.socketWrapper;
-    setLive("open", "Connected");
+    setLive("open", "Live");
   });
   document.addEventListener("htmx:wsClose", function () {
-    setLive("closed", "Disconnected, reconnecting…");
+    setLive("closed", "Reconnecting…");
   });
   document.addEventListener("htmx:wsAfterMessage", function () {
     const el = document.getElementById("ws-seq");
     if (!el) return;
     let marker;
     try { marker = JSON.parse(el.dataset.marker || "{}"); } catch (e) { return; }
-    setLive("open", "Connected");
+    setLive("open", "Live");
     if (noteSequences(marker)) resync();
   });
   document.addEventListener("visibilitychange", function () {

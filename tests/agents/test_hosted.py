@@ -103,20 +103,26 @@ def test_an_approved_user_graph_resumes_on_the_worker_and_ends_healthy(owner, op
     assert runtime.current().can_reverify(_run(run))
 
 
-def test_a_rejected_payment_is_a_false_completion_that_reopening_verifies_again(owner, operator, desk_worker):
+def test_a_rejected_payment_claimed_as_paid_is_a_false_completion_that_reopening_verifies_again(
+    owner, operator, desk_worker
+):
     run = hosting.start("support_desk", INPUT)
     wait_until(lambda: _waiting(run), what="the user graph's approval wait")
 
     assert _decide(owner, _handoff(run), "reject", reason="not this month").outcome == "done"
     wait_until(lambda: _handoff(run).verdict == "FALSE_COMPLETE", what="the unpaid claim to show as false")
-    Order.objects.create(operation_id=run.operation_id, order_id="P-late", sku="invoice", quantity=1, amount=1)
     checks = Receipt.objects.filter(handoff=_handoff(run), part="verification").count()
 
-    result = actions.reopen(user=operator, handoff_id=_handoff(run).pk, key=uuid.uuid4().hex, reason="paid by hand")
+    result = actions.reopen(user=operator, handoff_id=_handoff(run).pk, key=uuid.uuid4().hex, reason="check again")
 
     assert result.outcome == "done"
-    wait_until(lambda: _handoff(run).verdict == "HEALTHY", what="the re-verified task to turn healthy")
-    assert Receipt.objects.filter(handoff=_handoff(run), part="verification").count() == checks + 1
+    verified = lambda: Receipt.objects.filter(handoff=_handoff(run), part="verification").count()  # noqa: E731
+    wait_until(lambda: verified() == checks + 1, what="the re-verification")
+    # The payment was declined and the agent still says "paid": the claim stays false (spec §1 v1.1).
+    assert (_handoff(run).verdict, _handoff(run).verification_part["verifier"]) == (
+        "FALSE_COMPLETE",
+        "invoice_paid.declined",
+    )
     assert AuditEntry.objects.filter(action="task.reverify", outcome="done").exists()
 
 
