@@ -12,11 +12,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q, QuerySet, Subquery
+from django.db.models import CharField, Count, Exists, F, IntegerField, Max, Min, OuterRef, Q, QuerySet, Subquery, Value
 
 from receipts import health as run_health
 from receipts.bundle import VERDICTS
-from receipts.models import Handoff, MiddlewareReport, Receipt, Run
+from receipts.models import ContractVersion, Handoff, MiddlewareReport, Receipt, Run, VerdictChange
 from receipts.verdicts import BOUNDARIES
 
 # The worst news first: the order the overview lists verdicts in.
@@ -59,7 +59,9 @@ class RunFilters:
     status: str = ""
     since: datetime | None = None
     until: datetime | None = None
-    q: str = ""
+    q: str = ""  # part of an operation id, handoff id, agent or graph
+    graph: str = ""
+    route_version: str = ""
     health: str = ""  # receipts.health's level
 
 
@@ -97,10 +99,15 @@ def newest_handoffs(limit: int = NEWEST_LIMIT) -> list[Handoff]:
 
 def open_waits(username: str | None = None, limit: int = LIST_LIMIT) -> list[Handoff]:
     """Open waits, the deadline due soonest first (no deadline last); only `username`'s when given."""
+    return list(open_waits_query(username)[:limit])
+
+
+def open_waits_query(username: str | None = None) -> QuerySet[Handoff]:
+    """Every open wait (a page slices it), the deadline due soonest first; only `username`'s when given."""
     waits = _handoffs().filter(wait_open=True)
     if username is not None:
         waits = waits.filter(wait_owner=username)
-    return list(waits.order_by(F("wait_deadline").asc(nulls_last=True), "pk")[:limit])
+    return waits.order_by(F("wait_deadline").asc(nulls_last=True), "pk")
 
 
 def open_wait_count(username: str | None = None) -> int:
@@ -111,11 +118,27 @@ def open_wait_count(username: str | None = None) -> int:
 
 
 def false_completions(limit: int = LIST_LIMIT) -> list[Handoff]:
-    return list(_handoffs().filter(verdict="FALSE_COMPLETE").order_by("-updated_at", "-pk")[:limit])
+    """The open false completions: not accepted or resolved by an operator (receipts.actions.settle)."""
+    return list(false_completions_query()[:limit])
+
+
+def false_completions_query() -> QuerySet[Handoff]:
+    """Every open false completion, newest first (a page slices it)."""
+    return _open_false(_handoffs()).order_by("-updated_at", "-pk")
 
 
 def false_completion_count() -> int:
-    return Handoff.objects.filter(verdict="FALSE_COMPLETE").count()
+    return _open_false(Handoff.objects.all()).count()
+
+
+# A settled false completion keeps its verdict; its latest verdict change is the settlement.
+SETTLEMENT_CAUSES = ("task.accept", "task.resolve")
+
+
+def _open_false(handoffs: QuerySet[Handoff]) -> QuerySet[Handoff]:
+    latest = VerdictChange.objects.filter(handoff=OuterRef("pk")).order_by("-at", "-pk").values("cause")[:1]
+    found = handoffs.filter(verdict="FALSE_COMPLETE").annotate(latest_cause=Subquery(latest))
+    return found.filter(Q(latest_cause__isnull=True) | ~Q(latest_cause__in=SETTLEMENT_CAUSES))
 
 
 def runs(filters: RunFilters) -> QuerySet[Run]:
@@ -135,10 +158,16 @@ def runs(filters: RunFilters) -> QuerySet[Run]:
         found = found.filter(created_at__gte=filters.since)
     if filters.until:
         found = found.filter(created_at__lt=filters.until)
+    if filters.graph:
+        found = found.filter(graph=filters.graph)
+    if filters.route_version:
+        found = found.filter(Exists(handoffs.filter(route_version=filters.route_version)))
     if filters.health:
         found = found.filter(health=filters.health)
     if filters.q:
-        found = found.filter(operation_id__icontains=filters.q)
+        q = filters.q
+        named = Q(handoff_id__icontains=q) | Q(sender__icontains=q) | Q(receiver__icontains=q)
+        found = found.filter(Q(operation_id__icontains=q) | Q(graph__icontains=q) | Exists(handoffs.filter(named)))
     latest = Handoff.objects.filter(run=OuterRef("pk")).order_by("-updated_at", "-pk")
     return found.annotate(
         handoff_count=Count("handoffs"),
@@ -147,13 +176,56 @@ def runs(filters: RunFilters) -> QuerySet[Run]:
     ).order_by("-created_at", "-pk")
 
 
-def run_timeline(run: Run, limit: int = TIMELINE_LIMIT) -> list[HandoffView]:
-    """The run's handoffs in the order they were created (the latest `limit`), each with its grid."""
-    recent = list(Handoff.objects.filter(run=run).order_by("-created_at", "-pk")[:limit])
+def run_timeline(run: Run, limit: int = TIMELINE_LIMIT, page: int = 1) -> list[HandoffView]:
+    """The run's handoffs in the order they were created, each with its grid: the latest `limit` on page 1,
+    the `limit` before those on page 2, and so on."""
+    start = (max(page, 1) - 1) * limit
+    recent = list(Handoff.objects.filter(run=run).order_by("-created_at", "-pk")[start : start + limit])
     recent.reverse()
     for handoff in recent:
         handoff.run = run  # already loaded: no query per row
     return [HandoffView(h, grid) for h, grid in zip(recent, boundary_grids(recent), strict=True)]
+
+
+def exact_match(text: str) -> tuple[int, int | None] | None:
+    """(run pk, handoff pk or None) when `text` is exactly an operation id or a handoff id; one query."""
+    runs = Run.objects.filter(operation_id=text).order_by().values_list("pk", Value(None, output_field=IntegerField()))
+    handoffs = Handoff.objects.filter(handoff_id=text).order_by().values_list("run_id", "pk")
+    found = list(runs.union(handoffs, all=True)[:1]) if text else []
+    return tuple(found[0]) if found else None
+
+
+def search_choices() -> tuple[list[str], list[str]]:
+    """The graphs runs were started on and the route versions handoffs declared (one query, both indexed)."""
+    kind = Value("", output_field=CharField())
+    graphs = Run.objects.exclude(graph="").order_by().values_list(kind, "graph")
+    versions = Handoff.objects.exclude(route_version="").order_by().values_list(Value("v"), "route_version")
+    rows = sorted(graphs.union(versions))  # union drops the duplicates
+    return [name for k, name in rows if not k], [name for k, name in rows if k]
+
+
+def missing_context_keys(handoffs: Iterable[Handoff]) -> dict[int, list[str]]:
+    """Per context-incomplete handoff, the keys its route contract requires that its context lacks.
+
+    The same rule as the classifier (receipts.verdicts: the contract's list wins over what the created
+    receipt claims), answered with names rather than a count; one query, none without such handoffs.
+    """
+    incomplete = [h for h in handoffs if h.verdict == "CONTEXT_INCOMPLETE"]
+    if not incomplete:
+        return {}
+    created = {h.pk: h.created_part or {} for h in incomplete}
+    versions = {c.get("route_version") or h.route_version for h, c in zip(incomplete, created.values(), strict=True)}
+    routes = dict(ContractVersion.objects.filter(version__in=versions).values_list("version", "routes"))
+    missing = {}
+    for h in incomplete:
+        part = created[h.pk]
+        sender, receiver = part.get("sender") or h.sender, part.get("receiver") or h.receiver
+        required = (routes.get(part.get("route_version") or h.route_version) or {}).get(sender, {}).get(receiver)
+        if required is None:
+            required = part.get("required_context_keys") or []
+        present = set((h.reduced_part or {}).get("context_keys") or [])
+        missing[h.pk] = [key for key in required if key not in present]
+    return missing
 
 
 def run_handoff_count(run: Run) -> int:
