@@ -407,4 +407,3 @@ def run_report_groups(run: Run, limit: int = REPORT_LIMIT) -> list[ReportGroup]:
         .order_by("-last", "-first")[:limit]
     )
     return [ReportGroup(r["first"], r["agent"], r["kind"], r["detail"], r["n"], r["last"]) for r in rows]
-
