@@ -39,7 +39,7 @@ from langgraph.types import Command, Interrupt
 
 from agents import evidence
 from agents.arguments import arg_schemas
-from agents.middleware import HANDOFF_EVENT, model_failure_reports
+from agents.middleware import HANDOFF_EVENT, UNKNOWN_TOOL, model_failure_reports
 from receipts import bundle, runs
 from receipts.models import MiddlewareReport, Receipt, Run
 from receipts.recording import record
@@ -506,11 +506,15 @@ def pending_call_of(
         value = pending.value if isinstance(pending.value, Mapping) else {}
         requests = [r for r in value.get("action_requests", []) if isinstance(r, Mapping)]
         for request in requests:
-            tools.append(str(request.get("name")))
-            arg_schema.update((schemas or {}).get(str(request.get("name"))) or {})
+            # The gated call's tool and argument names come from the model: kept only when they pass the
+            # same check as every stored string (a made-up name could be a secret or a path).
+            name = str(request.get("name"))
+            tools.append(UNKNOWN_TOOL if bundle.text_problem(name) else name)
+            arg_schema.update((schemas or {}).get(name) or {})
             args = request.get("args")
             for key, arg in args.items() if isinstance(args, Mapping) else ():
-                arg_types[str(key)] = type(arg).__name__
+                if not bundle.text_problem(str(key)) and len(arg_types) < bundle.MAX_LIST_ENTRIES:
+                    arg_types[str(key)] = type(arg).__name__
         for review in value.get("review_configs", []):
             allowed |= set(review.get("allowed_decisions", ())) if isinstance(review, Mapping) else set()
         entries.append({"id": pending.id, "calls": len(requests)})

@@ -349,3 +349,24 @@ def test_an_edit_reaches_the_app_only_with_the_graphs_pending_interrupts(team_co
     (answer,) = command.resume.values()
     assert answer["decisions"][0]["edited_action"] == {"name": "place_order", "args": {"item": "gadget"}}
     assert observe(graph, command, config, verifier=PASS).status == "complete"
+
+
+def test_a_pending_call_keeps_only_names_that_pass_the_minimization_check():
+    from langgraph.types import Interrupt
+
+    from agents.observer import pending_call_of
+
+    pending = Interrupt(
+        value={
+            "action_requests": [
+                {"name": "sk-live-4eC39HqLyjWDarjtT1zdp7dc", "args": {"item": "x", "/home/alice/key": 1, "\u202eq": 2}}
+            ],
+            "review_configs": [{"action_name": "x", "allowed_decisions": ["approve"]}],
+        },
+        id="i-1",
+    )
+
+    call = pending_call_of("op-names", [pending])
+
+    assert call["tool"] == "unknown_tool"
+    assert call["arg_types"] == {"item": "str"}
