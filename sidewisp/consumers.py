@@ -112,8 +112,7 @@ class HealthConsumer(AsyncWebsocketConsumer):
                 shown = system
 
     async def _send_render(self, *, snapshot: bool, seqs: list | None = None) -> None:
-        username = self.scope["user"].get_username()
-        self.rendered, html = await _render(self.scope_page, username, seqs or [], snapshot=snapshot)
+        self.rendered, html = await _render(self.scope_page, self.scope["user"].pk, seqs or [], snapshot=snapshot)
         if html:
             await self.send(text_data=html)
 
@@ -124,9 +123,12 @@ class HealthConsumer(AsyncWebsocketConsumer):
 
 
 @database_sync_to_async
-def _render(scope: pages.PageScope, username: str, seqs: list, *, snapshot: bool) -> tuple[tuple, str]:
+def _render(scope: pages.PageScope, user_id: int, seqs: list, *, snapshot: bool) -> tuple[tuple, str]:
     # The marker is read first: a change during the render shows at the next tick.
-    return pages.change_marker(scope), pages.render_oob(scope, username, seqs, snapshot=snapshot)
+    marker = pages.change_marker(scope)
+    # A fresh user: the fragments offer what the role permits now (permissions are cached per object).
+    user = get_user_model()._default_manager.filter(pk=user_id, is_active=True).first()
+    return marker, pages.render_oob(scope, user, seqs, snapshot=snapshot) if user is not None else ""
 
 
 @database_sync_to_async
