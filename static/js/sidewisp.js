@@ -1,5 +1,8 @@
 // Sidewisp page behaviour. No inline scripts: the CSP forbids them.
 //
+// The header shows two separate facts: #live-status is this page's socket
+// (connected or not), #system-marker is the server's word on workers and beat.
+//
 // 1. Times: every <time datetime> gets the viewer's own zone next to the UTC
 //    time, relative times are kept fresh, and wait countdowns tick each second.
 // 2. Live updates: the htmx ws extension swaps the server's out-of-band
@@ -110,17 +113,17 @@
 
   document.addEventListener("htmx:wsOpen", function (evt) {
     socket = evt.detail.socketWrapper;
-    setLive("open", "Live");
+    setLive("open", "Connected");
   });
   document.addEventListener("htmx:wsClose", function () {
-    setLive("closed", "Reconnecting…");
+    setLive("closed", "Disconnected, reconnecting…");
   });
   document.addEventListener("htmx:wsAfterMessage", function () {
     const el = document.getElementById("ws-seq");
     if (!el) return;
     let marker;
     try { marker = JSON.parse(el.dataset.marker || "{}"); } catch (e) { return; }
-    setLive("open", "Live");
+    setLive("open", "Connected");
     if (noteSequences(marker)) resync();
   });
   document.addEventListener("visibilitychange", function () {
