@@ -132,7 +132,7 @@ def false_completion_count() -> int:
 
 
 # A settled false completion keeps its verdict; its latest verdict change is the settlement.
-SETTLEMENT_CAUSES = ("task.accept", "task.resolve")
+SETTLEMENT_CAUSES = run_health.SETTLEMENT_CAUSES
 
 
 def _open_false(handoffs: QuerySet[Handoff]) -> QuerySet[Handoff]:

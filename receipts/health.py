@@ -36,6 +36,10 @@ LEVELS = (FAILING, ATTENTION, WAITING, IN_PROGRESS, HEALTHY)  # worst first
 # Levels that must never look fine: filters that claim health exclude them.
 ALARMING = (FAILING, ATTENTION)
 
+SETTLED_FALSE_COMPLETE = "FALSE_COMPLETE_SETTLED"
+# The VerdictChange causes that settle a false completion (receipts.actions.SETTLEMENTS).
+SETTLEMENT_CAUSES = ("task.accept", "task.resolve")
+
 # Handoff verdict -> (level, words).
 VERDICT_REASONS: dict[str, tuple[str, str]] = {
     "ROUTE_REJECTED": (FAILING, "Handoff route rejected"),
@@ -44,6 +48,9 @@ VERDICT_REASONS: dict[str, tuple[str, str]] = {
     "CONTEXT_INCOMPLETE": (FAILING, "Handoff context incomplete"),
     "DESTINATION_NOT_STARTED": (FAILING, "Handoff destination not started"),
     "FALSE_COMPLETE": (FAILING, "Handoff false complete"),
+    # A false completion an operator accepted as is or marked resolved (receipts.actions.settle): no
+    # longer an open failure, never green either.
+    SETTLED_FALSE_COMPLETE: (ATTENTION, "False completion settled by an operator"),
     "UNCERTAIN": (ATTENTION, "Handoff uncertain"),
     "WAITING_ON_APPROVAL": (WAITING, "Waiting on approval"),
 }
@@ -114,7 +121,8 @@ def assess(
     latest_verification: str | None = None,
 ) -> Health:
     """The run's health from its status and error, its handoffs' verdict counts, its middleware
-    reports as (kind, detail, count) and, for a complete run, its latest verification result."""
+    reports as (kind, detail, count) and, for a complete run, its latest verification result
+    ("settled" when an operator settled the latest handoff's false completion)."""
     verdicts = {v: n for v, n in (verdicts or {}).items() if n}
     reasons: list[Reason] = []
     if status in STATUS_REASONS:
@@ -128,7 +136,7 @@ def assess(
             by_kind[kind] = ([*details, detail or {}], total + count)
     if status == "complete" and not verdicts and "no_handoff" not in by_kind:
         by_kind["no_handoff"] = ([{}], 1)
-    if status == "complete" and verdicts and latest_verification != "pass":
+    if status == "complete" and verdicts and latest_verification not in ("pass", "settled"):
         text = "Outcome not verified" if latest_verification is None else "Outcome verification failed"
         reasons.append(_reason(FAILING, "unverified", text))
     for verdict, (level, text) in VERDICT_REASONS.items():
@@ -155,15 +163,20 @@ def inputs(run_id: int, status: str, error: str, *, handoffs, reports) -> dict:
     from django.db.models import Count
 
     verdicts = dict(handoffs.objects.filter(run_id=run_id).order_by().values_list("verdict").annotate(n=Count("pk")))
+    settled: set[int] = set()
+    if verdicts.get("FALSE_COMPLETE"):
+        settled = _settled(run_id, handoffs)
+        verdicts["FALSE_COMPLETE"] -= len(settled)
+        verdicts[SETTLED_FALSE_COMPLETE] = len(settled)
     latest = None
     if status == "complete" and verdicts:
-        part = (
+        row = (
             handoffs.objects.filter(run_id=run_id)
             .order_by("-created_at", "-pk")
-            .values_list("verification_part", flat=True)
+            .values_list("pk", "verification_part")
             .first()
         )
-        latest = (part or {}).get("result")
+        latest = "settled" if row and row[0] in settled else ((row[1] if row else None) or {}).get("result")
     found = (
         reports.objects.filter(run_id=run_id, kind__in=ALARM_KINDS)
         .order_by()
@@ -177,6 +190,16 @@ def inputs(run_id: int, status: str, error: str, *, handoffs, reports) -> dict:
         "reports": list(found),
         "latest_verification": latest,
     }
+
+
+def _settled(run_id: int, handoffs) -> set[int]:
+    """The run's false-complete handoffs whose latest verdict change is an operator's settlement."""
+    from django.db.models import OuterRef, Subquery
+
+    changes = handoffs._meta.apps.get_model("receipts", "VerdictChange")
+    latest = changes.objects.filter(handoff=OuterRef("pk")).order_by("-at", "-pk").values("cause")[:1]
+    found = handoffs.objects.filter(run_id=run_id, verdict="FALSE_COMPLETE").annotate(cause=Subquery(latest))
+    return set(found.filter(cause__in=SETTLEMENT_CAUSES).values_list("pk", flat=True))
 
 
 def refresh(run, *, now: datetime | None = None, publish: bool = True) -> bool:

@@ -191,4 +191,5 @@ def note_settlement(handoff: Handoff, cause: str, now: datetime) -> None:
     )
     handoff.updated_at = now
     handoff.save(update_fields=["updated_at"])
+    health.refresh(handoff.run, now=now, publish=False)
     _publish_after_commit(handoff, cause, now)

@@ -138,3 +138,14 @@ def test_refresh_all_fills_runs_recorded_before_health_existed():
     run.refresh_from_db()
     assert changed == 1
     assert run.health == health.FAILING
+
+
+def test_a_settled_false_completion_needs_attention_and_is_never_green():
+    found = health.assess(
+        status="complete",
+        verdicts={"HEALTHY": 1, "FALSE_COMPLETE": 0, health.SETTLED_FALSE_COMPLETE: 1},
+        latest_verification="settled",
+    )
+
+    assert found.level == health.ATTENTION
+    assert [r["text"] for r in found.reasons] == ["False completion settled by an operator"]

@@ -417,3 +417,15 @@ def test_every_page_links_a_favicon_that_exists(as_):
 
     assert '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">' in body
     assert (Path(settings.BASE_DIR) / "static" / "favicon.svg").read_text().startswith("<svg")
+
+
+def test_a_settled_false_completion_turns_its_run_from_failing_to_attention_not_green(as_, false_complete):
+    run = false_complete.run
+    run.refresh_from_db()
+    assert run.health == "failing"
+
+    settle(as_("operator"), "accept", false_complete)
+
+    run.refresh_from_db()
+    assert run.health == "attention"
+    assert "False completion settled by an operator" in [r["text"] for r in run.health_reasons]
