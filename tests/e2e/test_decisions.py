@@ -57,7 +57,7 @@ def test_a_rejected_run_that_says_so_is_not_a_false_completion_on_its_page(actio
 
 def test_a_resolved_wait_shows_no_countdown(action_server, browser_page):
     page, server = browser_page, action_server
-    run_pk, wait_pk = _waiting_run(decision={"type": "approve"})
+    run_pk, _ = _waiting_run(decision={"type": "approve"})
     log_in(page, server, "ops-lead")
 
     for url in (f"/runs/{run_pk}/", "/waits/"):

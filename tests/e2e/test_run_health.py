@@ -71,7 +71,7 @@ def dead_model_run(worker) -> dict:
     return {"id": run_id, "handoff": found["handoffs"][0][0]}
 
 
-def test_a_failed_run_is_not_green_on_the_run_page_the_runs_list_or_the_overview(page, server, dead_model_run):  # noqa: F811
+def test_a_failed_run_is_not_green_on_the_run_page_the_runs_list_or_the_overview(page, server, dead_model_run):
     run_id, handoff = dead_model_run["id"], dead_model_run["handoff"]
     log_in(page, server)
 
@@ -99,7 +99,7 @@ def test_a_failed_run_is_not_green_on_the_run_page_the_runs_list_or_the_overview
     assert csp_errors(page) == []
 
 
-def test_a_stopped_worker_is_a_banner_within_ten_seconds(page, server, worker):  # noqa: F811
+def test_a_stopped_worker_is_a_banner_within_ten_seconds(page, server, worker):
     log_in(page, server)
     wait_live(page)
     # Beat's first heartbeat may take a moment after the worker starts.

@@ -56,7 +56,7 @@ def test_the_owner_sees_the_pending_calls_values_and_where_the_wait_came_from(cl
 
     assert '<tr data-arg="sku"><th scope="row"><code>sku</code></th><td><code>server</code></td></tr>' in page
     assert '<tr data-arg="quantity"><th scope="row"><code>quantity</code></th><td><code>1</code></td></tr>' in page
-    assert "triage <span aria-label=\"to\">→</span> sales" in page and "(routes/1)" in page
+    assert 'triage <span aria-label="to">→</span> sales' in page and "(routes/1)" in page
     assert wait.handoff_id in page and "data-open-for" in page
 
 

@@ -121,7 +121,14 @@ def test_a_viewer_gets_the_overview_snapshot_first(viewer, record_handoff):
         connected, _ = await communicator.connect()
         assert connected
         first = await communicator.receive_from(timeout=TIMEOUT)
-        fragments = ("run-status", "overview-window", "verdict-counts", "newest-handoffs", "soonest-waits", "false-short")
+        fragments = (
+            "run-status",
+            "overview-window",
+            "verdict-counts",
+            "newest-handoffs",
+            "soonest-waits",
+            "false-short",
+        )
         for fragment in fragments:
             assert f'id="{fragment}"' in first
         assert first.count('hx-swap-oob="true"') == 7  # six fragments and the sequence marker
