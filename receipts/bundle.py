@@ -46,7 +46,7 @@ MAX_LIST_ENTRIES = 100
 # Cs (lone surrogates) cannot be stored as UTF-8.
 _CONTROL_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 # An absolute local path anywhere in the text: a slash or backslash that does not
-# continue a relative name (`routes/1`, `./x` pass; `/etc`, `see /home/a`, `x=/tmp`,
+# continue a relative name (`routes/1`, `./x` pass; `/etc`, `see /srv/a`, `x=/var`,
 # `\\server` and `https://` fail), a home directory (`~/`, `~root`, `$HOME`), a
 # drive letter and a `file:` URL.
 _ABSOLUTE_PATH = re.compile(r"(?<![\w.])[/\\~]|[A-Za-z]:[/\\]|\bfile:|\$\{?HOME\b", re.IGNORECASE)

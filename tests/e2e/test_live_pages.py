@@ -51,6 +51,7 @@ expect = playwright_sync.expect
 # Playwright's sync API runs an asyncio loop in the test's thread; Django's ORM
 # and async_to_sync (used to publish events) refuse to run there.
 
+# Shared by every e2e module (they import in_db_thread), so no module shuts it down; it ends with the process.
 _db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="e2e-db")
 
 
@@ -327,7 +328,7 @@ def test_the_keyboard_reaches_the_navigation_and_the_verdict_links(page, server)
     page.keyboard.press("Tab")
     expect(page.locator(".skip")).to_be_focused()
     focused = []
-    for _ in range(25):
+    for _ in range(60):  # the header search and the window links come before the verdict links
         page.keyboard.press("Tab")
         focused.append(page.evaluate("document.activeElement.textContent.trim()"))
     assert "Runs" in focused and "Waits" in focused and any("Route rejected" in text for text in focused)
@@ -356,10 +357,6 @@ def test_a_user_without_the_viewer_permission_gets_a_403_page(page, server):
     page.click("button[type=submit]")
     expect(page.locator("h1")).to_have_text("Not allowed")
     shoot(page, "forbidden")
-
-
-def teardown_module() -> None:
-    _db_thread.shutdown(wait=True)
 
 
 def test_a_scenario_run_by_a_real_worker_appears_live_with_its_verdict(page, server, celery_isolation):
