@@ -88,13 +88,15 @@ def test_sixteen_runs_started_at_once_on_a_fresh_database_all_end(celery_isolati
     call_command("migrate", "agents", "0005", verbosity=0)
     call_command("migrate", "agents", verbosity=0)
 
-    runs = {name: create_run(name) for name in SCENARIOS}
-    assert len(runs) == 16
+    runs = {name: create_run(name) for name in SCENARIOS}  # the whole catalogue: 16 runs or more at once
+    assert len(runs) >= 16
     workers = [start_worker_process(f"fresh{i}-{os.getpid()}", celery_isolation, concurrency=4) for i in range(2)]
     try:
         for run in runs.values():
             tasks.start_run.delay(run.pk)
-        wait_until(lambda: all(_status(r) in ENDED for r in runs.values()), what="all 16 runs to end", timeout=150)
+        wait_until(
+            lambda: all(_status(r) in ENDED for r in runs.values()), what=f"all {len(runs)} runs to end", timeout=150
+        )
     finally:
         for worker in workers:
             worker.stop()
