@@ -345,6 +345,18 @@ def person(roles, django_user_model):
     return _person
 
 
+@pytest.fixture
+def owner(person):
+    """ops-lead, an approver: the owner of the demo's approval waits."""
+    return person("ops-lead", "approver")
+
+
+@pytest.fixture
+def operator(person):
+    """oncall, an operator."""
+    return person("oncall", "operator")
+
+
 def record_wait_for(handoff, **changes):
     """Record a new `wait` part for `handoff` with `changes` applied (a distinct attempt each time)."""
     import uuid

@@ -56,16 +56,6 @@ def desk_worker(desk_graph, celery_isolation):
     worker.stop()
 
 
-@pytest.fixture
-def owner(person):
-    return person("ops-lead", "approver")
-
-
-@pytest.fixture
-def operator(person):
-    return person("oncall", "operator")
-
-
 def _run(run: Run) -> Run:
     return Run.objects.get(pk=run.pk)
 

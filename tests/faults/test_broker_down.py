@@ -38,16 +38,6 @@ def contracts(transactional_db):
 
 
 @pytest.fixture
-def owner(person):
-    return person("ops-lead", "approver")
-
-
-@pytest.fixture
-def operator(person):
-    return person("oncall", "operator")
-
-
-@pytest.fixture
 def broker(private_redis, celery_isolation):
     """This process and a worker process (with beat) on the private Redis."""
     with point_celery_at(private_redis.url):

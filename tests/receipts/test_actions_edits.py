@@ -17,11 +17,6 @@ def contracts(transactional_db):
 
 
 @pytest.fixture
-def owner(person):
-    return person("ops-lead", "approver")
-
-
-@pytest.fixture
 def no_enqueue(monkeypatch):
     from agents import tasks
 

@@ -14,11 +14,6 @@ from tests.conftest import record_wait_for
 
 
 @pytest.fixture
-def owner(person):
-    return person("ops-lead", "approver")
-
-
-@pytest.fixture
 def wait(scenario_handoff):
     return scenario_handoff("waiting", scenario="waiting_on_approval", owner="ops-lead")
 

@@ -33,16 +33,6 @@ def contracts(transactional_db):
 
 
 @pytest.fixture
-def owner(person):
-    return person("ops-lead", "approver")
-
-
-@pytest.fixture
-def operator(person):
-    return person("oncall", "operator")
-
-
-@pytest.fixture
 def no_enqueue(monkeypatch):
     """For tests that drive the run in-process: what would have been enqueued, by task name."""
     from agents import tasks

@@ -28,16 +28,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def owner(person):
-    return person("ops-lead", "approver")
-
-
-@pytest.fixture
-def operator(person):
-    return person("oncall", "operator")
-
-
-@pytest.fixture
 def wait(scenario_handoff):
     return scenario_handoff("waiting", scenario="waiting_on_approval", owner="ops-lead")
 

@@ -30,11 +30,6 @@ def events(monkeypatch):
 
 
 @pytest.fixture
-def owner(person):
-    return person("ops-lead", "approver")
-
-
-@pytest.fixture
 def viewer(person):
     return person("watcher", "viewer")
 
