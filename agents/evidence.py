@@ -7,26 +7,25 @@ nothing else, and nothing here logs message content.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial, wraps
+from functools import wraps
 from typing import ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
-from receipts import broadcast, health
-from receipts.bundle import BundleError, parse_name, parse_report_detail, text_problem
+from receipts.bundle import BundleError
 from receipts.models import Handoff, MiddlewareReport, Run
-from receipts.recording import next_seq, record
+from receipts.recording import OBSERVER, digest, record, record_report
 
 P = ParamSpec("P")
 R = TypeVar("R")
 logger = logging.getLogger(__name__)
-OBSERVER = "observer"
+# One report per run, agent, kind and attempt: receipts.recording owns the rules.
+add_report = record_report
 
 
 def closes_own_connection(fn: Callable[P, R]) -> Callable[P, R]:
@@ -100,10 +99,6 @@ def _swallowing(fn: Callable[..., object], *args: object) -> None:
         logger.warning("evidence_dropped report not recorded: %s", type(exc).__name__)
 
 
-def digest(*parts: object) -> str:
-    return hashlib.sha256("|".join(str(p) for p in parts).encode()).hexdigest()[:16]
-
-
 def handoff_id_for(operation_id: str, tool_call_id: str) -> str:
     """Deterministic: a re-run of the same operation records into the same handoff."""
     return f"h-{digest(operation_id, tool_call_id)}"
@@ -133,60 +128,6 @@ def record_outcome(operation_id: str, part: str, value: object, attempt: str) ->
         return False
     record(handoff_id=handoff.handoff_id, operation_id=operation_id, part=part, value=value, attempt=attempt)
     return True
-
-
-def add_report(operation_id: str, agent: str, kind: str, detail: dict, attempt: str) -> bool:
-    """Append one MiddlewareReport (once per run, agent, kind and attempt) and announce it.
-
-    Every string in it (operation id, agent, attempt, each detail key and
-    value) passes `bundle.text_problem`. A report that does not is dropped:
-    logged by field name, never by value, and an `evidence_dropped` report
-    naming the field takes its place where the run and agent are valid. Bad
-    input never raises; False when nothing new was stored.
-    """
-    try:
-        operation_id = parse_name(operation_id, "operation_id")
-        agent = parse_name(agent, "agent")
-        if kind not in MiddlewareReport.Kind.values:
-            raise BundleError("kind", "is not a known report kind")
-        detail = parse_report_detail(detail)
-        attempt = parse_name(attempt, "attempt")
-    except BundleError as exc:
-        logger.warning("middleware report dropped: %s %s", exc.field, exc.message)
-        _report_dropped(operation_id, agent, kind, exc.field)
-        return False
-    with transaction.atomic():
-        run = run_for(operation_id)
-        report, created = MiddlewareReport.objects.get_or_create(
-            run=run, agent=agent, kind=kind, attempt=attempt, defaults={"detail": detail}
-        )
-        if created:
-            event: broadcast.ReportEvent = {
-                "type": "report.added",
-                "run": run.pk,
-                "operation_id": run.operation_id,
-                "seq": next_seq(run),
-                "agent": agent,
-                "kind": kind,
-                "dry_run": run.dry_run,
-                "at": report.recorded_at.isoformat(),
-            }
-            transaction.on_commit(partial(broadcast.publish, event))
-            health.refresh(run, publish=False)  # the report event announces it
-    return created
-
-
-def _report_dropped(operation_id: object, agent: object, kind: object, field: str) -> None:
-    if field == "operation_id" or kind == MiddlewareReport.Kind.EVIDENCE_DROPPED:
-        return  # no run to attach it to, or the replacement itself failed: the log line is all
-    valid_agent = isinstance(agent, str) and agent != "" and text_problem(agent) is None
-    add_report(
-        str(operation_id),
-        agent if valid_agent else OBSERVER,
-        MiddlewareReport.Kind.EVIDENCE_DROPPED,
-        {"part": "report", "field": field},
-        f"drop-{digest('report', kind, field)}",
-    )
 
 
 def now_iso() -> str:

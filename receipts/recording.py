@@ -7,6 +7,8 @@ anything is written, so bad input never leaves a half-written record.
 
 from __future__ import annotations
 
+import hashlib
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -15,11 +17,23 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from receipts import broadcast, bundle, health, verdicts
+from receipts import broadcast, bundle, health, signals, verdicts
+from receipts.bundle import BundleError, parse_name, parse_report_detail, text_problem
 from receipts.contracts import current_contracts
-from receipts.models import FINAL_STATUS_PART, RECEIPT_PARTS, Handoff, Receipt, Run, VerdictChange
+from receipts.models import (
+    FINAL_STATUS_PART,
+    RECEIPT_PARTS,
+    Handoff,
+    MiddlewareReport,
+    Receipt,
+    Run,
+    VerdictChange,
+)
 
 RECLASSIFIED = "reclassified"
+# The agent a report is filed under when the agent named in it is not a valid name.
+OBSERVER = "observer"
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -55,6 +69,7 @@ def record(
         if not created:
             return Recorded(handoff, stored=False)
         before = None if new else handoff.verdict
+        state_before = None if new else signals.HandoffState.of(handoff)
         _apply(handoff, part, stored_value)
         _classify_into(handoff, now)
         handoff.updated_at = now
@@ -62,6 +77,7 @@ def record(
         _note_change(handoff, before, part, now)
         # The handoff event announces the run's new health too: pages re-render the run from the database.
         health.refresh(handoff.run, now=now, publish=False)
+        signals.send_handoff_changed(handoff, cause=part, before=state_before, now=now)
         _publish_after_commit(handoff, part, now)
     return Recorded(handoff, stored=True)
 
@@ -72,6 +88,7 @@ def reclassify(handoff: Handoff, *, now: datetime | None = None) -> bool:
     with transaction.atomic():
         locked = Handoff.objects.select_for_update().select_related("run").get(pk=handoff.pk)
         before = (locked.verdict, locked.boundary)
+        state_before = signals.HandoffState.of(locked)
         _classify_into(locked, now)
         if (locked.verdict, locked.boundary) == before:
             return False
@@ -79,6 +96,7 @@ def reclassify(handoff: Handoff, *, now: datetime | None = None) -> bool:
         locked.save()
         _note_change(locked, before[0], RECLASSIFIED, now)
         health.refresh(locked.run, now=now, publish=False)
+        signals.send_handoff_changed(locked, cause=RECLASSIFIED, before=state_before, now=now)
         _publish_after_commit(locked, RECLASSIFIED, now)
     return True
 
@@ -174,6 +192,60 @@ def _publish_after_commit(handoff: Handoff, part: str, now: datetime) -> None:
     transaction.on_commit(partial(broadcast.publish, event))
 
 
+def record_report(operation_id: str, agent: str, kind: str, detail: dict, attempt: str) -> bool:
+    """Append one MiddlewareReport (once per run, agent, kind and attempt) and announce it.
+
+    Every string in it (operation id, agent, attempt, each detail key and
+    value) passes `bundle.text_problem`. A report that does not is dropped:
+    logged by field name, never by value, and an `evidence_dropped` report
+    naming the field takes its place where the run and agent are valid. Bad
+    input never raises; False when nothing new was stored.
+    """
+    try:
+        operation_id = parse_name(operation_id, "operation_id")
+        agent = parse_name(agent, "agent")
+        if kind not in MiddlewareReport.Kind.values:
+            raise BundleError("kind", "is not a known report kind")
+        detail = parse_report_detail(detail)
+        attempt = parse_name(attempt, "attempt")
+    except BundleError as exc:
+        logger.warning("middleware report dropped: %s %s", exc.field, exc.message)
+        _report_dropped(operation_id, agent, kind, exc.field)
+        return False
+    with transaction.atomic():
+        run = _run_for(operation_id)
+        report, created = MiddlewareReport.objects.get_or_create(
+            run=run, agent=agent, kind=kind, attempt=attempt, defaults={"detail": detail}
+        )
+        if created:
+            event: broadcast.ReportEvent = {
+                "type": "report.added",
+                "run": run.pk,
+                "operation_id": run.operation_id,
+                "seq": next_seq(run),
+                "agent": agent,
+                "kind": kind,
+                "dry_run": run.dry_run,
+                "at": report.recorded_at.isoformat(),
+            }
+            transaction.on_commit(partial(broadcast.publish, event))
+            health.refresh(run, publish=False)  # the report event announces it
+    return created
+
+
+def _report_dropped(operation_id: object, agent: object, kind: object, field: str) -> None:
+    if field == "operation_id" or kind == MiddlewareReport.Kind.EVIDENCE_DROPPED:
+        return  # no run to attach it to, or the replacement itself failed: the log line is all
+    valid_agent = isinstance(agent, str) and agent != "" and text_problem(agent) is None
+    record_report(
+        str(operation_id),
+        agent if valid_agent else OBSERVER,
+        MiddlewareReport.Kind.EVIDENCE_DROPPED,
+        {"part": "report", "field": field},
+        f"drop-{digest('report', kind, field)}",
+    )
+
+
 def reclassify_overdue_waits(*, now: datetime | None = None) -> int:
     """Re-judge waits whose deadline has passed (a valid wait turns UNCERTAIN); returns how many changed."""
     now = now or timezone.now()
@@ -192,4 +264,11 @@ def note_settlement(handoff: Handoff, cause: str, now: datetime) -> None:
     handoff.updated_at = now
     handoff.save(update_fields=["updated_at"])
     health.refresh(handoff.run, now=now, publish=False)
+    state = signals.HandoffState.of(handoff)
+    signals.send_handoff_changed(handoff, cause=cause, before=state, now=now)
     _publish_after_commit(handoff, cause, now)
+
+
+def digest(*parts: object) -> str:
+    """A short stable digest of `parts` (ids of dropped-evidence reports, handoff ids)."""
+    return hashlib.sha256("|".join(str(p) for p in parts).encode()).hexdigest()[:16]

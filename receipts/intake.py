@@ -1,0 +1,160 @@
+"""Evidence entries: the one format in which receipts and reports reach the database.
+
+Two producers speak it: this process's batched writer (`agents.writer`, which
+hands entries to a sink) and agents that run elsewhere (`POST /api/v1/receipts`,
+whose body carries the same entries as JSON). Both end in `apply`, so a
+receipt recorded locally and one posted from another host are stored,
+classified and announced by the same code.
+
+An entry is either
+
+- a **part**: `{"kind": "part", "operation_id", "handoff_id", "part", "value", "attempt"}`
+  (`part` one of spec §1's parts or `final_status`). `handoff_id` may be null for
+  the run outcome parts (wait, verification, final_status): the part is then
+  attached to the run's latest handoff, and dropped when the run has none
+  (fail closed: an outcome with no handoff proves nothing).
+- a **report**: `{"kind": "report", "operation_id", "agent", "report", "detail", "attempt"}`
+  (a middleware report: `report` is a `MiddlewareReport.Kind`).
+
+`parse` validates the shape only (types, names, which keys); the contents are
+minimized and validated by `recording` as for every other receipt. Errors name
+the field, prefixed with the entry's index (`entries[3].part`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from receipts import bundle
+from receipts.models import FINAL_STATUS_PART, RECEIPT_PARTS, Handoff
+
+OUTCOME_PARTS = ("wait", "verification", FINAL_STATUS_PART)
+MAX_ENTRIES = 500
+
+
+@dataclass(frozen=True)
+class PartEntry:
+    operation_id: str
+    handoff_id: str | None  # None: the run's latest handoff (outcome parts only)
+    part: str
+    value: object
+    attempt: str = "1"
+    kind: Literal["part"] = "part"
+
+
+@dataclass(frozen=True)
+class ReportEntry:
+    operation_id: str
+    agent: str
+    report: str
+    detail: Mapping
+    attempt: str
+    kind: Literal["report"] = "report"
+
+
+Entry = PartEntry | ReportEntry
+
+
+def to_json(entry: Entry) -> dict:
+    """The entry as the JSON object `parse` reads back."""
+    if isinstance(entry, PartEntry):
+        return {
+            "kind": "part",
+            "operation_id": entry.operation_id,
+            "handoff_id": entry.handoff_id,
+            "part": entry.part,
+            "value": entry.value,
+            "attempt": entry.attempt,
+        }
+    return {
+        "kind": "report",
+        "operation_id": entry.operation_id,
+        "agent": entry.agent,
+        "report": entry.report,
+        "detail": dict(entry.detail),
+        "attempt": entry.attempt,
+    }
+
+
+def parse(obj: object, where: str = "entry") -> Entry:
+    """One entry from its JSON object; `bundle.BundleError` names the field (prefixed by `where`)."""
+    if not isinstance(obj, Mapping):
+        raise bundle.BundleError(where, "must be an object")
+    kind = obj.get("kind")
+    try:
+        operation_id = bundle.parse_name(obj.get("operation_id"), "operation_id")
+        attempt = bundle.parse_name(obj.get("attempt", "1"), "attempt")
+        if kind == "part":
+            part = obj.get("part")
+            if part not in (*RECEIPT_PARTS, FINAL_STATUS_PART):
+                raise bundle.BundleError("part", f"must be one of {', '.join((*RECEIPT_PARTS, FINAL_STATUS_PART))}")
+            handoff_id = obj.get("handoff_id")
+            if handoff_id is None:
+                if part not in OUTCOME_PARTS:
+                    raise bundle.BundleError("handoff_id", f"is required for the {part} part")
+            else:
+                handoff_id = bundle.parse_name(handoff_id, "handoff_id")
+            return PartEntry(operation_id, handoff_id, part, obj.get("value"), attempt)
+        if kind == "report":
+            detail = obj.get("detail", {})
+            if not isinstance(detail, Mapping):
+                raise bundle.BundleError("detail", "must be an object")
+            report = obj.get("report")
+            if not isinstance(report, str):
+                raise bundle.BundleError("report", "must be a string")
+            return ReportEntry(operation_id, bundle.parse_name(obj.get("agent"), "agent"), report, detail, attempt)
+        raise bundle.BundleError("kind", 'must be "part" or "report"')
+    except bundle.BundleError as exc:
+        raise bundle.BundleError(f"{where}.{exc.field}", exc.message) from None
+
+
+def parse_many(objs: object, where: str = "entries") -> list[Entry]:
+    """A list of entries (at most MAX_ENTRIES); the first invalid one raises, naming its index."""
+    if not isinstance(objs, list):
+        raise bundle.BundleError(where, "must be a list")
+    if len(objs) > MAX_ENTRIES:
+        raise bundle.BundleError(where, f"must hold at most {MAX_ENTRIES} entries")
+    return [parse(obj, f"{where}[{i}]") for i, obj in enumerate(objs)]
+
+
+def apply(entries: Sequence[Entry]) -> list[bool]:
+    """Store `entries` in order; one flag per entry: True when something new was stored.
+
+    Each entry is minimized and validated by `receipts.recording` (which raises
+    `bundle.BundleError` naming the field); an entry already stored for its
+    attempt stores nothing again (idempotent). Callers decide the transaction:
+    the API wraps a request in one (all or nothing), the local writer one per batch.
+    """
+    from receipts import recording  # recording imports this module's callers, not the reverse
+
+    stored: list[bool] = []
+    for entry in entries:
+        if isinstance(entry, ReportEntry):
+            report = (entry.operation_id, entry.agent, entry.report, dict(entry.detail), entry.attempt)
+            stored.append(recording.record_report(*report))
+            continue
+        handoff_id = entry.handoff_id or _latest_handoff_id(entry.operation_id)
+        if handoff_id is None:
+            stored.append(False)
+            continue
+        result = recording.record(
+            handoff_id=handoff_id,
+            operation_id=entry.operation_id,
+            part=entry.part,
+            value=entry.value,
+            attempt=entry.attempt,
+        )
+        stored.append(result.stored)
+    return stored
+
+
+def _latest_handoff_id(operation_id: str) -> str | None:
+    latest = (
+        Handoff.objects.filter(run__operation_id=operation_id)
+        .order_by("-created_at", "-pk")
+        .values_list("handoff_id", flat=True)
+        .first()
+    )
+    return latest

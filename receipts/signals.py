@@ -1,0 +1,50 @@
+"""What the evidence domain announces, inside the transaction that changed it.
+
+Receivers (owner notifications, alert rules, trace export) run in that
+transaction: they may write `OutboxIntent`s, so a delivery is promised exactly
+when the change commits and never when it rolls back, and they must not do
+network I/O or raise (a receiver's bug must not lose a receipt: `send_robust`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from django.dispatch import Signal
+
+# Sent once per change to a handoff: a stored receipt part (cause = the part),
+# a time-dependent re-classification (cause = "reclassified"), or an operator's
+# settlement (cause = the settlement). kwargs: handoff, cause, before
+# (a HandoffState, None for a new handoff), now.
+handoff_changed = Signal()
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class HandoffState:
+    """What receivers compare before and after: verdict and wait, no evidence content."""
+
+    verdict: str
+    wait_open: bool
+    wait_owner: str
+    wait_resolution: str
+
+    @classmethod
+    def of(cls, handoff) -> HandoffState:
+        wait = handoff.wait_part or {}
+        return cls(
+            verdict=handoff.verdict or "",
+            wait_open=bool(handoff.wait_open),
+            wait_owner=handoff.wait_owner or "",
+            wait_resolution=str(wait.get("resolution") or ""),
+        )
+
+
+def send_handoff_changed(handoff, *, cause: str, before: HandoffState | None, now) -> None:
+    for receiver, result in handoff_changed.send_robust(
+        sender=type(handoff), handoff=handoff, cause=cause, before=before, now=now
+    ):
+        if isinstance(result, Exception):
+            name = getattr(receiver, "__qualname__", receiver)
+            logger.warning("handoff_changed receiver %s failed: %s", name, type(result).__name__)
