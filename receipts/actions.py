@@ -32,7 +32,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from receipts import arguments, audit, outbox, runs, runtime
+from receipts import arguments, audit, bundle, outbox, runs, runtime
 from receipts.models import AuditEntry, Decision, Handoff, OutboxIntent, Run, VerdictChange
 from receipts.recording import note_settlement, reclassify, reclassify_overdue_waits, record
 from receipts.roles import ROLES
@@ -938,6 +938,8 @@ def start_run(
             try:
                 with transaction.atomic():
                     run = runs.create_hosted(graph, dict(graph_input), operation_id=operation_id)
+            except bundle.BundleError as exc:
+                refusal = f"The operation id is not valid: it {exc.message}."
             except (ValueError, IntegrityError):
                 if (earlier := _started_with(key)) is not None:
                     return _noop(user, START_RUN, earlier.run, key, "This run was already started; nothing changed.")

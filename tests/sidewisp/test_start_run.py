@@ -177,3 +177,17 @@ def test_with_no_registered_graph_the_page_says_there_is_nothing_to_start(olga, 
 
     assert "No graph is registered" in body
     assert reverse("sidewisp:run-create") not in body
+
+
+def test_the_action_itself_refuses_an_operation_id_that_is_not_valid_as_such_not_as_taken(person):
+    # The form refuses such ids first; a caller of the action (a command, the API) must get the same truth.
+    from receipts import actions
+
+    result = actions.start_run(
+        user=person("olga", "operator"), graph="support-desk", graph_input={}, key=key(), operation_id="/etc/passwd"
+    )
+
+    assert result.outcome == "refused"
+    assert "not valid" in result.message and "exists already" not in result.message
+    assert "/etc/passwd" not in result.message
+    assert not Run.objects.exists()
