@@ -133,6 +133,10 @@ class Run(models.Model):
     # its handoff verdicts, its task status and its middleware alarms, with each reason named.
     health = models.CharField(max_length=20, blank=True, db_index=True)
     health_reasons = models.JSONField(default=list, blank=True)
+    # --- issue 14 §4 (receipts API): the source whose token created the run; null for local runs.
+    # Only that source's tokens may post receipts for the run or claim its decisions (receipts.sources).
+    source_name = models.CharField(max_length=100, null=True, blank=True, db_index=True, editable=False)
+    # --- end issue 14 §4
 
     objects = RunQuerySet.as_manager()
 
@@ -390,3 +394,42 @@ class OutboxIntent(models.Model):
     def __str__(self) -> str:
         state = f"sent {self.sent_at:%Y-%m-%d %H:%M:%S}" if self.sent_at else f"unsent after {self.attempts}"
         return f"{self.kind} {self.object_id} ({state})"
+
+
+# --- issue 14 §4: per-source API tokens (receipts.sources, sidewisp.api) --------------------
+
+
+class SourceToken(models.Model):
+    """A token an agent that runs elsewhere posts receipts with (`POST /api/v1/receipts`).
+
+    Scoped to one source name: it may write only runs that its source created. Only a
+    SHA-256 digest of the secret is stored; the token itself is shown once, when it is made
+    (receipts.sources.issue). `key_id` is the token's public part, which finds the row.
+    """
+
+    source_name = models.CharField(max_length=100, db_index=True)
+    note = models.CharField(max_length=200, blank=True)
+    key_id = models.CharField(max_length=16, unique=True, editable=False)
+    digest = models.CharField(max_length=64, editable=False)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, related_name="+", on_delete=models.PROTECT, editable=False
+    )
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, related_name="+", on_delete=models.PROTECT, editable=False
+    )
+
+    class Meta:
+        ordering = ["source_name", "-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.source_name} ({self.key_id})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+
+# --- end issue 14 §4
