@@ -8,23 +8,26 @@ anything reaches a graph, for hosted and observed runs alike.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import transaction
-from django.db.models import F
-from django.utils import timezone
+from django.conf import settings
 from langgraph.types import Command
 
-from agents import evidence
+from agents import evidence, remote
 from agents.observer import gated_tools
-from receipts import audit
-from receipts.models import AuditEntry, Decision, Run
+from receipts import claims
+from receipts.models import Decision, Run
 
 DECISION_TYPES = ("approve", "reject", "edit")
 MAX_REJECT_MESSAGE = 1000
+# Sidewisp keeps argument names only: an edit laid over nothing would drop the other arguments.
+_EDIT_NEEDS_PENDING = "an edit decision needs the pending interrupts: pass pending=graph.get_state(config).interrupts"
+_SERVER_LACKS_PENDING = "the server has no pending interrupts: pass pending=graph.get_state(config).interrupts"
+logger = logging.getLogger(__name__)
 
 
 def resume_value(pending: Sequence[Any], decision: dict) -> dict:
@@ -102,10 +105,17 @@ def await_decision(
     without them the interrupts are rebuilt from `Run.pending_call` (names only),
     which answers an approval or a rejection, while an edit raises ValueError
     unclaimed (its other argument values are only in your checkpoint).
+
+    In remote mode (`SIDEWISP_REMOTE_URL` set) the decision is fetched and claimed
+    over the server's API with `SIDEWISP_REMOTE_TOKEN` (agents.remote); while the
+    server does not answer there is simply no decision yet.
     """
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
-        command = evidence.run_orm(_claim, operation_id, pending)
+        if settings.SIDEWISP_REMOTE_URL:
+            command = _claim_remote(operation_id, pending)
+        else:
+            command = evidence.run_orm(_claim, operation_id, pending)
         if command is not None or (deadline is not None and time.monotonic() >= deadline):
             return command
         time.sleep(poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic())))
@@ -117,7 +127,10 @@ async def aawait_decision(
     """`await_decision` for async apps (the ORM in a worker thread; polling sleeps on the loop)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
-        command = await evidence.arun_orm(_claim, operation_id, pending)
+        if settings.SIDEWISP_REMOTE_URL:
+            command = await asyncio.to_thread(_claim_remote, operation_id, pending)
+        else:
+            command = await evidence.arun_orm(_claim, operation_id, pending)
         if command is not None or (deadline is not None and time.monotonic() >= deadline):
             return command
         await asyncio.sleep(poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic())))
@@ -127,30 +140,36 @@ def _claim(operation_id: str, pending: Sequence[Any] | None) -> Command | None:
     run = Run.objects.filter(operation_id=operation_id).first()
     if run is None:
         return None
-    for decision in Decision.objects.filter(run=run, applied_at__isnull=True).order_by("decided_at", "pk"):
+    for decision in claims.unclaimed(run):
         if decision.kind == Decision.Kind.EDIT and pending is None:
-            # Sidewisp keeps argument names only: an edit laid over nothing would drop the other arguments.
-            msg = "an edit decision needs the pending interrupts: pass pending=graph.get_state(config).interrupts"
-            raise ValueError(msg)
-        with transaction.atomic():
-            claimed = Decision.objects.filter(pk=decision.pk, applied_at__isnull=True).update(
-                applied_at=timezone.now(), applications=F("applications") + 1
-            )
-            if not claimed:
-                continue  # another caller took it
-            audit.log(
-                actor=None,
-                action="wait.resume",
-                object_type="run",
-                object_id=run.pk,
-                outcome=AuditEntry.Outcome.DONE,
-                run=run,
-                handoff=decision.handoff,
-                detail={"decision": decision.pk, "resumed_by": "app"},
-            )
-        interrupts = list(pending) if pending is not None else remembered_interrupts(run)
-        return Command(resume=resume_value(interrupts, decision.as_resume()))
+            raise ValueError(_EDIT_NEEDS_PENDING)
+        if claims.claim(decision, resumed_by="app"):
+            interrupts = list(pending) if pending is not None else remembered_interrupts(run)
+            return Command(resume=resume_value(interrupts, decision.as_resume()))
     return None
+
+
+def _claim_remote(operation_id: str, pending: Sequence[Any] | None) -> Command | None:
+    """`_claim` over the receipts API (remote mode); a server that does not answer is no decision yet."""
+    try:
+        offered = remote.pending_decision(operation_id)
+        if offered is None:
+            return None
+        if offered["type"] == Decision.Kind.EDIT and pending is None:
+            raise ValueError(_EDIT_NEEDS_PENDING)
+        if pending is None and not offered["interrupts"]:
+            raise ValueError(_SERVER_LACKS_PENDING)
+        claimed = remote.claim_decision(operation_id, offered["id"])
+    except remote.RemoteUnavailable as exc:
+        logger.warning("no decision from the Sidewisp server for now: %s", exc)
+        return None
+    if claimed is None:
+        return None  # another caller took it
+    if pending is not None:
+        interrupts = list(pending)
+    else:
+        interrupts = [PendingInterrupt(id=item["id"], value=item["value"]) for item in claimed["interrupts"]]
+    return Command(resume=resume_value(interrupts, claimed["resume"]))
 
 
 def remembered_interrupts(run: Run) -> list[PendingInterrupt]:

@@ -20,10 +20,20 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
+from django.utils.cache import add_never_cache_headers
 from django.utils.html import format_html
 
-from receipts import audit, bundle, contracts
-from receipts.models import AuditEntry, ContractVersion, Handoff, MiddlewareReport, Receipt, Run, WaitReason
+from receipts import audit, bundle, contracts, sources
+from receipts.models import (
+    AuditEntry,
+    ContractVersion,
+    Handoff,
+    MiddlewareReport,
+    Receipt,
+    Run,
+    SourceToken,  # issue 14 §4
+    WaitReason,
+)
 
 CHANGE_LIMITS = "receipts.change_limits"
 CONFIRM_FIELD = "_confirm"
@@ -337,3 +347,65 @@ class AuditEntryAdmin(ReadOnlyAdmin):
     search_fields = ["actor_name", "action", "object_id"]
     date_hierarchy = "at"
     actions = None  # not even the bulk "delete selected"
+
+
+# --- issue 14 §4: per-source API tokens ------------------------------------------------
+
+
+class SourceTokenForm(forms.ModelForm):
+    class Meta:
+        model = SourceToken
+        fields = ["source_name", "note"]
+
+    def clean_source_name(self):
+        try:
+            return bundle.parse_name(self.cleaned_data["source_name"], "source_name")
+        except bundle.BundleError as exc:
+            raise ValidationError(f"source name: {exc.message}") from None
+
+
+@admin.register(SourceToken)
+class SourceTokenAdmin(ImmutableAdmin):
+    """Tokens of agents that run elsewhere: made here (shown once, stored as a digest), revoked, never edited."""
+
+    form = SourceTokenForm
+    list_display = [
+        "source_name",
+        "key_id",
+        "note",
+        iso_time("created_at", "created"),
+        iso_time("last_used_at", "last used"),
+        iso_time("revoked_at", "revoked"),
+    ]
+    list_filter = ["source_name", ("revoked_at", admin.EmptyFieldListFilter)]
+    readonly_fields = ["source_name", "note", "key_id", "created_at", "created_by", "last_used_at", "revoked_at"]
+    actions = ["revoke"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.readonly_fields if obj is not None else []
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # revoked, never deleted: the audit log and the runs keep naming it
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            return  # nothing is editable
+        _, request.sidewisp_new_token = sources.issue(obj.source_name, note=obj.note, by=request.user, token=obj)
+
+    def response_add(self, request, obj, post_url_continue=None):
+        context = {**self.admin_site.each_context(request), "opts": self.opts, "token": obj}
+        response = TemplateResponse(
+            request,
+            "admin/receipts/sourcetoken/created.html",
+            {**context, "raw_token": request.sidewisp_new_token, "title": "Token created"},
+        )
+        add_never_cache_headers(response)
+        return response
+
+    @admin.action(description="Revoke the selected tokens", permissions=["change"])
+    def revoke(self, request, queryset):
+        revoked = sum(sources.revoke(token, by=request.user) for token in queryset)
+        self.message_user(request, f"{revoked} token(s) revoked; their sources can no longer post.")
+
+
+# --- end issue 14 §4

@@ -261,3 +261,21 @@ SIDEWISP_GRAPHS = env_str("SIDEWISP_GRAPHS", "")
 SIDEWISP_DEMO_RATE = env_float("SIDEWISP_DEMO_RATE", 0.0)
 if SIDEWISP_DEMO_RATE > 0:
     CELERY_BEAT_SCHEDULE["demo-traffic"] = {"task": "agents.tasks.demo_tick", "schedule": 1 / SIDEWISP_DEMO_RATE}
+
+# --- issue 14 §4: the receipts API and remote mode (sidewisp.api, agents.remote) ------------
+# Remote mode: this process's agents post their receipts to the Sidewisp server at this URL with
+# this source token (made in the admin) instead of writing to a database. Empty: local mode.
+SIDEWISP_REMOTE_URL = env_str("SIDEWISP_REMOTE_URL", "")
+SIDEWISP_REMOTE_TOKEN = env_str("SIDEWISP_REMOTE_TOKEN", "")
+if SIDEWISP_REMOTE_URL:
+    SIDEWISP_REMOTE_URL = env_url("SIDEWISP_REMOTE_URL", "", schemes=("http", "https"))
+    if not SIDEWISP_REMOTE_TOKEN:
+        msg = "SIDEWISP_REMOTE_TOKEN must be set when SIDEWISP_REMOTE_URL is (make a source token in the admin)"
+        raise ImproperlyConfigured(msg)
+# Seconds an API call may take before remote mode counts the server as away.
+SIDEWISP_REMOTE_TIMEOUT = env_float("SIDEWISP_REMOTE_TIMEOUT", 10.0, minimum=0.1)
+# The server side: requests per token per window (seconds), and the largest body it reads.
+SIDEWISP_API_RATE_LIMIT = env_int("SIDEWISP_API_RATE_LIMIT", 600, minimum=1)
+SIDEWISP_API_RATE_WINDOW = env_int("SIDEWISP_API_RATE_WINDOW", 60, minimum=1)
+SIDEWISP_API_MAX_BODY_BYTES = env_int("SIDEWISP_API_MAX_BODY_BYTES", 1_000_000, minimum=1024)
+# --- end issue 14 §4

@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from sidewisp import views
+from sidewisp import api, views
 
 page_patterns = (
     [
@@ -30,6 +30,18 @@ page_patterns = (
     "sidewisp",
 )
 
+# --- issue 14 §4: the receipts API (source tokens, no session) ---
+api_patterns = (
+    [
+        path("receipts", api.receipts, name="receipts"),
+        # The claim first: an operation id may itself contain a slash.
+        path("decisions/<path:operation_id>/claim", api.decision_claim, name="decision-claim"),
+        path("decisions/<path:operation_id>", api.decision, name="decision"),
+    ],
+    "api",
+)
+# --- end issue 14 §4
+
 urlpatterns = [
     # "dashboard" is the overview's historical name (LOGIN_REDIRECT_URL uses it).
     path("", views.overview, name="dashboard"),
@@ -38,6 +50,7 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("api/v1/", include(api_patterns)),  # issue 14 §4
 ]
 
 handler403 = "sidewisp.views.forbidden"

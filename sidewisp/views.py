@@ -42,6 +42,9 @@ NOT_ACTIONS = {
     "login": "Django's login view (CSRF, password, django-axes throttling)",
     "logout": "Django's logout view (CSRF)",
     "admin:": "the Django admin (CSRF, is_staff and model permissions; AuditEntry read-only)",
+    # issue 14 §4: the receipts API (sidewisp.api)
+    "api:receipts": "a source token scoped to its own runs (no session, so no CSRF); rate-limited",
+    "api:decision-claim": "a source token scoped to its own runs; the claim is atomic and audited",
 }
 # What each confirmation page confirms, and the policy it is checked against.
 CONFIRMS: dict[str, actions.Policy] = {

@@ -1,0 +1,47 @@
+"""Claiming an operator's decision: the one process that resumes the graph takes it, exactly once.
+
+An observing app claims the decisions on its run, in the order they were made,
+either in this process (`agents.decisions.await_decision`) or from another
+host over the API (`sidewisp.api`). A claim is atomic: two callers never both
+get one decision. Each claim is audited as a resume by the app.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.db.models import F, QuerySet
+from django.utils import timezone
+
+from receipts import audit
+from receipts.models import AuditEntry, Decision, Run
+
+
+def unclaimed(run: Run) -> QuerySet[Decision]:
+    """The run's decisions no process has applied yet, oldest first."""
+    return (
+        Decision.objects.filter(run=run, applied_at__isnull=True).select_related("handoff").order_by("decided_at", "pk")
+    )
+
+
+def claim(decision: Decision, *, resumed_by: str, source: str | None = None) -> bool:
+    """Mark `decision` applied and audit the resume; False when another caller claimed it first."""
+    with transaction.atomic():
+        claimed = Decision.objects.filter(pk=decision.pk, applied_at__isnull=True).update(
+            applied_at=timezone.now(), applications=F("applications") + 1
+        )
+        if not claimed:
+            return False
+        detail: dict = {"decision": decision.pk, "resumed_by": resumed_by}
+        if source is not None:
+            detail["source"] = source
+        audit.log(
+            actor=None,
+            action="wait.resume",
+            object_type="run",
+            object_id=decision.run_id,
+            outcome=AuditEntry.Outcome.DONE,
+            run=decision.run,
+            handoff=decision.handoff,
+            detail=detail,
+        )
+    return True
