@@ -1,7 +1,8 @@
 """Shared helpers that turn what the graph did into receipts and reports.
 
 Everything written here is a name, an id, a count or a digest: callers pass
-nothing else, and nothing here logs message content.
+nothing else, and nothing here logs message content. Receipts go to the
+batched writer (`agents.writer`) as `receipts.intake` entries.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from asgiref.sync import sync_to_async
 from django.db import connection
 from django.utils import timezone
 
-from receipts.bundle import BundleError
+from agents import writer
+from receipts import intake
+from receipts.bundle import BundleError, text_problem
 from receipts.models import Handoff, MiddlewareReport, Run
-from receipts.recording import OBSERVER, digest, record, record_report
+from receipts.recording import OBSERVER, digest, record_report
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -78,18 +81,22 @@ def guarded(operation_id: str, part: str, call: Callable[[], R], *, agent: str =
     try:
         return call()
     except BundleError as exc:
-        detail = {"part": part, "field": exc.field[:200]}
-        _swallowing(
-            add_report,
-            operation_id,
-            agent,
-            MiddlewareReport.Kind.EVIDENCE_DROPPED,
-            detail,
-            f"drop-{digest(part, exc.field)}",
-        )
+        report = dropped_report(operation_id, part, exc.field, agent=agent)
+        _swallowing(add_report, report.operation_id, report.agent, report.report, dict(report.detail), report.attempt)
     except Exception as exc:  # noqa: BLE001 - recording must never raise into the user's graph
         logger.warning("%s receipt not recorded: %s", part, type(exc).__name__)
     return None
+
+
+def dropped_report(operation_id: str, part: str, field: str, *, agent: str | None = OBSERVER) -> intake.ReportEntry:
+    """The `evidence_dropped` report that takes the place of a `part` whose `field` did not validate.
+
+    Filed under `agent` when that is a valid name, else under the observer.
+    """
+    valid = isinstance(agent, str) and agent != "" and text_problem(agent) is None
+    detail = {"part": part, "field": field[:200]}
+    kind = MiddlewareReport.Kind.EVIDENCE_DROPPED
+    return intake.ReportEntry(operation_id, agent if valid else OBSERVER, kind, detail, f"drop-{digest(part, field)}")
 
 
 def _swallowing(fn: Callable[..., object], *args: object) -> None:
@@ -118,16 +125,21 @@ def latest_handoff(operation_id: str) -> Handoff | None:
     return Handoff.objects.filter(run__operation_id=operation_id).order_by("created_at", "pk").last()
 
 
-def record_outcome(operation_id: str, part: str, value: object, attempt: str) -> bool:
-    """Attach a run outcome (wait, verification, final_status) to the run's latest handoff.
+def submit_outcome(operation_id: str, part: str, value: object, attempt: str) -> None:
+    """Hand a run outcome (wait, verification, final_status) to the writer, for the run's latest handoff.
 
-    False when the run has no handoff to attach it to (nothing recorded).
+    The writer attaches it to the latest handoff when it writes it, and stores
+    nothing when the run has none (receipts.intake).
     """
-    handoff = latest_handoff(operation_id)
-    if handoff is None:
-        return False
-    record(handoff_id=handoff.handoff_id, operation_id=operation_id, part=part, value=value, attempt=attempt)
-    return True
+    writer.submit(intake.PartEntry(operation_id, None, part, value, attempt))
+
+
+def submit_part(operation_id: str, handoff_id: str, part: str, value: object, attempt: str = "1") -> None:
+    writer.submit(intake.PartEntry(operation_id, handoff_id, part, value, attempt))
+
+
+def submit_report(operation_id: str, agent: str, kind: str, detail: dict, attempt: str) -> None:
+    writer.submit(intake.ReportEntry(operation_id, agent, kind, detail, attempt))
 
 
 def now_iso() -> str:

@@ -12,7 +12,9 @@ super-step.
   before it runs; any other records it once it returned a parent `Command`.
   The transfer is announced on the custom stream (names and ids only), where
   `agents.observer.observe` pairs it with the parent's state update.
-- Recording never raises into the agent: see `agents.evidence.guarded`.
+- Receipts and reports are handed to the batched writer (`agents.writer`): the
+  agent's threads never wait on a database, and recording never raises into
+  the agent (a receipt that does not validate becomes an `evidence_dropped` report).
 
 For an agent built without middleware (`create_react_agent`, e.g. the
 langgraph-supervisor supervisor) use `SidewispMiddleware(...).tool_node(tools)`.
@@ -27,7 +29,6 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from functools import partial
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse, ToolCallRequest
@@ -40,7 +41,6 @@ from agents import evidence
 from agents.handoffs import handoff_target
 from receipts.bundle import MAX_LIST_ENTRIES
 from receipts.models import MiddlewareReport
-from receipts.recording import record
 
 logger = logging.getLogger(__name__)
 HANDOFF_EVENT = "sidewisp.handoff"
@@ -85,11 +85,11 @@ class SidewispMiddleware(AgentMiddleware):
     def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
         context = self._tool_context(request)
         if context is not None and context["receiver"] is not None:
-            evidence.run_orm(self._record_created, context)
+            self._record_created(context)
         result = handler(request)
         if context is not None and (context := self._transfer(context, result)) is not None:
             if not context["declared"]:
-                evidence.run_orm(self._record_created, context)
+                self._record_created(context)
             self._announce(context)
         return result
 
@@ -98,11 +98,11 @@ class SidewispMiddleware(AgentMiddleware):
     ) -> Any:
         context = self._tool_context(request)
         if context is not None and context["receiver"] is not None:
-            await evidence.arun_orm(self._record_created, context)
+            self._record_created(context)
         result = await handler(request)
         if context is not None and (context := self._transfer(context, result)) is not None:
             if not context["declared"]:
-                await evidence.arun_orm(self._record_created, context)
+                self._record_created(context)
             self._announce(context)
         return result
 
@@ -147,7 +147,6 @@ class SidewispMiddleware(AgentMiddleware):
             "sent_ids": sent_ids[:MAX_LIST_ENTRIES],
         }
 
-    @evidence.closes_own_connection
     def _record_created(self, context: dict) -> None:
         created = {
             "sender": context["sender"],
@@ -157,18 +156,7 @@ class SidewispMiddleware(AgentMiddleware):
             "required_context_keys": context["context_keys"],
             "at": evidence.now_iso(),
         }
-        evidence.guarded(
-            context["operation_id"],
-            "created",
-            lambda: record(
-                handoff_id=context["handoff_id"],
-                operation_id=context["operation_id"],
-                part="created",
-                value=created,
-                attempt=context["attempt"],
-            ),
-            agent=context["sender"] or "agent",
-        )
+        evidence.submit_part(context["operation_id"], context["handoff_id"], "created", created, context["attempt"])
 
     @staticmethod
     def _announce(context: dict) -> None:
@@ -192,10 +180,10 @@ class SidewispMiddleware(AgentMiddleware):
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
         scope = self._scope()
         if scope is not None:
-            evidence.run_orm(self._report_history, scope, request.messages, tool_names(request.tools))
+            _submit_reports(scope, history_reports(request.messages, tool_names(request.tools)))
         response = handler(request)
         if scope is not None:
-            evidence.run_orm(self._report_model_failure, scope, _messages_of(response))
+            _submit_reports(scope, model_failure_reports(_messages_of(response)))
         return response
 
     async def awrap_model_call(
@@ -203,10 +191,10 @@ class SidewispMiddleware(AgentMiddleware):
     ) -> Any:
         scope = self._scope()
         if scope is not None:
-            await evidence.arun_orm(self._report_history, scope, request.messages, tool_names(request.tools))
+            _submit_reports(scope, history_reports(request.messages, tool_names(request.tools)))
         response = await handler(request)
         if scope is not None:
-            await evidence.arun_orm(self._report_model_failure, scope, _messages_of(response))
+            _submit_reports(scope, model_failure_reports(_messages_of(response)))
         return response
 
     def _scope(self) -> tuple[str, str] | None:
@@ -214,20 +202,14 @@ class SidewispMiddleware(AgentMiddleware):
         operation_id = evidence.operation_id_of(config)
         return None if operation_id is None else (operation_id, self._agent_name(config))
 
-    @evidence.closes_own_connection
-    def _report_history(self, scope: tuple[str, str], messages: list[BaseMessage], tools: frozenset[str]) -> None:
-        operation_id, agent = scope
-        for report in history_reports(messages, tools):
-            evidence.guarded(operation_id, "report", partial(evidence.add_report, operation_id, agent, *report))
-
-    @evidence.closes_own_connection
-    def _report_model_failure(self, scope: tuple[str, str], messages: list[BaseMessage]) -> None:
-        operation_id, agent = scope
-        for report in model_failure_reports(messages):
-            evidence.guarded(operation_id, "report", partial(evidence.add_report, operation_id, agent, *report))
-
     def _agent_name(self, config: dict) -> str:
         return self.agent or (config.get("metadata") or {}).get("lc_agent_name") or "agent"
+
+
+def _submit_reports(scope: tuple[str, str], reports: list[tuple[str, dict, str]]) -> None:
+    operation_id, agent = scope
+    for kind, detail, attempt in reports:
+        evidence.submit_report(operation_id, agent, kind, detail, attempt)
 
 
 def sender_node(config: dict) -> str | None:

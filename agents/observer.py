@@ -17,9 +17,15 @@ It streams the parent graph (`updates`, `tasks`, `custom`, `values`,
 
 and, at the end, the run's outcome on its latest handoff (a `wait` per
 interrupt, the outcome `verification`, `final_status`) and the run's status
-through `receipts.runs.set_status`. Recording never raises into the graph
-(`agents.evidence.guarded`); `observe` also works on a thread that runs an
+through `receipts.runs.set_status`. Receipts go to the batched writer
+(`agents.writer`) and never raise into the graph; the observer flushes it
+before the run's status changes (a wait is stored before the run shows as
+waiting) and before it returns. `observe` also works on a thread that runs an
 event loop, and `aobserve` is its async twin.
+
+In remote mode (`SIDEWISP_REMOTE_URL`) the run lives on the server: the
+observer touches no local database (no run row, status, pending call, parked
+check or auto-continue) and sends only entries, `final_status` included.
 """
 
 from __future__ import annotations
@@ -37,10 +43,11 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command, Interrupt
 
-from agents import evidence
+from agents import evidence, writer
 from agents.arguments import arg_schemas
 from agents.middleware import HANDOFF_EVENT, UNKNOWN_TOOL, model_failure_reports
 from receipts import bundle, runs
+from receipts.intake import Entry, PartEntry
 from receipts.models import MiddlewareReport, Receipt, Run
 from receipts.recording import record
 
@@ -57,7 +64,6 @@ _STATUS = {
 }
 _RESOLUTIONS = {"approve": "approved", "edit": "edited", "reject": "rejected"}
 DECISION_ORDER = ("approve", "edit", "reject")
-Thunk = Callable[[], object]
 
 
 @dataclass(frozen=True)
@@ -120,7 +126,7 @@ class _Snapshot(NamedTuple):
 class _Tracker:
     """Pairs transfer announcements with what the parent graph did; returns the recording work to do.
 
-    Pure: every method returns thunks (DB calls) that the sync or async driver runs.
+    Pure: every method returns the receipt entries to submit.
     """
 
     operation_id: str
@@ -133,11 +139,11 @@ class _Tracker:
     step_starts: list[tuple[str, str]] = field(default_factory=list)  # root tasks started this step
     interrupts: list[Interrupt] = field(default_factory=list)
 
-    def on_event(self, ns: tuple[str, ...], mode: str, chunk: Any) -> list[Thunk]:
-        thunks: list[Thunk] = []
+    def on_event(self, ns: tuple[str, ...], mode: str, chunk: Any) -> list[Entry]:
+        entries: list[Entry] = []
         root_start = not ns and mode == "tasks" and isinstance(chunk, Mapping) and "input" in chunk
         if not root_start and self.step_starts:
-            thunks += self._end_of_starts()
+            entries += self._end_of_starts()
         if mode == "custom":
             if len(ns) == 1 and isinstance(chunk, Mapping) and chunk.get("event") == HANDOFF_EVENT:
                 node = _node_of(ns[0])
@@ -148,7 +154,7 @@ class _Tracker:
             for node, update in chunk.items():
                 if node == "__interrupt__":
                     self.interrupts.extend(i for i in update or () if isinstance(i, Interrupt))
-                    thunks += self._finalize([], self.state)  # nothing more is scheduled in this run
+                    entries += self._finalize([], self.state)  # nothing more is scheduled in this run
                 else:
                     self.applied.extend((a, _update_messages(update)) for a in self.announced.pop(node, []))
         elif mode == "values" and isinstance(chunk, Mapping):
@@ -157,28 +163,28 @@ class _Tracker:
             values = chunk.get("values")
             if isinstance(values, Mapping):
                 self.state = dict(values)
-            thunks += self._finalize(list(chunk.get("next") or ()), self.state)
+            entries += self._finalize(list(chunk.get("next") or ()), self.state)
         elif root_start:
             self.step_starts.append((str(chunk["name"]), str(chunk["id"])))
-            thunks += self._match_starts()
-        return thunks
+            entries += self._match_starts()
+        return entries
 
-    def on_end(self) -> list[Thunk]:
-        thunks = self._end_of_starts() if self.step_starts else []
-        return thunks + self._finalize([], self.state)
+    def on_end(self) -> list[Entry]:
+        entries = self._end_of_starts() if self.step_starts else []
+        return entries + self._finalize([], self.state)
 
-    def _end_of_starts(self) -> list[Thunk]:
-        thunks: list[Thunk] = []
+    def _end_of_starts(self) -> list[Entry]:
+        entries: list[Entry] = []
         if not self.checkpointed:
             # Without a checkpointer there is no `next`: the tasks this step started are what was scheduled.
-            thunks += self._finalize([name for name, _ in self.step_starts], self.state)
-            thunks += self._match_starts()
+            entries += self._finalize([name for name, _ in self.step_starts], self.state)
+            entries += self._match_starts()
         self.step_starts.clear()
         self.awaiting.clear()  # a destination not started in the step after its transfer did not start
-        return thunks
+        return entries
 
-    def _finalize(self, scheduled: list[str], state: Mapping[str, Any]) -> list[Thunk]:
-        thunks: list[Thunk] = []
+    def _finalize(self, scheduled: list[str], state: Mapping[str, Any]) -> list[Entry]:
+        entries: list[Entry] = []
         for announcement, messages in self.applied:
             gotos = [g for g in str(announcement.get("goto") or "").split(",") if g]
             reduced = {
@@ -191,13 +197,10 @@ class _Tracker:
                 "at": evidence.now_iso(),
             }
             handoff_id = announcement["handoff_id"]
-            write = partial(
-                record, handoff_id=handoff_id, operation_id=self.operation_id, part="reduced", value=reduced
-            )
-            thunks.append(partial(evidence.guarded, self.operation_id, "reduced", write))
+            entries.append(PartEntry(self.operation_id, handoff_id, "reduced", reduced))
             self.awaiting.append((handoff_id, gotos))
         self.applied.clear()
-        return thunks
+        return entries
 
     def _after(self, gotos: list[str], scheduled: list[str], state: Mapping[str, Any]) -> str | None:
         if self.has_active_agent:
@@ -207,22 +210,14 @@ class _Tracker:
             return ",".join(gotos)[: bundle.MAX_STRING_LENGTH]
         return ",".join(scheduled)[: bundle.MAX_STRING_LENGTH] or None
 
-    def _match_starts(self) -> list[Thunk]:
-        thunks: list[Thunk] = []
+    def _match_starts(self) -> list[Entry]:
+        entries: list[Entry] = []
         for name, task_id in self.step_starts:
             for item in [item for item in self.awaiting if name in item[1]]:
                 self.awaiting.remove(item)
                 destination = {"node_id": name, "started_at": evidence.now_iso(), "attempt_id": task_id}
-                write = partial(
-                    record,
-                    handoff_id=item[0],
-                    operation_id=self.operation_id,
-                    part="destination",
-                    value=destination,
-                    attempt=f"task-{task_id}",
-                )
-                thunks.append(partial(evidence.guarded, self.operation_id, "destination", write))
-        return thunks
+                entries.append(PartEntry(self.operation_id, item[0], "destination", destination, f"task-{task_id}"))
+        return entries
 
 
 def _update_messages(update: Any) -> list:
@@ -270,17 +265,16 @@ def observe(
     caller to retry from the checkpoint (the hosted runner passes the transient ones).
     """
     operation_id = _operation_id(config)
-    if evidence.run_orm(_begin, operation_id, config, graph_input):
+    local = not writer.remote()
+    if local and evidence.run_orm(_begin, operation_id, config, graph_input):
         return Outcome("parked")
     tracker = _tracker_for(graph, operation_id)
     try:
         for ns, mode, chunk in graph.stream(graph_input, config, **_stream_options(tracker)):
-            if _root_start(ns, mode, chunk) and evidence.run_orm(_parked_now, operation_id):
+            if local and _root_start(ns, mode, chunk) and evidence.run_orm(_parked_now, operation_id):
                 return Outcome("parked")
-            for thunk in tracker.on_event(ns, mode, chunk):
-                evidence.run_orm(thunk)
-        for thunk in tracker.on_end():
-            evidence.run_orm(thunk)
+            writer.submit_all(tracker.on_event(ns, mode, chunk))
+        writer.submit_all(tracker.on_end())
         snapshot = _snapshot(graph, config, tracker)
         schemas = _schemas(graph, snapshot)
     except retry_on:
@@ -305,17 +299,16 @@ async def aobserve(
 ) -> Outcome:
     """`observe` on `graph.astream` (async tools and hooks; the ORM in worker threads)."""
     operation_id = _operation_id(config)
-    if await evidence.arun_orm(_begin, operation_id, config, graph_input):
+    local = not writer.remote()
+    if local and await evidence.arun_orm(_begin, operation_id, config, graph_input):
         return Outcome("parked")
     tracker = _tracker_for(graph, operation_id)
     try:
         async for ns, mode, chunk in graph.astream(graph_input, config, **_stream_options(tracker)):
-            if _root_start(ns, mode, chunk) and await evidence.arun_orm(_parked_now, operation_id):
+            if local and _root_start(ns, mode, chunk) and await evidence.arun_orm(_parked_now, operation_id):
                 return Outcome("parked")
-            for thunk in tracker.on_event(ns, mode, chunk):
-                await evidence.arun_orm(thunk)
-        for thunk in tracker.on_end():
-            await evidence.arun_orm(thunk)
+            writer.submit_all(tracker.on_event(ns, mode, chunk))
+        writer.submit_all(tracker.on_end())
         snapshot = await _asnapshot(graph, config, tracker)
         schemas = _schemas(graph, snapshot)
     except retry_on:
@@ -366,21 +359,22 @@ def _conclude(
 ) -> Outcome:
     if snapshot.interrupts:
         for pending in snapshot.interrupts:
-            evidence.guarded(
-                operation_id,
-                "wait",
-                partial(record_wait, operation_id, pending, wait_policies, persisted=persisted, resolved=False),
-            )
+            record_wait(operation_id, pending, wait_policies, persisted=persisted, resolved=False)
         _record_final(operation_id, "waiting", evidence.digest(*(i.id for i in snapshot.interrupts)))
         outcome = Outcome("waiting", interrupts=list(snapshot.interrupts))
-        store = partial(_store_pending_call, operation_id, snapshot.interrupts, schemas or {})
-        evidence.guarded(operation_id, "run", store)
     elif snapshot.next:
         # Halted before a node without an interrupt (e.g. a node held by interrupt_before).
         _record_final(operation_id, "running", f"held-{evidence.digest(*snapshot.next)}")
         outcome = Outcome("parked")
     else:
         outcome = _ending(operation_id, snapshot, verifier)
+    # The run's receipts (a wait among them) are stored before its pending call and status say so.
+    writer.flush()
+    if writer.remote():
+        return outcome  # the server keeps the run's lifecycle
+    if outcome.status == "waiting":
+        store = partial(_store_pending_call, operation_id, snapshot.interrupts, schemas or {})
+        evidence.guarded(operation_id, "run", store)
     evidence.guarded(operation_id, "run", partial(_finish, operation_id, outcome))
     return outcome
 
@@ -391,7 +385,7 @@ def _ending(operation_id: str, snapshot: _Snapshot, verifier: Verifier | None) -
     failures = model_failure_reports([last]) if last is not None else []
     if failures:
         agent = snapshot.values.get("active_agent") or getattr(last, "name", None) or "agent"
-        evidence.guarded(operation_id, "report", partial(evidence.add_report, operation_id, agent, *failures[0]))
+        evidence.submit_report(operation_id, agent, *failures[0])
     if not isinstance(last, AIMessage) or last.tool_calls or failures:
         # No agent claimed completion (a transfer that led nowhere, or a dead model).
         _record_final(operation_id, "failed", "end")
@@ -423,12 +417,15 @@ def verify(operation_id: str, verifier: Verifier, *, attempt: str, final_message
         name = f"{name}.declined"
         receipt_id = f"v-{evidence.digest(receipt_id, resolution, claimed)}"
     value = {"verifier": name, "result": result, "checked_at": evidence.now_iso(), "receipt_id": receipt_id}
-    evidence.record_outcome(operation_id, "verification", value, attempt=f"verify-{attempt}")
+    evidence.submit_outcome(operation_id, "verification", value, attempt=f"verify-{attempt}")
     return result
 
 
 def declined_resolution(operation_id: str) -> str | None:
-    """`rejected` or `expired` when the run's latest decided wait was declined, else None."""
+    """`rejected` or `expired` when the run's latest decided wait was declined, else None (always None in
+    remote mode: the waits are on the server)."""
+    if writer.remote():
+        return None
     waits = Receipt.objects.filter(handoff__run__operation_id=operation_id, part="wait").order_by("-recorded_at", "-pk")
     for payload in waits.values_list("payload", flat=True)[:50]:
         if isinstance(payload, Mapping) and payload.get("resolved") is True:
@@ -474,7 +471,7 @@ def record_wait(
         "resolved": resolved,
     }
     state = "resolved" if resolved else "open"
-    evidence.record_outcome(operation_id, "wait", wait, attempt=f"{state}-{evidence.digest(pending.id)}")
+    evidence.submit_outcome(operation_id, "wait", wait, attempt=f"{state}-{evidence.digest(pending.id)}")
 
 
 def gated_tools(pending: Interrupt) -> list[str]:
@@ -628,12 +625,16 @@ def _parked_now(operation_id: str) -> bool:
     # An operator stopped the run: leave the graph at its last checkpoint (durability "sync")
     # before the next step starts; resuming auto-continue drives it on from there.
     logger.info("run %s parked: auto-continue stopped", operation_id)
+    writer.flush()
     evidence.guarded(operation_id, "run", partial(_finish, operation_id, Outcome("parked")))
     return True
 
 
 def _failed(operation_id: str, error: str) -> None:
     _record_final(operation_id, "failed", "error")
+    writer.flush()
+    if writer.remote():
+        return
     evidence.guarded(operation_id, "run", partial(_finish, operation_id, Outcome("failed", error=error)))
 
 
@@ -666,8 +667,7 @@ def _finish(operation_id: str, outcome: Outcome) -> None:
 
 
 def _record_final(operation_id: str, status: str, attempt: str) -> None:
-    write = partial(evidence.record_outcome, operation_id, "final_status", status, attempt=f"{status}-{attempt}")
-    evidence.guarded(operation_id, "final_status", write)
+    evidence.submit_outcome(operation_id, "final_status", status, attempt=f"{status}-{attempt}")
 
 
 def _node_of(namespace: str) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 from django.utils import timezone
 from langgraph.types import Command
 
-from agents import evidence, registry, workspaces
+from agents import evidence, registry, workspaces, writer
 from agents.checkpoints import checkpointer
 from agents.decisions import resume_value, validate_decision
 from agents.models import LimitsVersion, RunLimits
@@ -100,6 +100,7 @@ def reverify(run: Run) -> str:
         final = final_message_of(readable.graph.get_state(graph_config(run)).values)
     attempt = f"re-{timezone.now().strftime('%Y%m%dT%H%M%S%f')}"
     result = verify(run.operation_id, hosted.verifier, attempt=attempt, final_message=final)
+    writer.flush()  # the receipt is stored before the task reports the result
     if result is None:
         msg = "the run has no handoff to attach a verification to"
         raise ValueError(msg)

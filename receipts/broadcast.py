@@ -3,15 +3,24 @@
 Events are minimized (ids, codes, times, a per-run sequence) and best effort:
 the channel layer may drop them, and the pages resync from the database on
 every (re)connect. Publishing therefore never raises into the caller.
+
+Sending goes through one event loop per process, on a thread of its own, so
+the channel layer keeps one Redis connection instead of a new loop and a new
+connection per event. Inside `batched()` (the evidence writer wraps each batch
+in it) events are collected and sent as one `health.events` message; a lone
+event is sent as `health.event`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Literal, NotRequired, TypedDict
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 logger = logging.getLogger(__name__)
@@ -62,18 +71,71 @@ HealthEvent = HandoffEvent | RunEvent | ReportEvent
 
 
 def publish(event: HealthEvent) -> bool:
-    """Send one event to every open page; False (and a log line) when it could not."""
+    """Send one event to every open page (or add it to the current `batched()` block); False when it could not."""
+    collected = getattr(_collecting, "events", None)
+    if collected is not None:
+        collected.append(event)
+        return True
+    return publish_many([event])
+
+
+def publish_many(events: Sequence[HealthEvent]) -> bool:
+    """Send `events` to every open page in one channel-layer message; False (and a log line) when it could not."""
+    if not events:
+        return True
     try:
-        async_to_sync(_send)(event)
+        sent = asyncio.run_coroutine_threadsafe(_send(list(events)), _publisher_loop())
+        sent.result(PUBLISH_TIMEOUT_SECONDS + 1)
     except Exception as exc:  # noqa: BLE001 - best effort by design: never fail the recording
-        logger.warning("health event not published: %s", type(exc).__name__)
+        logger.warning("health events not published (%d): %s", len(events), type(exc).__name__)
         return False
     return True
 
 
-async def _send(event: HealthEvent) -> None:
+@contextlib.contextmanager
+def batched() -> Iterator[None]:
+    """Collect the events published inside the block (after-commit ones included) and send them once at its end."""
+    if getattr(_collecting, "events", None) is not None:
+        yield  # an outer block sends them
+        return
+    _collecting.events = []
+    try:
+        yield
+    finally:
+        events, _collecting.events = _collecting.events, None
+        publish_many(events)
+
+
+async def _send(events: list[HealthEvent]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    message = {"type": "health.event", "event": dict(event)}
+    if len(events) == 1:
+        message = {"type": "health.event", "event": dict(events[0])}
+    else:
+        message = {"type": "health.events", "events": [dict(event) for event in events]}
     await asyncio.wait_for(layer.group_send(HEALTH_GROUP, message), PUBLISH_TIMEOUT_SECONDS)
+
+
+_collecting = threading.local()
+_loop_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+
+
+def _publisher_loop() -> asyncio.AbstractEventLoop:
+    """This process's publishing loop, started on first use (a forked child starts its own)."""
+    global _loop
+    with _loop_lock:
+        if _loop is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="sidewisp-publisher", daemon=True).start()
+            _loop = loop
+        return _loop
+
+
+def _forget_loop_after_fork() -> None:
+    global _loop, _loop_lock
+    _loop, _loop_lock = None, threading.Lock()  # the parent's loop thread does not exist here
+
+
+os.register_at_fork(after_in_child=_forget_loop_after_fork)

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models.signals import post_delete, post_save
 
 from receipts import bundle
 from receipts.models import ContractVersion, WaitReason
@@ -24,7 +25,47 @@ class ContractConflict(ValueError):
 
 
 def current_contracts() -> bundle.Contracts:
-    return bundle.parse_contracts(export_document())
+    """Every stored version and wait reason, parsed once per change (cached by `_fingerprint`).
+
+    One small query checks the cache, so a version an admin adds in the web
+    process is seen by the next receipt a worker records; this process's own
+    saves and deletes drop the cache at once.
+    """
+    global _cached
+    key = _fingerprint()
+    cached = _cached
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    found = bundle.parse_contracts(export_document())
+    _cached = (key, found)
+    return found
+
+
+# (fingerprint, contracts) of the last read; replaced whole, so threads never see half of it.
+_cached: tuple[tuple, bundle.Contracts] | None = None
+
+
+def _fingerprint() -> tuple:
+    """How many versions and wait reasons there are, the newest of each (one query)."""
+    versions = connection.ops.quote_name(ContractVersion._meta.db_table)
+    reasons = connection.ops.quote_name(WaitReason._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT (SELECT COUNT(*) FROM {versions}), (SELECT MAX(id) FROM {versions}), "
+            f"(SELECT MAX(created_at) FROM {versions}), "
+            f"(SELECT COUNT(*) FROM {reasons}), (SELECT MAX(id) FROM {reasons})"
+        )
+        return tuple(cursor.fetchone())
+
+
+def _forget_cached(**_: object) -> None:
+    global _cached
+    _cached = None
+
+
+for _model in (ContractVersion, WaitReason):
+    post_save.connect(_forget_cached, sender=_model, dispatch_uid=f"contracts-cache-{_model.__name__}-save")
+    post_delete.connect(_forget_cached, sender=_model, dispatch_uid=f"contracts-cache-{_model.__name__}-delete")
 
 
 def export_document() -> dict:

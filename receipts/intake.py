@@ -126,28 +126,32 @@ def apply(entries: Sequence[Entry]) -> list[bool]:
     `bundle.BundleError` naming the field); an entry already stored for its
     attempt stores nothing again (idempotent). Callers decide the transaction:
     the API wraps a request in one (all or nothing), the local writer one per batch.
+    Inside that transaction the entries are one `recording.batch()`: contracts read
+    once, each run's health refreshed once.
     """
     from receipts import recording  # recording imports this module's callers, not the reverse
 
-    stored: list[bool] = []
-    for entry in entries:
-        if isinstance(entry, ReportEntry):
-            report = (entry.operation_id, entry.agent, entry.report, dict(entry.detail), entry.attempt)
-            stored.append(recording.record_report(*report))
-            continue
-        handoff_id = entry.handoff_id or _latest_handoff_id(entry.operation_id)
-        if handoff_id is None:
-            stored.append(False)
-            continue
-        result = recording.record(
-            handoff_id=handoff_id,
-            operation_id=entry.operation_id,
-            part=entry.part,
-            value=entry.value,
-            attempt=entry.attempt,
-        )
-        stored.append(result.stored)
-    return stored
+    with recording.batch():
+        return [_apply_one(entry) for entry in entries]
+
+
+def _apply_one(entry: Entry) -> bool:
+    from receipts import recording
+
+    if isinstance(entry, ReportEntry):
+        report = (entry.operation_id, entry.agent, entry.report, dict(entry.detail), entry.attempt)
+        return recording.record_report(*report)
+    handoff_id = entry.handoff_id or _latest_handoff_id(entry.operation_id)
+    if handoff_id is None:
+        return False
+    result = recording.record(
+        handoff_id=handoff_id,
+        operation_id=entry.operation_id,
+        part=entry.part,
+        value=entry.value,
+        attempt=entry.attempt,
+    )
+    return result.stored
 
 
 def _latest_handoff_id(operation_id: str) -> str | None:

@@ -3,17 +3,24 @@
 minimize → validate → persist (append-only receipt + current evidence) →
 classify → after commit, publish a minimized event. Validation happens before
 anything is written, so bad input never leaves a half-written record.
+
+Inside `batch()` (the batched writer and the receipts API record many entries
+in one transaction) the contracts are read once, runs are looked up once, and
+each touched run's health is refreshed once at the end instead of per receipt.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
-from dataclasses import dataclass
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 
-from django.db import transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -60,26 +67,71 @@ def record(
     stored_value = _minimized(part, value)
     _validate_ids(handoff_id, operation_id, attempt)
     now = now or timezone.now()
-    with transaction.atomic():
+    with transaction.atomic(), batch():
         run = _run_for(operation_id)
         handoff, new = _locked_handoff(handoff_id, run)
-        _, created = Receipt.objects.get_or_create(
-            handoff=handoff, part=part, attempt=attempt, defaults={"payload": stored_value, "recorded_at": now}
-        )
-        if not created:
+        # The handoff row is locked: no other transaction can add this receipt meanwhile.
+        if not new and Receipt.objects.filter(handoff=handoff, part=part, attempt=attempt).exists():
             return Recorded(handoff, stored=False)
+        Receipt.objects.create(handoff=handoff, part=part, attempt=attempt, payload=stored_value, recorded_at=now)
         before = None if new else handoff.verdict
         state_before = None if new else signals.HandoffState.of(handoff)
-        _apply(handoff, part, stored_value)
+        changed = _apply(handoff, part, stored_value)
         _classify_into(handoff, now)
         handoff.updated_at = now
-        handoff.save()
+        handoff.save(update_fields=[*changed, *CLASSIFIED_FIELDS, "updated_at"])
         _note_change(handoff, before, part, now)
         # The handoff event announces the run's new health too: pages re-render the run from the database.
-        health.refresh(handoff.run, now=now, publish=False)
+        _refresh_health(handoff.run, now)
         signals.send_handoff_changed(handoff, cause=part, before=state_before, now=now)
         _publish_after_commit(handoff, part, now)
     return Recorded(handoff, stored=True)
+
+
+@dataclass
+class _Batch:
+    contracts: object = None  # bundle.Contracts, read on first use
+    runs: dict[str, Run] = field(default_factory=dict)  # operation id -> run
+    stale: dict[int, tuple[Run, datetime | None]] = field(default_factory=dict)  # runs whose health to refresh
+
+
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def batch() -> Iterator[None]:
+    """Record several receipts and reports as one unit of work; call inside a transaction.
+
+    The contracts are read once and each run's health is refreshed once, at the
+    end of the block (before the caller commits). Nested blocks join the outer one.
+    """
+    if getattr(_local, "batch", None) is not None:
+        yield
+        return
+    _local.batch = current = _Batch()
+    try:
+        yield
+        for run, now in current.stale.values():
+            health.refresh(run, now=now, publish=False)
+    finally:
+        _local.batch = None
+
+
+def _refresh_health(run: Run, now: datetime | None) -> None:
+    current = getattr(_local, "batch", None)
+    if current is None:
+        health.refresh(run, now=now, publish=False)
+    else:
+        current.stale[run.pk] = (run, now)
+
+
+def _contracts():
+    current = getattr(_local, "batch", None)
+    if current is None:
+        return current_contracts()
+    if current.contracts is None:
+        current.contracts = current_contracts()
+    return current.contracts
 
 
 def reclassify(handoff: Handoff, *, now: datetime | None = None) -> bool:
@@ -93,7 +145,7 @@ def reclassify(handoff: Handoff, *, now: datetime | None = None) -> bool:
         if (locked.verdict, locked.boundary) == before:
             return False
         locked.updated_at = now
-        locked.save()
+        locked.save(update_fields=[*CLASSIFIED_FIELDS, "updated_at"])
         _note_change(locked, before[0], RECLASSIFIED, now)
         health.refresh(locked.run, now=now, publish=False)
         signals.send_handoff_changed(locked, cause=RECLASSIFIED, before=state_before, now=now)
@@ -103,6 +155,11 @@ def reclassify(handoff: Handoff, *, now: datetime | None = None) -> bool:
 
 def next_seq(run: Run) -> int:
     """The run's next event sequence number (locks the run row until commit)."""
+    if connection.features.can_return_columns_from_insert:  # PostgreSQL, SQLite >= 3.35: UPDATE … RETURNING
+        table, seq, pk = (connection.ops.quote_name(n) for n in (Run._meta.db_table, "seq", Run._meta.pk.column))
+        with connection.cursor() as cursor:
+            cursor.execute(f"UPDATE {table} SET {seq} = {seq} + 1 WHERE {pk} = %s RETURNING {seq}", [run.pk])
+            return cursor.fetchone()[0]
     Run.objects.filter(pk=run.pk).update(seq=F("seq") + 1)
     return Run.objects.values_list("seq", flat=True).get(pk=run.pk)
 
@@ -123,20 +180,31 @@ def _validate_ids(handoff_id: object, operation_id: object, attempt: object) -> 
 
 
 def _run_for(operation_id: str) -> Run:
+    current = getattr(_local, "batch", None)
+    if current is not None and operation_id in current.runs:
+        return current.runs[operation_id]
     run, _ = Run.objects.get_or_create(
         operation_id=operation_id, defaults={"thread_id": operation_id, "source": Run.Source.AGENT}
     )
+    if current is not None:
+        current.runs[operation_id] = run
     return run
 
 
 def _locked_handoff(handoff_id: str, run: Run) -> tuple[Handoff, bool]:
-    # A handoff with no evidence yet fails its first boundary; it is classified before commit.
-    handoff, new = Handoff.objects.get_or_create(
-        handoff_id=handoff_id, defaults={"run": run, "verdict": "ROUTE_REJECTED"}
-    )
-    locked = Handoff.objects.select_for_update().select_related("run").get(pk=handoff.pk)
+    """The handoff locked for update (created when new: a row this transaction inserted is its own)."""
+    locked = Handoff.objects.select_for_update().filter(handoff_id=handoff_id).first()
+    new = locked is None
+    if new:
+        try:
+            with transaction.atomic():
+                # A handoff with no evidence yet fails its first boundary; it is classified before commit.
+                locked = Handoff.objects.create(handoff_id=handoff_id, run=run, verdict="ROUTE_REJECTED")
+        except IntegrityError:  # another transaction created it meanwhile
+            locked, new = Handoff.objects.select_for_update().get(handoff_id=handoff_id), False
     if locked.run_id != run.pk:
         raise bundle.BundleError("operation_id", "does not match the operation this handoff belongs to")
+    locked.run = run
     return locked, new
 
 
@@ -148,19 +216,36 @@ def _note_change(handoff: Handoff, before: str | None, cause: str, now: datetime
         )
 
 
-def _apply(handoff: Handoff, part: str, value: object) -> None:
+def _apply(handoff: Handoff, part: str, value: object) -> list[str]:
+    """Put `value` on the handoff; the fields it changed."""
     if part == FINAL_STATUS_PART:
         handoff.final_status = value or ""
-        return
+        return ["final_status"]
     setattr(handoff, f"{part}_part", value)
     if part == "created":
         handoff.sender = value.get("sender") or ""
         handoff.receiver = value.get("receiver") or ""
         handoff.route_version = value.get("route_version") or ""
+        return ["created_part", "sender", "receiver", "route_version"]
+    return [f"{part}_part"]
+
+
+# What `_classify_into` sets.
+CLASSIFIED_FIELDS = (
+    "verdict",
+    "boundary",
+    "next_move",
+    "reason",
+    "boundaries",
+    "classified_at",
+    "wait_open",
+    "wait_owner",
+    "wait_deadline",
+)
 
 
 def _classify_into(handoff: Handoff, now: datetime) -> None:
-    result = verdicts.classify(handoff.to_bundle(), current_contracts(), now)
+    result = verdicts.classify(handoff.to_bundle(), _contracts(), now)
     handoff.verdict = result.verdict
     handoff.boundary = result.boundary or ""
     handoff.next_move = result.next_move
@@ -212,7 +297,7 @@ def record_report(operation_id: str, agent: str, kind: str, detail: dict, attemp
         logger.warning("middleware report dropped: %s %s", exc.field, exc.message)
         _report_dropped(operation_id, agent, kind, exc.field)
         return False
-    with transaction.atomic():
+    with transaction.atomic(), batch():
         run = _run_for(operation_id)
         report, created = MiddlewareReport.objects.get_or_create(
             run=run, agent=agent, kind=kind, attempt=attempt, defaults={"detail": detail}
@@ -229,7 +314,7 @@ def record_report(operation_id: str, agent: str, kind: str, detail: dict, attemp
                 "at": report.recorded_at.isoformat(),
             }
             transaction.on_commit(partial(broadcast.publish, event))
-            health.refresh(run, publish=False)  # the report event announces it
+            _refresh_health(run, None)  # the report event announces it
     return created
 
 

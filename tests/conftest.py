@@ -392,3 +392,23 @@ def scenario_handoff(record_handoff):
         return handoff
 
     return _make
+
+
+# --- issue 13: the batched evidence writer (agents.writer) ------------------------------------
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item, nextitem) -> None:
+    """Before a test's database is flushed: what it submitted is written (no stray rows in the next test);
+    after the last test: the writer's thread and connection end (PostgreSQL drops a test database only
+    when no session uses it)."""
+    import sys
+
+    writer = sys.modules.get("agents.writer")
+    if writer is None:
+        return
+    if nextitem is None:
+        writer.shutdown(timeout=10)
+    else:
+        writer.flush(timeout=10)
+
+
+# --- end issue 13

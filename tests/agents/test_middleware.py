@@ -13,7 +13,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 
-from agents import runner
+from agents import runner, writer
 from agents.contracts import install_team_contracts
 from agents.demo.scenarios import create_run
 from agents.handoffs import handoff_tool
@@ -167,6 +167,7 @@ def test_it_records_the_transfer_under_ainvoke_too(contracts):
     graph_input = {"messages": [HumanMessage("help")], "active_agent": "triage"}
 
     result = asyncio.run(_foreign_desk().ainvoke(graph_input, config))
+    writer.flush()  # without observe, nothing waits for the batched writer
 
     handoff = Handoff.objects.get(run__operation_id="op-async")
     assert result["active_agent"] == "support"
