@@ -27,8 +27,8 @@ import logging
 import statistics
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired, TypedDict
 
 from langchain.agents import create_agent
@@ -119,16 +119,27 @@ def build_graph(*, observed: bool) -> Any:
     return builder.compile()
 
 
-def _config(variant: str, i: int, **extra: Any) -> dict:
-    operation_id = f"op-bench-{variant}-{i}"
-    return {"configurable": {"thread_id": operation_id, "operation_id": operation_id}, **extra}
-
-
 def _verifier(operation_id: str) -> tuple[str, str, str]:
     return ("bench_answered", "pass", f"v-{operation_id}")
 
 
 # --- measuring -------------------------------------------------------------------
+
+
+@dataclass
+class Variant:
+    """One way of running the scripted run: `run(operation_id)`, inside `attached()` when it needs a global hook."""
+
+    name: str
+    run: Callable[[str], object]
+    attached: Callable[[], AbstractContextManager] = nullcontext
+    describe: Callable[[int], str] = lambda calls: ""  # a note on what its `calls` runs (warm-up too) left behind
+    samples_ms: list[float] = field(default_factory=list)
+    connections: int = 0
+    calls: int = 0
+
+    def timing(self) -> Timing:
+        return Timing(self.samples_ms, self.connections / len(self.samples_ms), self.describe(self.calls))
 
 
 @contextmanager
@@ -148,48 +159,62 @@ def counting_connections() -> Iterator[list[int]]:
         connection_created.disconnect(opened)
 
 
-def measure(run: Callable[[str, int], object], variant: str, size: Sizes) -> Timing:
-    for i in range(size.warmup):
-        run(variant, -1 - i)
-    samples = []
+def measure(variants: list[Variant], size: Sizes) -> None:
+    """Round-robin over the variants, so load from the rest of the machine falls on all of them alike."""
     with counting_connections() as opened:
-        for i in range(size.runs):
-            start = time.perf_counter()
-            run(variant, i)
-            samples.append((time.perf_counter() - start) * 1000)
-    return Timing(samples, opened[0] / size.runs)
+        for i in range(size.warmup + size.runs):
+            for variant in variants:
+                with variant.attached():
+                    before = opened[0]
+                    start = time.perf_counter()
+                    variant.run(f"op-bench-{variant.name}-{i}")
+                    elapsed = (time.perf_counter() - start) * 1000
+                variant.calls += 1
+                if i >= size.warmup:
+                    variant.samples_ms.append(elapsed)
+                    variant.connections += opened[0] - before
 
 
-def bare(size: Sizes) -> Timing:
+def _config(operation_id: str, **extra: Any) -> dict:
+    return {"configurable": {"thread_id": operation_id, "operation_id": operation_id}, **extra}
+
+
+def bare(size: Sizes) -> Variant:
     graph = build_graph(observed=False)
-    answer = graph.invoke(INPUT, _config("check", 0))["messages"][-1].content
-    timing = measure(lambda variant, i: graph.invoke(INPUT, _config(variant, i)), "bare", size)
-    timing.note = f"ends with the back agent's answer ({answer!r})"
-    return timing
+    answer = graph.invoke(INPUT, _config("op-bench-check"))["messages"][-1].content
+    return Variant(
+        "bare",
+        lambda operation_id: graph.invoke(INPUT, _config(operation_id)),
+        describe=lambda calls: (
+            f"n={size.runs} after {size.warmup} warm-up runs, variants interleaved; "
+            f"ends with the back agent's answer ({answer!r})"
+        ),
+    )
 
 
-def sidewisp(size: Sizes) -> Timing:
+def sidewisp() -> Variant:
     from agents.observer import observe
     from receipts.models import ContractVersion, Handoff, Receipt
 
     ContractVersion.objects.get_or_create(version=ROUTE_VERSION, defaults={"routes": ROUTES})
     graph = build_graph(observed=True)
 
-    def run(variant: str, i: int) -> None:
-        outcome = observe(graph, INPUT, _config(variant, i), verifier=_verifier)
+    def run(operation_id: str) -> None:
+        outcome = observe(graph, INPUT, _config(operation_id), verifier=_verifier)
         if outcome.status != "complete":
             msg = f"the observed run ended {outcome.status}"
             raise RuntimeError(msg)
 
-    timing = measure(run, "sidewisp", size)
-    measured = Handoff.objects.filter(run__operation_id__startswith="op-bench-sidewisp-")
-    verdicts = sorted(set(measured.values_list("verdict", flat=True)))
-    receipts = Receipt.objects.filter(handoff__in=measured).count()
-    timing.note = f"{receipts / size.runs:.1f} receipts per run; verdicts {', '.join(verdicts) or 'none recorded'}"
-    return timing
+    def describe(calls: int) -> str:
+        handoffs = Handoff.objects.filter(run__operation_id__startswith="op-bench-sidewisp-")
+        verdicts = sorted(set(handoffs.values_list("verdict", flat=True)))
+        receipts = Receipt.objects.filter(handoff__in=handoffs).count() / handoffs.count() if handoffs else 0
+        return f"{receipts:.1f} receipts per run; verdicts {', '.join(verdicts) or 'none recorded'}"
+
+    return Variant("sidewisp", run, describe=describe)
 
 
-def openinference(size: Sizes) -> Timing | None:
+def openinference() -> Variant | None:
     if importlib.util.find_spec("openinference.instrumentation.langchain") is None:
         return None
     from openinference.instrumentation.langchain import LangChainInstrumentor
@@ -202,18 +227,24 @@ def openinference(size: Sizes) -> Timing | None:
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     graph = build_graph(observed=False)
     instrumentor = LangChainInstrumentor()
-    instrumentor.instrument(tracer_provider=provider)
-    try:
-        timing = measure(lambda variant, i: graph.invoke(INPUT, _config(variant, i)), "openinference", size)
-    finally:
-        instrumentor.uninstrument()
-        provider.shutdown()
-    spans = len(exporter.get_finished_spans())
-    timing.note = f"SimpleSpanProcessor to InMemorySpanExporter; {spans / (size.runs + size.warmup):.0f} spans per run"
-    return timing
+
+    @contextmanager
+    def instrumented() -> Iterator[None]:
+        # The instrumentor hooks every LangChain callback manager in the process: on only for its own runs.
+        instrumentor.instrument(tracer_provider=provider)
+        try:
+            yield
+        finally:
+            instrumentor.uninstrument()
+
+    def describe(calls: int) -> str:
+        spans = len(exporter.get_finished_spans())
+        return f"SimpleSpanProcessor to InMemorySpanExporter; {spans / calls:.0f} spans per run"
+
+    return Variant("openinference", lambda op: graph.invoke(INPUT, _config(op)), instrumented, describe)
 
 
-def langfuse(size: Sizes) -> Timing | None:
+def langfuse() -> Variant | None:
     if importlib.util.find_spec("langfuse") is None:
         return None
     from langfuse import Langfuse
@@ -233,18 +264,16 @@ def langfuse(size: Sizes) -> Timing | None:
     graph = build_graph(observed=False)
     # It warns on every run that the scripted model has no model name it knows.
     logging.getLogger("langfuse").setLevel(logging.ERROR)
-    try:
-        timing = measure(
-            lambda variant, i: graph.invoke(INPUT, _config(variant, i, callbacks=[handler])), "langfuse", size
+
+    def describe(calls: int) -> str:
+        client.flush()  # the batch processor's queue into the in-memory exporter
+        spans = len(exporter.get_finished_spans())
+        return (
+            "its BatchSpanProcessor to InMemorySpanExporter, API at a closed local port; "
+            f"{spans / calls:.0f} spans per run"
         )
-    finally:
-        client.shutdown()  # flushes the batch processor into the in-memory exporter
-    spans = len(exporter.get_finished_spans())
-    timing.note = (
-        f"its BatchSpanProcessor to InMemorySpanExporter, API at a closed local port; "
-        f"{spans / (size.runs + size.warmup):.0f} spans per run"
-    )
-    return timing
+
+    return Variant("langfuse", lambda op: graph.invoke(INPUT, _config(op, callbacks=[handler])), describe=describe)
 
 
 # --- the rows ------------------------------------------------------------------------
@@ -254,45 +283,45 @@ def _figure(timing: Timing, baseline: Timing | None) -> str:
     figure = f"median {timing.median:.1f} ms, p95 {timing.p95:.1f} ms"
     if baseline is not None:
         extra = timing.median - baseline.median
-        figure += f"; overhead +{extra:.1f} ms = {TIMES}{extra / baseline.median:.2f} of bare"
+        figure += f"; overhead {extra:+.1f} ms = {TIMES}{extra / baseline.median:.2f} of bare"
     return figure
 
 
-def _overhead(timing: Timing | None, baseline: Timing) -> float | None:
-    return None if timing is None else (timing.median - baseline.median) / baseline.median
+def _overhead(timing: Timing, baseline: Timing) -> float:
+    return (timing.median - baseline.median) / baseline.median
 
 
 def rows(quick: bool) -> list[Row]:
     setup_django()
     size = sizes(quick)
+    peers = {"OpenInference LangChainInstrumentor": openinference(), "Langfuse LangChain CallbackHandler": langfuse()}
     with throwaway_database():
-        base = bare(size)
-        ours = sidewisp(size)
-    peers = {
-        "OpenInference LangChainInstrumentor": openinference(size),
-        "Langfuse LangChain CallbackHandler": langfuse(size),
-    }
-    measured = {name: _overhead(t, base) for name, t in peers.items() if t is not None}
-    best = min(measured.items(), key=lambda item: item[1], default=None)
+        base, ours = bare(size), sidewisp()
+        measure([base, ours, *(peer for peer in peers.values() if peer is not None)], size)
+        base_t, ours_t = base.timing(), ours.timing()
+        peer_t = {name: peer.timing() for name, peer in peers.items() if peer is not None}
+    best = min(((name, _overhead(t, base_t)) for name, t in peer_t.items()), key=lambda item: item[1], default=None)
     goal = "no worse than the best peer"
     if best is not None:
         goal += f" ({TIMES}{best[1]:.2f}, {best[0].split()[0]})"
     what = "scripted two-agent handoff run"
     result = [
-        Row("overhead", f"{what}, bare", _figure(base, None), "—", f"n={size.runs}; {base.note}"),
+        Row("overhead", f"{what}, bare", _figure(base_t, None), "—", base_t.note),
         Row(
             "overhead",
             f"{what} with SidewispMiddleware + observe recording to the database",
-            f"{_figure(ours, base)}; {ours.connections_per_run:.2f} new DB connections per run",
+            f"{_figure(ours_t, base_t)}; {ours_t.connections_per_run:.2f} new DB connections per run",
             goal,
-            ours.note,
+            ours_t.note,
         ),
     ]
-    for name, timing in peers.items():
-        if timing is None:
-            result.append(Row("overhead", f"{what} with {name}", NOT_INSTALLED, "peer"))
+    for name in peers:
+        if name in peer_t:
+            result.append(
+                Row("overhead", f"{what} with {name}", _figure(peer_t[name], base_t), "peer", peer_t[name].note)
+            )
         else:
-            result.append(Row("overhead", f"{what} with {name}", _figure(timing, base), "peer", timing.note))
+            result.append(Row("overhead", f"{what} with {name}", NOT_INSTALLED, "peer"))
     return result
 
 

@@ -1,0 +1,161 @@
+"""`make bench`: run every benchmark and print one markdown table, the EXPLAIN block and the machine.
+
+Each section is a module with `rows(quick) -> list[bench.table.Row]`, imported
+only when its turn comes: a module that is missing or raises becomes a row
+saying so (with the exception's class; the traceback goes to stderr) and the
+others still run. Figures are printed, never judged: the exit status says only
+whether PostgreSQL and Redis answered.
+
+    .venv-bench/bin/python -m bench.run [--quick] [--only SECTION ...] [--require-postgres]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import platform
+import sys
+import time
+import traceback
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import urlsplit
+
+if __package__ in (None, ""):  # run as a script (python bench/run.py): the repository root is the import root
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.environment import setup_django
+from bench.table import Row, markdown
+
+# In the order of issue 13's table.
+SECTIONS = {
+    "overhead": "bench.overhead",
+    "recording": "bench.recording",
+    "live": "bench.live",
+    "pages": "bench.pages",
+    "workers": "bench.workers",
+}
+EXPLAIN_SECTION = "pages"
+
+
+class ServiceDown(Exception):
+    """PostgreSQL or Redis does not answer: one line for the user."""
+
+
+def _where(url: str) -> str:
+    """host:port/name of a service URL, never its user or password."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}{parts.path}"
+
+
+def check_services(*, require_postgres: bool) -> None:
+    import redis
+    from django.conf import settings
+    from django.db import DatabaseError, connection
+
+    if require_postgres and connection.vendor != "postgresql":
+        msg = f"make bench needs PostgreSQL: DATABASE_URL names {connection.vendor} (set DATABASE_URL=postgres://…)"
+        raise ServiceDown(msg)
+    try:
+        connection.ensure_connection()
+    except DatabaseError as exc:
+        msg = f"{connection.vendor} does not answer at {_where(settings.DATABASE_URL)} ({type(exc).__name__})"
+        raise ServiceDown(msg) from exc
+    try:
+        redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=2).ping()
+    except (redis.RedisError, OSError) as exc:
+        msg = f"Redis does not answer at {_where(settings.REDIS_URL)} ({type(exc).__name__})"
+        raise ServiceDown(msg) from exc
+
+
+def run_section(section: str, quick: bool) -> tuple[list[Row], str | None]:
+    """The section's rows, and its EXPLAIN block when it has one; a row saying why when it could not run."""
+    from django.db import connections
+
+    module_name = SECTIONS[section]
+    started = time.monotonic()
+    print(f"bench: {section} …", file=sys.stderr, flush=True)
+    try:
+        module = importlib.import_module(module_name)
+        rows = list(module.rows(quick))
+        explain = module.explain(quick) if section == EXPLAIN_SECTION else None
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise
+        return [Row(section, f"{section} benchmark", "not run", note=f"{module_name} is missing")], None
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - one broken benchmark must not hide the others
+        traceback.print_exc(file=sys.stderr)
+        note = f"{module_name} raised {type(exc).__name__} (traceback on stderr)"
+        return [Row(section, f"{section} benchmark", "not run", note=note)], None
+    finally:
+        connections.close_all()
+        print(f"bench: {section} done in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+    return rows, explain
+
+
+def machine(command: str) -> list[str]:
+    import redis
+    from django.conf import settings
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW server_version")
+            database = f"PostgreSQL {cursor.fetchone()[0]}"
+    else:
+        import sqlite3
+
+        database = f"SQLite {sqlite3.sqlite_version} (not PostgreSQL)"
+    info = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2).info("server")
+    return [
+        f"- date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
+        f"- command: `{command}`",
+        f"- CPU: {_cpu_model()}, {os.cpu_count()} cores",
+        f"- Python {platform.python_version()} on {platform.system()} {platform.release()}",
+        f"- {database}",
+        f"- Redis {info.get('redis_version', 'unknown')}",
+    ]
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small sizes: everything in a couple of minutes")
+    parser.add_argument(
+        "--only", action="append", choices=list(SECTIONS), metavar="SECTION", help=f"one of {', '.join(SECTIONS)}"
+    )
+    parser.add_argument("--require-postgres", action="store_true", help="refuse to run on anything but PostgreSQL")
+    args = parser.parse_args(argv)
+    setup_django()
+    try:
+        check_services(require_postgres=args.require_postgres)
+    except ServiceDown as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
+    rows: list[Row] = []
+    explains: list[str] = []
+    for section in [s for s in SECTIONS if not args.only or s in args.only]:
+        section_rows, explain = run_section(section, args.quick)
+        rows += section_rows
+        explains += [explain] if explain else []
+    print(markdown(rows))
+    if not args.only or EXPLAIN_SECTION in args.only:
+        print("\n## EXPLAIN (ANALYZE) of each page's slowest query\n")
+        print("\n".join(explains) or f"(none: bench.{EXPLAIN_SECTION} did not run; see its row)")
+    print("\n## Machine\n")
+    print("\n".join(machine(" ".join(["python -m bench.run", *(argv if argv is not None else sys.argv[1:])]))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
