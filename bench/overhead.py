@@ -214,8 +214,15 @@ def sidewisp() -> Variant:
     return Variant("sidewisp", run, describe=describe)
 
 
+def installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
+
+
 def openinference() -> Variant | None:
-    if importlib.util.find_spec("openinference.instrumentation.langchain") is None:
+    if not installed("openinference.instrumentation.langchain"):
         return None
     from openinference.instrumentation.langchain import LangChainInstrumentor
     from opentelemetry.sdk.trace import TracerProvider
@@ -245,7 +252,7 @@ def openinference() -> Variant | None:
 
 
 def langfuse() -> Variant | None:
-    if importlib.util.find_spec("langfuse") is None:
+    if not installed("langfuse"):
         return None
     from langfuse import Langfuse
     from langfuse.langchain import CallbackHandler

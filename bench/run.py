@@ -81,17 +81,21 @@ def run_section(section: str, quick: bool) -> tuple[list[Row], str | None]:
         rows = list(module.rows(quick))
         explain = module.explain(quick) if section == EXPLAIN_SECTION else None
     except ModuleNotFoundError as exc:
-        if exc.name != module_name:
-            raise
-        return [Row(section, f"{section} benchmark", "not run", note=f"{module_name} is missing")], None
+        if exc.name == module_name:
+            return [Row(section, f"{section} benchmark", "not run", note=f"{module_name} is missing")], None
+        return _failed(section, module_name, exc), None
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - one broken benchmark must not hide the others
-        traceback.print_exc(file=sys.stderr)
-        note = f"{module_name} raised {type(exc).__name__} (traceback on stderr)"
-        return [Row(section, f"{section} benchmark", "not run", note=note)], None
+        return _failed(section, module_name, exc), None
     finally:
         connections.close_all()
         print(f"bench: {section} done in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
     return rows, explain
+
+
+def _failed(section: str, module_name: str, exc: BaseException) -> list[Row]:
+    traceback.print_exception(exc, file=sys.stderr)
+    note = f"{module_name} raised {type(exc).__name__} (traceback on stderr)"
+    return [Row(section, f"{section} benchmark", "not run", note=note)]
 
 
 def machine(command: str) -> list[str]:
