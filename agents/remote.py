@@ -51,6 +51,8 @@ class RemoteError(Exception):
 class RemoteUnavailable(RemoteError):
     """The server is away or overloaded: try again later (after `retry_after` seconds when it said so)."""
 
+    transient = True  # agents.writer keeps the batch and retries it until the server takes it
+
     def __init__(self, message: str, *, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after

@@ -12,8 +12,11 @@ from django.db import transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from receipts import audit
+from receipts import audit, recording
 from receipts.models import AuditEntry, Decision, Run
+
+# A wait's `resolution` (spec §1 v1.1) after a decision of each kind.
+RESOLUTION_OF = {Decision.Kind.APPROVE: "approved", Decision.Kind.EDIT: "edited", Decision.Kind.REJECT: "rejected"}
 
 
 def unclaimed(run: Run) -> QuerySet[Decision]:
@@ -45,3 +48,21 @@ def claim(decision: Decision, *, resumed_by: str, source: str | None = None) -> 
             detail=detail,
         )
     return True
+
+
+def record_resolution(decision: Decision) -> None:
+    """Record the decided wait as resolved, as the observer does when the app resumes (the same attempt).
+
+    For apps on another host, whose observer cannot see the server's receipts: the claim is their resume.
+    """
+    handoff = decision.handoff
+    token = (handoff.wait_part or {}).get("resume_token_id")
+    if not handoff.wait_part or token != decision.resume_token_id:
+        return  # a later wait replaced the decided one
+    recording.record(
+        handoff_id=handoff.handoff_id,
+        operation_id=decision.run.operation_id,
+        part="wait",
+        value={**handoff.wait_part, "resolved": True, "resolution": RESOLUTION_OF[decision.kind]},
+        attempt=f"resolved-{recording.digest(token)}",
+    )

@@ -26,8 +26,8 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from receipts import audit, bundle, intake
-from receipts.models import FINAL_STATUS_PART, AuditEntry, MiddlewareReport, Run, SourceToken
+from receipts import audit, bundle, claims, intake, runs
+from receipts.models import FINAL_STATUS_PART, AuditEntry, Decision, MiddlewareReport, Run, SourceToken
 from receipts.recording import digest
 
 TOKEN_PREFIX = "swt"
@@ -204,14 +204,30 @@ def _check_report(entry: intake.ReportEntry, where: str) -> None:
 def store(token: SourceToken, entries: Sequence[intake.Entry]) -> list[bool]:
     """Store `entries` for `token`'s source, all or nothing; one flag per entry (False: stored before).
 
-    Raises OutOfScope, or `bundle.BundleError` naming the entry and its field; nothing is written then.
+    A run's newest `final_status` in the body becomes its status (the app on the other host keeps no
+    run row). Raises OutOfScope, or `bundle.BundleError` naming the entry and its field; nothing is
+    written then.
     """
     with transaction.atomic():
         _claim_runs(token, entries)
-        stored = []
+        stored, statuses = [], {}
         for index, entry in enumerate(entries):
             try:
                 stored += intake.apply([entry])
             except bundle.BundleError as exc:
                 raise bundle.BundleError(f"entries[{index}].{exc.field}", exc.message) from None
+            if stored[-1] and isinstance(entry, intake.PartEntry) and entry.part == FINAL_STATUS_PART:
+                statuses[entry.operation_id] = entry.value
+        for run in Run.objects.filter(operation_id__in=statuses):
+            runs.set_status(run, statuses[run.operation_id])
         return stored
+
+
+def claim(token: SourceToken, decision: Decision) -> bool:
+    """The app of `token`'s source takes `decision` (once): audited, its wait resolved, its run running."""
+    with transaction.atomic():
+        if not claims.claim(decision, resumed_by="remote app", source=token.source_name):
+            return False
+        claims.record_resolution(decision)
+        runs.set_status(decision.run, Run.Status.RUNNING)
+    return True

@@ -132,7 +132,7 @@ def decision_claim(request: HttpRequest, token: SourceToken, operation_id: str) 
     found = Decision.objects.select_related("handoff", "run").filter(run=run, pk=decision_id).first()
     if found is None:
         return _error(404, "decision", "is not a decision on this run")
-    if not claims.claim(found, resumed_by="remote app", source=token.source_name):
+    if not sources.claim(token, found):
         return _error(409, "decision", "was claimed already")
     return JsonResponse({"decision": {**_offer(found, run), "resume": found.as_resume()}})
 

@@ -138,6 +138,7 @@ def test_it_stores_a_valid_bundle_on_a_run_of_its_source(client, contracts, bill
     assert response.json() == {"entries": [{"stored": True}] * 5}
     handoff = Handoff.objects.get(handoff_id=sent["handoff_id"])
     assert (handoff.verdict, handoff.run.source_name, handoff.run.mode) == ("HEALTHY", "billing", Run.Mode.OBSERVED)
+    assert handoff.run.status == Run.Status.COMPLETE  # the app's claimed status: it keeps no run row itself
 
 
 def test_it_stores_a_list_of_bundles_and_a_list_of_entries(client, contracts, billing):
@@ -347,6 +348,8 @@ def test_a_decision_made_on_the_dashboard_is_offered_and_claimed_once(client, bi
     assert first.json()["decision"]["resume"] == {"type": "reject", "message": "over budget"}
     assert second.status_code == 409
     assert get_decision(client, billing, operation_id).json()["decision"] is None
+    handoff.refresh_from_db()
+    assert (handoff.wait_open, handoff.wait_part["resolution"], handoff.run.status) == (False, "rejected", "running")
     entry = AuditEntry.objects.get(action="wait.resume")
     assert (entry.run, entry.actor_name) == (handoff.run, "system")
     assert entry.detail["resumed_by"] == "remote app" and entry.detail["source"] == "billing"
