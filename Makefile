@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: run test lint
+.PHONY: run test lint bench
 
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,3 +22,22 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+
+# --- make bench (README "Benchmarks"): every benchmark, one table. PostgreSQL and Redis required
+# (DATABASE_URL defaults to the local postgres database, REDIS_URL to the local Redis). The tracing
+# peers it compares with are in bench/requirements.txt, installed into .venv-bench beside the app's
+# exact pins (one resolver run, so no pin can move; pip check confirms), never into .venv.
+BENCH_VENV := .venv-bench
+BENCH_PY := $(BENCH_VENV)/bin/python
+BENCH_STAMP := $(BENCH_VENV)/.requirements-installed
+
+$(BENCH_STAMP): requirements.txt bench/requirements.txt
+	test -x $(BENCH_PY) || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_PY) -m pip install --quiet --upgrade pip
+	$(BENCH_PY) -m pip install --quiet -r requirements.txt -r bench/requirements.txt
+	$(BENCH_PY) -m pip check
+	cat requirements.txt bench/requirements.txt > $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	DATABASE_URL="$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}" \
+		$(BENCH_PY) -m bench.run --require-postgres $(BENCH_ARGS)

@@ -55,12 +55,14 @@ def check_services(*, require_postgres: bool) -> None:
     from django.db import DatabaseError, connection
 
     if require_postgres and connection.vendor != "postgresql":
-        msg = f"make bench needs PostgreSQL: DATABASE_URL names {connection.vendor} (set DATABASE_URL=postgres://…)"
+        msg = (
+            f"make bench needs PostgreSQL: DATABASE_URL names {connection.display_name} (set DATABASE_URL=postgres://…)"
+        )
         raise ServiceDown(msg)
     try:
         connection.ensure_connection()
     except DatabaseError as exc:
-        msg = f"{connection.vendor} does not answer at {_where(settings.DATABASE_URL)} ({type(exc).__name__})"
+        msg = f"{connection.display_name} does not answer at {_where(settings.DATABASE_URL)} ({type(exc).__name__})"
         raise ServiceDown(msg) from exc
     try:
         redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=2).ping()
