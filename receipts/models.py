@@ -372,11 +372,14 @@ class OutboxIntent(models.Model):
         START = "start"
         RESUME = "resume"
         REVERIFY = "reverify"
+        # A notification or alert message (receipts.notifications): object_id is the Delivery.
+        DELIVER = "deliver"
 
     kind = models.CharField(max_length=16, choices=Kind.choices)
-    # The run to start or re-verify, or the decision to apply.
+    # The run to start or re-verify, the decision to apply, or the delivery to send.
     object_id = models.BigIntegerField()
-    run = models.ForeignKey(Run, related_name="intents", on_delete=models.PROTECT)
+    # None for a delivery about no run (an alert on a worker heartbeat).
+    run = models.ForeignKey(Run, null=True, blank=True, related_name="intents", on_delete=models.PROTECT)
     # Unique: names the action that promised it (its audit entry), so one action promises one intent.
     key = models.CharField(max_length=200, unique=True)
     created_at = models.DateTimeField(default=timezone.now)
@@ -433,3 +436,136 @@ class SourceToken(models.Model):
 
 
 # --- end issue 14 §4
+
+
+# --- Notifications and alerts (issue 14 §1: receipts.notifications, receipts.alerts) ---------------
+
+
+class NotificationChannel(models.Model):
+    """Where messages go: an e-mail address, a JSON webhook signed with HMAC-SHA256, or a Slack incoming webhook.
+
+    A channel belongs to a user or to a group: a wait's owner hears through their own channels and those of
+    their groups. A channel of nobody is used only by the alert rules that name it.
+    """
+
+    class Kind(models.TextChoices):
+        EMAIL = "email", "E-mail"
+        WEBHOOK = "webhook", "JSON webhook (HMAC-signed)"
+        SLACK = "slack", "Slack incoming webhook"
+
+    name = models.CharField(max_length=100, unique=True)
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="notification_channels",
+        help_text="Notify this user of the waits they own.",
+    )
+    group = models.ForeignKey(
+        "auth.Group",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="notification_channels",
+        help_text="Or: notify every member of this group of the waits they own.",
+    )
+    email = models.EmailField(blank=True, help_text="E-mail only. Blank: the address of the person notified.")
+    # A Slack webhook URL is itself a credential: never shown in lists, deliveries or logs.
+    url = models.URLField(max_length=500, blank=True, help_text="Webhook and Slack: where to POST (http or https).")
+    secret = models.CharField(
+        max_length=200, blank=True, help_text="Webhook only: the key the receiver checks the signature with."
+    )
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(user__isnull=True) | models.Q(group__isnull=True), name="channel_of_user_or_group"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AlertRule(models.Model):
+    """A condition on the evidence that is announced on a channel when it starts and when it ends.
+
+    The state fields belong to receipts.alerts: whether the condition holds, whether the channel was told,
+    when the last firing was sent (the cooldown counts from it) and how many were (idempotency keys).
+    """
+
+    class Kind(models.TextChoices):
+        VERDICT = "verdict", "Verdict X on agent Y"
+        WINDOW = "window", "More than N non-healthy handoffs in M minutes"
+        OVERDUE = "overdue", "A wait overdue"
+        HEARTBEAT = "heartbeat", "Worker heartbeat lost"
+
+    name = models.CharField(max_length=100, unique=True)
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    verdict = models.CharField(
+        max_length=40, blank=True, choices=[(v, v) for v in VERDICTS], help_text="Verdict rules: the verdict."
+    )
+    agent = models.CharField(max_length=200, blank=True, help_text="Sender or receiver of the handoff; blank: any.")
+    threshold = models.PositiveIntegerField(
+        default=0,
+        help_text="Fires when more than this many handoffs (or overdue waits) match; "
+        "heartbeat rules: when fewer than this many workers answer (at least one).",
+    )
+    window_minutes = models.PositiveIntegerField(
+        default=10, help_text="Verdict and window rules: count handoffs whose verdict changed this recently."
+    )
+    channel = models.ForeignKey(NotificationChannel, on_delete=models.PROTECT, related_name="alert_rules")
+    cooldown_minutes = models.PositiveIntegerField(
+        default=15, help_text="At most one firing sent per this many minutes (a resolve is always sent)."
+    )
+    muted_until = models.DateTimeField(null=True, blank=True, help_text="Send nothing before this time.")
+    active = models.BooleanField(default=True)
+
+    firing = models.BooleanField(default=False, editable=False)
+    announced = models.BooleanField(default=False, editable=False)
+    fired_at = models.DateTimeField(null=True, blank=True, editable=False)
+    notices = models.PositiveIntegerField(default=0, editable=False)
+    changed_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Delivery(models.Model):
+    """One message to one channel, promised through the outbox with the change it tells of, then sent.
+
+    `key` makes it exactly once per event and channel. `last_error` is an error class or an HTTP status,
+    never a URL, a secret or a response body.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        SENT = "sent"
+        FAILED = "failed"
+
+    channel = models.ForeignKey(NotificationChannel, null=True, on_delete=models.SET_NULL, related_name="deliveries")
+    event = models.CharField(max_length=40)
+    # The username a wait notification is for (an e-mail channel without an address writes to them).
+    recipient = models.CharField(max_length=150, blank=True)
+    key = models.CharField(max_length=200, unique=True)
+    payload = models.JSONField()
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.CharField(max_length=100, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        verbose_name_plural = "deliveries"
+
+    def __str__(self) -> str:
+        return f"{self.event} ({self.status})"

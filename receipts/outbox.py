@@ -39,10 +39,11 @@ BROKER_ERRORS = (KombuError, RedisError, OSError)
 _USERINFO = re.compile(r"(\w+://)[^/@\s]*@")
 
 
-def promise(kind: str, object_id: int, *, run: Run, key: str, now: datetime | None = None) -> OutboxIntent:
+def promise(kind: str, object_id: int, *, run: Run | None, key: str, now: datetime | None = None) -> OutboxIntent:
     """Write the intent in the current transaction and send it right after that commits.
 
-    `key` names the action that promised it (unique): one action, one intent.
+    `key` names the action that promised it (unique): one action, one intent. `run` is None only for a
+    delivery about no run (receipts.notifications).
     """
     now = now or timezone.now()
     intent = OutboxIntent.objects.create(
@@ -114,6 +115,11 @@ def _attempt(intent_id: int, *, seen_attempts: int) -> bool | type[BrokerDown] |
 
 
 def _sender(kind: str):
+    if kind == OutboxIntent.Kind.DELIVER:
+        # Imported here: receipts.tasks imports this module (its beat sweep).
+        from receipts.tasks import deliver_notification
+
+        return deliver_notification.delay
     agent_runtime = runtime.current()
     return {
         OutboxIntent.Kind.START: agent_runtime.enqueue_start,

@@ -26,6 +26,16 @@ ROLES: dict[str, list[str]] = {
         "view_contractversion",
         "add_waitreason",
         "view_waitreason",
+        # Notifications and alerts (issue 14 §1, migration 0013): channels and rules edited, deliveries read.
+        "add_notificationchannel",
+        "change_notificationchannel",
+        "delete_notificationchannel",
+        "view_notificationchannel",
+        "add_alertrule",
+        "change_alertrule",
+        "delete_alertrule",
+        "view_alertrule",
+        "view_delivery",
     ],
 }
 

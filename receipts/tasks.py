@@ -8,7 +8,7 @@ from celery import shared_task
 from django.conf import settings
 from django.core.cache import cache
 
-from receipts import actions, outbox, recording
+from receipts import actions, alerts, notifications, outbox, recording
 
 
 @shared_task
@@ -40,3 +40,27 @@ def beat_heartbeat_key() -> str:
 def beat_heartbeat() -> None:
     """Beat is alive: record when (the system banner reports beat stopped when this goes quiet)."""
     cache.set(beat_heartbeat_key(), time.time(), 3600)
+
+
+# --- Notifications and alerts (issue 14 §1) -------------------------------------------------------
+
+
+@shared_task(bind=True, max_retries=None)
+def deliver_notification(self, delivery_id: int) -> str:
+    """Send one promised message; retried with backoff until it is sent or given up (both recorded)."""
+    outcome = notifications.deliver(delivery_id)
+    if outcome == notifications.RETRY:
+        raise self.retry(countdown=notifications.retry_delay(self.request.retries))
+    return outcome
+
+
+@shared_task
+def remind_due_waits() -> int:
+    """Remind wait owners of deadlines within the lead time."""
+    return notifications.remind_due_waits()
+
+
+@shared_task
+def evaluate_alert_rules() -> int:
+    """Fire or resolve alert rules whose condition changed (window, overdue, heartbeat; verdict ones too)."""
+    return alerts.evaluate_all()

@@ -279,3 +279,34 @@ SIDEWISP_API_RATE_LIMIT = env_int("SIDEWISP_API_RATE_LIMIT", 600, minimum=1)
 SIDEWISP_API_RATE_WINDOW = env_int("SIDEWISP_API_RATE_WINDOW", 60, minimum=1)
 SIDEWISP_API_MAX_BODY_BYTES = env_int("SIDEWISP_API_MAX_BODY_BYTES", 1_000_000, minimum=1024)
 # --- end issue 14 §4
+
+# --- Notifications and alerts (issue 14 §1: receipts.notifications, receipts.alerts) ---------------
+# Links in notification payloads: this base URL plus the page's path (the run page, the waits inbox).
+SIDEWISP_BASE_URL = env_url("SIDEWISP_BASE_URL", "http://127.0.0.1:8000", schemes=("http", "https")).rstrip("/")
+if "@" in SIDEWISP_BASE_URL.split("://", 1)[1].split("/", 1)[0]:
+    msg = "SIDEWISP_BASE_URL must not carry credentials (user:password@)"
+    raise ImproperlyConfigured(msg)
+# A wait's owner is reminded this long before its deadline.
+SIDEWISP_NOTIFY_LEAD_MINUTES = env_int("SIDEWISP_NOTIFY_LEAD_MINUTES", 10, minimum=1)
+# One webhook or e-mail attempt gives up after this long; a delivery is tried this many times in all.
+SIDEWISP_NOTIFY_TIMEOUT = env_float("SIDEWISP_NOTIFY_TIMEOUT", 5.0, minimum=0.1)
+SIDEWISP_NOTIFY_ATTEMPTS = env_int("SIDEWISP_NOTIFY_ATTEMPTS", 5, minimum=1)
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = SIDEWISP_NOTIFY_TIMEOUT
+DEFAULT_FROM_EMAIL = env_str("SIDEWISP_FROM_EMAIL", "sidewisp@localhost")
+CELERY_BEAT_SCHEDULE |= {
+    # Owners are reminded of waits due within the lead time.
+    "remind-due-waits": {"task": "receipts.tasks.remind_due_waits", "schedule": 30.0, "options": {"expires": 30.0}},
+    # Window, overdue and heartbeat rules (verdict rules also react at once, in the recording transaction).
+    "evaluate-alert-rules": {
+        "task": "receipts.tasks.evaluate_alert_rules",
+        "schedule": 5.0,
+        "options": {"expires": 10.0},
+    },
+}
+# --- end notifications and alerts

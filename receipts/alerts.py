@@ -1,0 +1,218 @@
+"""Alert rules: conditions on the evidence, announced on a channel when they start and when they end.
+
+Four kinds (`AlertRule.Kind`): a verdict on an agent, more than N non-healthy handoffs in M minutes, a
+wait overdue, and worker heartbeats lost. Verdict rules react at once to `handoff_changed`, inside the
+recording transaction; every rule is also evaluated by Celery beat every few seconds (a window passing,
+a deadline passing or a worker stopping changes no handoff).
+
+Each rule keeps its state (firing, announced, when the last firing was sent). A firing is sent once per
+condition, unless the rule is muted or its cooldown since the last firing sent has not passed; it is sent
+later, while the condition still holds, once they have. A resolve is sent when an announced condition
+ends (a muted rule sends it after the mute). Messages are deliveries (receipts.notifications).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from celery import current_app
+from django.conf import settings
+from django.db import transaction
+from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.dispatch import receiver
+from django.urls import reverse
+from django.utils import timezone
+from kombu.exceptions import KombuError
+from redis import RedisError
+
+from receipts import health, notifications
+from receipts.bundle import VERDICTS
+from receipts.models import AlertRule, Handoff, VerdictChange
+from receipts.signals import HandoffState, handoff_changed
+
+log = logging.getLogger(__name__)
+
+FIRED = "alert.fired"
+RESOLVED = "alert.resolved"
+# The verdicts a window rule counts: those that make a run failing or needing attention.
+NON_HEALTHY = tuple(
+    verdict
+    for verdict, (level, _) in health.VERDICT_REASONS.items()
+    if level in health.ALARMING and verdict in VERDICTS
+)
+
+
+@dataclass(frozen=True)
+class RuleState:
+    firing: bool
+    announced: bool
+    fired_at: datetime | None
+
+
+def step(
+    state: RuleState, holds: bool, now: datetime, *, cooldown: timedelta, muted_until: datetime | None
+) -> tuple[RuleState, str | None]:
+    """The rule's next state and what to send now (FIRED, RESOLVED or None): the one rule of announcing."""
+    quiet = muted_until is not None and now < muted_until
+    if holds and not state.announced:
+        if quiet or (state.fired_at is not None and now < state.fired_at + cooldown):
+            return RuleState(True, False, state.fired_at), None
+        return RuleState(True, True, now), FIRED
+    if not holds and state.announced and not quiet:
+        return RuleState(False, False, state.fired_at), RESOLVED
+    return RuleState(holds, state.announced, state.fired_at), None
+
+
+@dataclass(frozen=True)
+class Condition:
+    holds: bool
+    count: int
+    words: str  # what holds, for people: codes, names and counts
+    newest: Handoff | None = None  # the latest matching handoff: the link goes to its run
+
+
+# --- evaluating ---------------------------------------------------------------------------------
+
+
+def evaluate_all(*, now: datetime | None = None, workers_answering: Callable[[], int] | None = None) -> int:
+    """Evaluate every active rule (Celery beat); returns how many messages were promised.
+
+    `workers_answering` counts the live workers (a broadcast ping), asked once and only when a heartbeat
+    rule is active.
+    """
+    now = now or timezone.now()
+    rules = list(AlertRule.objects.filter(active=True).order_by("pk").values_list("pk", "kind"))
+    workers = None
+    if any(kind == AlertRule.Kind.HEARTBEAT for _, kind in rules):
+        workers = (workers_answering or ping_workers)()
+    promised = 0
+    for pk, _ in rules:
+        with transaction.atomic():
+            promised += evaluate(pk, now=now, workers=workers) is not None
+    return promised
+
+
+@receiver(handoff_changed, dispatch_uid="receipts.alerts.react_to_verdict")
+def react_to_verdict(
+    sender, handoff: Handoff, cause: str, before: HandoffState | None, now: datetime, **kwargs
+) -> None:
+    """Verdict rules on the verdict this change left or entered, evaluated in the recording transaction."""
+    moved = before is None or before.verdict != handoff.verdict
+    if not moved and cause not in health.SETTLEMENT_CAUSES:
+        return
+    verdicts = {handoff.verdict} | ({before.verdict} if before is not None else set())
+    rules = AlertRule.objects.filter(active=True, kind=AlertRule.Kind.VERDICT, verdict__in=verdicts).filter(
+        Q(agent="") | Q(agent__in=[handoff.sender, handoff.receiver])
+    )
+    for pk in rules.values_list("pk", flat=True):
+        evaluate(pk, now=now)
+
+
+def evaluate(rule_pk: int, *, now: datetime, workers: int | None = None) -> str | None:
+    """Evaluate one rule under its row lock (call inside a transaction); FIRED, RESOLVED or None."""
+    rule = AlertRule.objects.select_for_update().select_related("channel").get(pk=rule_pk)
+    if rule.kind == AlertRule.Kind.HEARTBEAT and workers is None:
+        return None  # no fresh answer from the workers: the beat evaluation asks them
+    condition = condition_of(rule, now, workers=workers)
+    before = RuleState(rule.firing, rule.announced, rule.fired_at)
+    cooldown = timedelta(minutes=rule.cooldown_minutes)
+    after, notice = step(before, condition.holds, now, cooldown=cooldown, muted_until=rule.muted_until)
+    if after == before and notice is None:
+        return None
+    if after.firing != before.firing:
+        rule.changed_at = now
+    rule.firing, rule.announced, rule.fired_at = after.firing, after.announced, after.fired_at
+    if notice == FIRED:
+        rule.notices += 1  # numbers the firing: its key, and its resolve's
+    rule.save(update_fields=["firing", "announced", "fired_at", "notices", "changed_at"])
+    if notice is not None:
+        _announce(rule, notice, condition, now)
+    return notice
+
+
+def condition_of(rule: AlertRule, now: datetime, *, workers: int | None = None) -> Condition:
+    """Whether the rule's condition holds at `now`, with its count and words."""
+    if rule.kind == AlertRule.Kind.HEARTBEAT:
+        expected = max(rule.threshold, 1)
+        answering = workers or 0
+        return Condition(answering < expected, answering, f"{answering} of {expected} workers answering")
+    if rule.kind == AlertRule.Kind.OVERDUE:
+        found = _scoped(Handoff.objects.filter(wait_open=True, wait_deadline__lte=now), rule.agent)
+        words = "waits overdue"
+    else:
+        verdicts = (rule.verdict,) if rule.kind == AlertRule.Kind.VERDICT else NON_HEALTHY
+        found = recently_turned(verdicts, rule.agent, since=now - timedelta(minutes=rule.window_minutes))
+        what = rule.verdict if rule.kind == AlertRule.Kind.VERDICT else "non-healthy"
+        words = f"{what} handoffs in {rule.window_minutes} min"
+    count = found.count()
+    newest = found.select_related("run").order_by("-updated_at", "-pk").first() if count else None
+    agent = f" on {rule.agent}" if rule.agent else ""
+    return Condition(count > rule.threshold, count, f"{count} {words}{agent} (more than {rule.threshold})", newest)
+
+
+def recently_turned(verdicts: tuple[str, ...], agent: str, *, since: datetime) -> QuerySet[Handoff]:
+    """Handoffs whose latest verdict change, at or after `since`, gave them one of `verdicts`.
+
+    A false completion an operator settled (accepted or resolved) no longer counts: its latest change is
+    the settlement.
+    """
+    latest = VerdictChange.objects.filter(handoff=OuterRef("pk")).order_by("-at", "-pk")
+    found = _scoped(Handoff.objects.filter(verdict__in=verdicts, updated_at__gte=since), agent)
+    found = found.annotate(
+        changed_at=Subquery(latest.values("at")[:1]), latest_cause=Subquery(latest.values("cause")[:1])
+    )
+    return found.filter(changed_at__gte=since).exclude(latest_cause__in=health.SETTLEMENT_CAUSES)
+
+
+def ping_workers() -> int:
+    """How many Celery workers answer a broadcast ping now (0 when the broker cannot be reached)."""
+    try:
+        replies = current_app.control.ping(timeout=settings.SIDEWISP_WORKER_PING_TIMEOUT)
+    except (OSError, RedisError, KombuError) as exc:
+        log.warning("alerts: worker ping failed: %s", type(exc).__name__)
+        return 0
+    return len(replies or [])
+
+
+def _scoped(handoffs: QuerySet[Handoff], agent: str) -> QuerySet[Handoff]:
+    return handoffs.filter(Q(sender=agent) | Q(receiver=agent)) if agent else handoffs
+
+
+# --- announcing ---------------------------------------------------------------------------------
+
+
+def _announce(rule: AlertRule, notice: str, condition: Condition, now: datetime) -> None:
+    newest = condition.newest
+    payload = {
+        "event": notice,
+        "at": notifications.iso(now),
+        "rule": rule.name,
+        "rule_id": rule.pk,
+        "kind": rule.kind,
+        "condition": condition.words,
+        "verdict": rule.verdict,
+        "agent": rule.agent,
+        "count": condition.count,
+        "threshold": rule.threshold,
+        "window_minutes": rule.window_minutes,
+        "since": notifications.iso(rule.changed_at) if rule.changed_at else None,
+        "run": newest.run_id if newest else None,
+        "operation_id": newest.run.operation_id if newest else None,
+        "handoff_id": newest.handoff_id if newest else None,
+        "link": notifications.link(_page(rule, newest)),
+    }
+    key = notifications.key(notice, rule.pk, rule.notices, rule.channel_id)
+    run = newest.run if newest else None
+    notifications.promise(rule.channel, notice, payload, key=key, run=run, now=now)
+
+
+def _page(rule: AlertRule, newest: Handoff | None) -> str:
+    if newest is not None and rule.kind != AlertRule.Kind.OVERDUE:
+        return reverse("sidewisp:run-detail", args=[newest.run_id]) + f"#handoff-{newest.pk}"
+    return {
+        AlertRule.Kind.OVERDUE: reverse("sidewisp:waits"),
+        AlertRule.Kind.HEARTBEAT: reverse("sidewisp:system"),
+    }.get(rule.kind, reverse("sidewisp:runs"))

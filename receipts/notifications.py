@@ -1,0 +1,332 @@
+"""Telling people: a wait's owner hears when it opens, before its deadline, and when it is escalated or
+defaulted; alert rules (receipts.alerts) speak through the same deliveries.
+
+Every message is a `Delivery` promised through the outbox (`receipts.outbox`) in the transaction of the
+change it tells of: it is sent when that change commits and never when it rolls back. A Celery task
+(`receipts.tasks.deliver_notification`) does the network I/O, with retries and backoff, so a dead
+receiver never blocks recording or a page. The delivery key makes each message exactly once per event
+and channel.
+
+Payloads are minimized like events: ids, names, codes, times and a link to the page. Every string in
+them passes `bundle.text_problem`; the link is built here from `SIDEWISP_BASE_URL` and a page path.
+
+A webhook's body is signed: `X-Sidewisp-Signature: sha256=<hex>` is the HMAC-SHA256, under the
+channel's secret, of `<X-Sidewisp-Timestamp>.<body>` (the timestamp header's value, a dot, the raw
+body bytes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import smtplib
+import time
+import urllib.error
+import urllib.request
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.mail import send_mail
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q, QuerySet
+from django.dispatch import receiver
+from django.urls import reverse
+from django.utils import timezone
+
+from receipts import outbox
+from receipts.bundle import text_problem
+from receipts.models import Delivery, Handoff, NotificationChannel, OutboxIntent, Run
+from receipts.signals import HandoffState, handoff_changed
+
+log = logging.getLogger(__name__)
+
+WAIT_OPENED = "wait.opened"
+WAIT_DUE_SOON = "wait.due_soon"
+WAIT_ESCALATED = "wait.escalated"
+WAIT_DEFAULTED = "wait.defaulted"
+
+SIGNATURE_HEADER = "X-Sidewisp-Signature"
+TIMESTAMP_HEADER = "X-Sidewisp-Timestamp"
+# A delivery's retries wait 2, 4, 8 … seconds, at most this long (below the broker's visibility timeout,
+# so a waiting retry is never handed to a second worker).
+MAX_RETRY_SECONDS = 16
+
+# What deliver() did.
+SENT = "sent"
+RETRY = "retry"
+FAILED = "failed"
+SKIPPED = "skipped"  # already sent or failed, or another worker holds it
+# Reasons no retry can fix: the delivery fails at once.
+_FINAL = {"channel removed", "channel inactive", "no e-mail address"}
+
+
+class DeliveryError(Exception):
+    """A send that did not go through; `reason` is an error class or an HTTP status, never a URL or body."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason[:100]
+
+
+# --- promising ----------------------------------------------------------------------------------
+
+
+def promise(
+    channel: NotificationChannel,
+    event: str,
+    payload: dict[str, Any],
+    *,
+    key: str,
+    run: Run | None = None,
+    recipient: str = "",
+    now: datetime | None = None,
+) -> Delivery | None:
+    """Write a delivery of `payload` to `channel` and its outbox intent in the current transaction.
+
+    None when `key` was promised before (exactly once per event and channel).
+    """
+    now = now or timezone.now()
+    if Delivery.objects.filter(key=key).exists():
+        return None
+    try:
+        with transaction.atomic():  # a racing promise of the same key must not break the caller's transaction
+            delivery = Delivery.objects.create(
+                channel=channel,
+                event=event,
+                recipient=recipient,
+                key=key,
+                payload=minimized(payload),
+                created_at=now,
+            )
+    except IntegrityError:
+        return None
+    outbox.promise(OutboxIntent.Kind.DELIVER, delivery.pk, run=run, key=f"deliver:{delivery.pk}", now=now)
+    return delivery
+
+
+def minimized(payload: dict[str, Any]) -> dict[str, Any]:
+    """`payload` with every string that fails `bundle.text_problem` emptied (logged by field name only)."""
+    kept: dict[str, Any] = {}
+    for field, value in payload.items():
+        if field != "link" and isinstance(value, str) and (problem := text_problem(value)) is not None:
+            log.warning("notification field %s dropped: it %s", field, problem)
+            value = ""
+        kept[field] = value
+    return kept
+
+
+def link(path: str) -> str:
+    """An absolute link to a page of this deployment (SIDEWISP_BASE_URL has no credentials: settings)."""
+    return f"{settings.SIDEWISP_BASE_URL}{path}"
+
+
+def key(*parts: object) -> str:
+    """An idempotency key: the event and ids in clear, whatever else as a short digest (keys stay short)."""
+    head, *rest = parts
+    digest = hashlib.sha256("|".join(str(p) for p in rest).encode()).hexdigest()[:24]
+    return f"{head}:{digest}"
+
+
+# --- wait owners ------------------------------------------------------------------------------
+
+
+def wait_events(before: HandoffState | None, after: HandoffState) -> list[tuple[str, str, str]]:
+    """What a change to a handoff tells its wait's owners, as (event, owner, previous owner)."""
+    events = []
+    was_open = before is not None and before.wait_open
+    previous = before.wait_owner if before is not None else ""
+    if after.wait_open and after.wait_owner:
+        if not was_open or not previous:
+            events.append((WAIT_OPENED, after.wait_owner, ""))
+        elif previous != after.wait_owner:
+            events.append((WAIT_ESCALATED, after.wait_owner, previous))
+    expired = after.wait_resolution == "expired"
+    if expired and after.wait_owner and (before is None or before.wait_resolution != "expired"):
+        events.append((WAIT_DEFAULTED, after.wait_owner, ""))
+    return events
+
+
+@receiver(handoff_changed, dispatch_uid="receipts.notifications.notify_wait_owner")
+def notify_wait_owner(sender, handoff: Handoff, before: HandoffState | None, now: datetime, **kwargs) -> None:
+    """Promise the owner's messages for what this change did to the wait (in the recording transaction)."""
+    for event, owner, previous in wait_events(before, HandoffState.of(handoff)):
+        notify_owner(handoff, event, owner, previous_owner=previous, now=now)
+
+
+def notify_owner(handoff: Handoff, event: str, owner: str, *, previous_owner: str = "", now: datetime) -> int:
+    """Promise `event` about `handoff`'s wait to every channel of `owner`; returns how many were new."""
+    wait = handoff.wait_part or {}
+    payload = {
+        "event": event,
+        "at": iso(now),
+        "run": handoff.run_id,
+        "operation_id": handoff.run.operation_id,
+        "handoff": handoff.pk,
+        "handoff_id": handoff.handoff_id,
+        "sender": handoff.sender,
+        "receiver": handoff.receiver,
+        "verdict": handoff.verdict,
+        "owner": owner,
+        "previous_owner": previous_owner,
+        "reason": str(wait.get("reason") or ""),
+        "deadline_utc": iso(handoff.wait_deadline) if handoff.wait_deadline else None,
+        "link": link(reverse("sidewisp:run-detail", args=[handoff.run_id]) + f"#handoff-{handoff.pk}"),
+    }
+    # One message per wait (its resume token), owner and deadline: a recorded-again part changes none of them.
+    token = str(wait.get("resume_token_id") or "")
+    deadline = payload["deadline_utc"] if event in (WAIT_DUE_SOON, WAIT_ESCALATED) else ""
+    promised = 0
+    for channel in channels_of(owner):
+        k = key(event, handoff.pk, token, owner, deadline, channel.pk)
+        if promise(channel, event, payload, key=k, run=handoff.run, recipient=owner, now=now) is not None:
+            promised += 1
+    return promised
+
+
+def channels_of(owner: str) -> QuerySet[NotificationChannel]:
+    """The active channels of a wait's owner: a user's own and their groups', or a group's (owned by a group)."""
+    name_field = get_user_model().USERNAME_FIELD
+    mine = Q(**{f"user__{name_field}": owner}) | Q(**{f"group__user__{name_field}": owner}) | Q(group__name=owner)
+    return NotificationChannel.objects.filter(mine, active=True).distinct().order_by("pk")
+
+
+def remind_due_waits(*, now: datetime | None = None) -> int:
+    """Remind the owners of open waits due within the lead time (Celery beat); returns how many were new."""
+    now = now or timezone.now()
+    soon = now + timedelta(minutes=settings.SIDEWISP_NOTIFY_LEAD_MINUTES)
+    due = Handoff.objects.filter(wait_open=True, wait_deadline__gt=now, wait_deadline__lte=soon).exclude(wait_owner="")
+    promised = 0
+    for handoff in due.select_related("run").order_by("wait_deadline", "pk"):
+        with transaction.atomic():
+            promised += notify_owner(handoff, WAIT_DUE_SOON, handoff.wait_owner, now=now)
+    return promised
+
+
+# --- sending (the Celery task calls deliver) ------------------------------------------------------
+
+
+def deliver(delivery_id: int) -> str:
+    """Try to send one delivery once; SENT, RETRY (try again later), FAILED (given up) or SKIPPED.
+
+    The attempt is claimed first (a compare-and-set on the attempt count), so a re-delivered task never
+    sends a message twice at the same time, and a sent one never again.
+    """
+    delivery = Delivery.objects.select_related("channel").filter(pk=delivery_id).first()
+    if delivery is None or delivery.status != Delivery.Status.QUEUED:
+        return SKIPPED
+    attempt = delivery.attempts + 1
+    claimed = Delivery.objects.filter(pk=delivery.pk, status=Delivery.Status.QUEUED, attempts=delivery.attempts)
+    if not claimed.update(attempts=F("attempts") + 1):
+        return SKIPPED
+    try:
+        _send(delivery)
+    except DeliveryError as exc:
+        given_up = attempt >= settings.SIDEWISP_NOTIFY_ATTEMPTS or exc.reason in _FINAL
+        status = Delivery.Status.FAILED if given_up else Delivery.Status.QUEUED
+        Delivery.objects.filter(pk=delivery.pk).update(status=status, last_error=exc.reason)
+        log.warning("delivery %s (%s) attempt %s failed: %s", delivery.pk, delivery.event, attempt, exc.reason)
+        return FAILED if given_up else RETRY
+    Delivery.objects.filter(pk=delivery.pk).update(status=Delivery.Status.SENT, sent_at=timezone.now(), last_error="")
+    return SENT
+
+
+def retry_delay(retries: int) -> int:
+    return min(2 ** (retries + 1), MAX_RETRY_SECONDS)
+
+
+def signature(secret: str, timestamp: str, body: bytes) -> str:
+    """The value of the signature header (how a receiver checks it: README, Notifications and alerts)."""
+    digest = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+    return f"sha256={digest}"
+
+
+def summary(payload: dict[str, Any]) -> str:
+    """One line for people (e-mail subject and body, Slack text): the payload's codes and names."""
+    event = payload.get("event", "")
+    if event.startswith("wait."):
+        what = {
+            WAIT_OPENED: "is waiting for your approval",
+            WAIT_DUE_SOON: "is due soon",
+            WAIT_ESCALATED: f"was escalated to you from {payload.get('previous_owner') or 'nobody'}",
+            WAIT_DEFAULTED: "passed its deadline: the safe default was applied",
+        }.get(event, event)
+        due = f", due {payload['deadline_utc']}" if payload.get("deadline_utc") and event != WAIT_DEFAULTED else ""
+        reason = f" ({payload['reason']})" if payload.get("reason") else ""
+        return f"Sidewisp: a wait of {payload.get('operation_id')}{reason} {what}{due}."
+    state = "FIRING" if event.endswith("fired") else "resolved"
+    return f"Sidewisp alert {state}: {payload.get('rule')} ({payload.get('condition')})."
+
+
+def _send(delivery: Delivery) -> None:
+    channel = delivery.channel
+    if channel is None:
+        raise DeliveryError("channel removed")
+    if not channel.active:
+        raise DeliveryError("channel inactive")
+    text = f"{summary(delivery.payload)}\n{delivery.payload.get('link', '')}"
+    if channel.kind == NotificationChannel.Kind.EMAIL:
+        _send_email(channel, delivery, text)
+    elif channel.kind == NotificationChannel.Kind.SLACK:
+        _post(channel.url, json.dumps({"text": text}).encode(), {})
+    else:
+        body = json.dumps(delivery.payload, sort_keys=True, separators=(",", ":")).encode()
+        stamp = str(int(time.time()))
+        headers = {TIMESTAMP_HEADER: stamp, "X-Sidewisp-Delivery": str(delivery.pk)}
+        if channel.secret:
+            headers[SIGNATURE_HEADER] = signature(channel.secret, stamp, body)
+        _post(channel.url, body, headers)
+
+
+def _send_email(channel: NotificationChannel, delivery: Delivery, text: str) -> None:
+    address = channel.email or _email_of(delivery.recipient) or (channel.user.email if channel.user else "")
+    if not address:
+        raise DeliveryError("no e-mail address")
+    try:
+        send_mail(summary(delivery.payload), text, None, [address])
+    except (smtplib.SMTPException, OSError) as exc:
+        raise DeliveryError(type(exc).__name__) from None
+
+
+def _email_of(username: str) -> str:
+    if not username:
+        return ""
+    users = get_user_model()._default_manager
+    found = users.filter(**{get_user_model().USERNAME_FIELD: username}).values_list("email", flat=True).first()
+    return found or ""
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    # A redirect is an answer we do not follow: the signed body goes only where the admin pointed it.
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+_opener = urllib.request.build_opener(_NoRedirect)
+
+
+def _post(url: str, body: bytes, headers: dict[str, str]) -> None:
+    request = urllib.request.Request(
+        url,
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/json", "User-Agent": "Sidewisp-notifications", **headers},
+    )
+    try:
+        with _opener.open(request, timeout=settings.SIDEWISP_NOTIFY_TIMEOUT) as response:
+            response.read(1024)
+    except urllib.error.HTTPError as exc:
+        raise DeliveryError(f"HTTP {exc.code}") from None
+    except urllib.error.URLError as exc:
+        reason = exc.reason
+        raise DeliveryError(type(reason).__name__ if isinstance(reason, BaseException) else "URLError") from None
+    except (OSError, ValueError) as exc:
+        raise DeliveryError(type(exc).__name__) from None
+
+
+def iso(moment: datetime) -> str:
+    """ISO 8601 in UTC with a Z, as receipts write times."""
+    return moment.isoformat().replace("+00:00", "Z")
