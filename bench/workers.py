@@ -245,13 +245,15 @@ def rows(quick: bool) -> list[Row]:
     # Run k of the burst waits for the k // 2 runs ahead of it to leave a pool process.
     held = _leg(timelines, "task_started", "finished")
     expected = (burst - 1) / 2 / CONCURRENCY * statistics.median(held) if held else float("nan")
+    ceiling = CONCURRENCY * 60 / statistics.median(held) if held else float("nan")
     return [
         Row(
             "workers",
             f"worker throughput, {SCENARIO} hosted, {CONCURRENCY} worker processes, {burst}-run burst",
             f"{burst / span * 60:.0f} runs/min" if span > 0 else "no run finished",
             "report",
-            f"{result}; a run takes {_ms(service)} once running",
+            f"{result}; a run takes {_ms(service)} once running and holds a process {_ms(held)} "
+            f"(ceiling {CONCURRENCY} processes ÷ that = {ceiling:.0f} runs/min)",
         ),
         Row(
             "workers",
