@@ -6,7 +6,9 @@ instead of surfacing later as a confusing error deep inside a request.
 
 from __future__ import annotations
 
+import ipaddress
 import os
+from urllib.parse import unquote
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -75,3 +77,34 @@ def env_url(name: str, default: str, *, schemes: tuple[str, ...]) -> str:
         msg = f"{name} must be a URL starting with one of {', '.join(s + '://' for s in schemes)}"
         raise ImproperlyConfigured(msg)
     return value
+
+
+# --- Metrics and traces (sidewisp/metrics.py, receipts/traces.py) ------------------------------
+
+
+def env_networks(name: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """A comma-separated list of addresses or CIDR networks (`10.0.0.0/8,::1`); empty when unset."""
+    networks = []
+    for item in env_list(name, []):
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            msg = f"{name} must be comma-separated IP addresses or CIDR networks (got {item!r})"
+            raise ImproperlyConfigured(msg) from None
+    return tuple(networks)
+
+
+def env_headers(name: str) -> dict[str, str]:
+    """`key=value` pairs separated by commas, values URL-encoded (the OTEL_EXPORTER_OTLP_HEADERS format).
+
+    Values are secrets (API keys): an error names the variable and the entry's position, never its text.
+    """
+    headers = {}
+    for position, item in enumerate(env_list(name, []), start=1):
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key or not all(c.isalnum() or c in "-_" for c in key):
+            msg = f"{name} entry {position} must be key=value with a header name of letters, digits, - or _"
+            raise ImproperlyConfigured(msg)
+        headers[key] = unquote(value.strip())
+    return headers

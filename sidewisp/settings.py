@@ -9,7 +9,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from sidewisp.env import env_bool, env_float, env_int, env_list, env_str, env_url
+from sidewisp.env import env_bool, env_float, env_headers, env_int, env_list, env_networks, env_str, env_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("SIDEWISP_VAR_DIR", str(BASE_DIR / "var")))
@@ -310,3 +310,19 @@ CELERY_BEAT_SCHEDULE |= {
     },
 }
 # --- end notifications and alerts
+
+# --- Metrics and traces (issue 14; README: Metrics and traces) ------------------------------------
+# /metrics answers only a request that carries `Authorization: Bearer <SIDEWISP_METRICS_TOKEN>` or comes
+# from an address in SIDEWISP_METRICS_ALLOW (CIDRs, matched against REMOTE_ADDR). Neither set: refused.
+SIDEWISP_METRICS_TOKEN = env_str("SIDEWISP_METRICS_TOKEN", "").strip()
+if SIDEWISP_METRICS_TOKEN and len(SIDEWISP_METRICS_TOKEN) < 16:
+    msg = "SIDEWISP_METRICS_TOKEN must be at least 16 characters (or unset)"
+    raise ImproperlyConfigured(msg)
+SIDEWISP_METRICS_ALLOW = env_networks("SIDEWISP_METRICS_ALLOW")
+# Each handoff verdict change as an OTLP/HTTP span (receipts.traces). Unset: off, nothing leaves the process.
+SIDEWISP_OTLP_ENDPOINT = ""
+if env_str("SIDEWISP_OTLP_ENDPOINT", "").strip():
+    SIDEWISP_OTLP_ENDPOINT = env_url("SIDEWISP_OTLP_ENDPOINT", "", schemes=("http", "https"))
+SIDEWISP_OTLP_HEADERS = env_headers("SIDEWISP_OTLP_HEADERS")
+SIDEWISP_OTLP_SERVICE_NAME = env_str("SIDEWISP_OTLP_SERVICE_NAME", "sidewisp")
+SIDEWISP_OTLP_TIMEOUT = env_float("SIDEWISP_OTLP_TIMEOUT", 10.0, minimum=0.1)

@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from sidewisp import api, views
+from sidewisp import api, metrics, views
 
 page_patterns = (
     [
@@ -47,6 +47,7 @@ urlpatterns = [
     path("", views.overview, name="dashboard"),
     path("", include(page_patterns)),
     path("healthz", views.healthz, name="healthz"),
+    path("metrics", metrics.scrape, name="metrics"),  # Prometheus (sidewisp.metrics: token or allowed address)
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

@@ -1,0 +1,252 @@
+"""/metrics: Prometheus text whose numbers are the database's, for a scraper with the token or an allowed address."""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import redis
+from channels.layers import channel_layers
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connection
+from django.db.models import Min
+from django.test.utils import CaptureQueriesContext
+from prometheus_client.parser import text_string_to_metric_families
+
+from receipts import broadcast
+from receipts.models import Handoff, Receipt
+from receipts.tasks import beat_heartbeat
+from sidewisp import metrics
+from sidewisp.env import env_networks
+
+TOKEN = "scrape-token-for-tests-0123456789"
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def metrics_settings(settings, celery_isolation):
+    """A token, this test run's queue (its Redis keys and worker ping), and a short ping timeout."""
+    settings.SIDEWISP_METRICS_TOKEN = TOKEN
+    settings.SIDEWISP_METRICS_ALLOW = ()
+    settings.CELERY_TASK_DEFAULT_QUEUE = celery_isolation
+    settings.SIDEWISP_WORKER_PING_TIMEOUT = 0.2
+    yield settings
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    client.delete(celery_isolation, metrics.publish_failures_key())
+    client.close()
+
+
+def scrape(client, **headers) -> dict[str, list]:
+    """{sample name: [(labels, value), ...]} of one scrape with the token."""
+    response = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}", **headers)
+    assert response.status_code == 200
+    samples: dict[str, list] = {}
+    for family in text_string_to_metric_families(response.content.decode()):
+        for sample in family.samples:
+            samples.setdefault(sample.name, []).append((sample.labels, sample.value))
+    return samples
+
+
+def value(families: dict, name: str, **labels) -> float:
+    return sum(v for sample_labels, v in families[name] if labels.items() <= sample_labels.items())
+
+
+def test_it_counts_handoffs_by_verdict_and_agent_as_the_database_does(client, record_handoff):
+    record_handoff("h-1", "op-1", "healthy")
+    record_handoff("h-2", "op-1", "healthy")
+    record_handoff("h-3", "op-2", "false_complete", sender="triage", receiver="support")
+    record_handoff("h-4", "op-3", "stale_control")
+
+    families = scrape(client)
+
+    rows = families["sidewisp_handoffs"]
+    assert sum(v for _, v in rows) == Handoff.objects.count() == 4
+    for verdict in ("HEALTHY", "FALSE_COMPLETE", "STALE_CONTROL"):
+        assert value(families, "sidewisp_handoffs", verdict=verdict) == Handoff.objects.filter(verdict=verdict).count()
+    assert value(families, "sidewisp_handoffs", verdict="HEALTHY", sender="triage", receiver="sales") == 2
+    assert value(families, "sidewisp_handoffs", verdict="FALSE_COMPLETE", receiver="support") == 1
+
+
+def test_agents_beyond_the_busiest_share_one_label(client, record_handoff, monkeypatch):
+    monkeypatch.setattr(metrics, "MAX_AGENT_LABELS", 2)
+    record_handoff("h-1", "op-1", "healthy")
+    record_handoff("h-2", "op-1", "healthy")
+    record_handoff("h-3", "op-2", "stale_control", sender="triage", receiver="support")
+
+    families = scrape(client)
+
+    assert {labels["receiver"] for labels, _ in families["sidewisp_handoffs"]} == {"sales", "other"}
+
+
+def test_it_reports_open_and_overdue_waits_and_the_oldest_wait_age(client, record_handoff):
+    record_handoff("h-1", "op-1", "waiting")
+    record_handoff("h-2", "op-2", "waiting", deadline=datetime.now(UTC) - timedelta(minutes=5))
+    record_handoff("h-3", "op-3", "healthy")
+    first_wait = Receipt.objects.filter(part="wait").aggregate(at=Min("recorded_at"))["at"]
+
+    before = datetime.now(UTC)
+    families = scrape(client)
+    after = datetime.now(UTC)
+
+    assert value(families, "sidewisp_open_waits") == Handoff.objects.filter(wait_open=True).count() == 2
+    assert value(families, "sidewisp_overdue_waits") == 1
+    age = value(families, "sidewisp_open_wait_oldest_age_seconds")
+    assert (before - first_wait).total_seconds() - 0.01 <= age <= (after - first_wait).total_seconds() + 0.01
+
+
+def test_it_counts_recorded_receipts_per_part(client, record_handoff):
+    record_handoff("h-1", "op-1", "healthy")
+    record_handoff("h-2", "op-2", "waiting")
+
+    families = scrape(client)
+
+    assert value(families, "sidewisp_receipts_recorded_total") == Receipt.objects.count()
+    assert value(families, "sidewisp_receipts_recorded_total", part="wait") == 1
+    assert value(families, "sidewisp_receipts_recorded_total", part="created") == 2
+
+
+def test_recording_latency_is_read_from_the_parts_own_times(client, record_handoff):
+    from receipts.recording import record
+
+    record_handoff("h-1", "op-1", "healthy")
+    late = datetime.now(UTC) - timedelta(seconds=90)
+    parts = dict(Handoff.objects.get(handoff_id="h-1").created_part)
+    record(
+        handoff_id="h-2",
+        operation_id="op-2",
+        part="created",
+        value={**parts, "at": late.isoformat().replace("+00:00", "Z")},
+    )
+
+    families = scrape(client)
+
+    # Every created, reduced, destination and verification receipt carries its own time.
+    timed = Receipt.objects.filter(part__in=metrics.PART_TIME_FIELDS).count()
+    assert value(families, "sidewisp_recent_recording_latency_receipts") == timed == 5
+    assert 90 <= value(families, "sidewisp_recent_recording_latency_seconds", quantile="1.0") < 100
+    assert value(families, "sidewisp_recent_recording_latency_seconds", quantile="0.5") < 5
+
+
+def test_it_reads_the_celery_queue_length_from_the_broker(client, settings):
+    client_redis = redis.Redis.from_url(settings.REDIS_URL)
+    client_redis.rpush(settings.CELERY_TASK_DEFAULT_QUEUE, "a", "b", "c")
+    client_redis.close()
+
+    families = scrape(client)
+
+    assert value(families, "sidewisp_redis_up") == 1
+    assert value(families, "sidewisp_celery_queue_length") == 3
+
+
+def test_an_event_the_channel_layer_did_not_take_is_counted(client, settings):
+    before = value(scrape(client), "sidewisp_event_publish_failures_total")
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": ["redis://127.0.0.1:1/0"]},
+        }
+    }
+    channel_layers.backends.clear()
+    try:
+        event: broadcast.RunEvent = {
+            "type": "run.changed",
+            "run": 1,
+            "operation_id": "op-1",
+            "seq": 1,
+            "status": "running",
+            "dry_run": False,
+            "at": "2026-07-30T10:00:00Z",
+        }
+        assert broadcast.publish(event) is False
+    finally:
+        channel_layers.backends.clear()
+
+    assert value(scrape(client), "sidewisp_event_publish_failures_total") == before + 1
+
+
+def test_heartbeat_ages_are_infinite_until_seen_and_small_after(client):
+    families = scrape(client)
+    assert value(families, "sidewisp_worker_up") == 0
+    assert math.isinf(value(families, "sidewisp_worker_heartbeat_age_seconds"))
+
+    beat_heartbeat()
+
+    assert value(scrape(client), "sidewisp_beat_heartbeat_age_seconds") < 5
+
+
+@pytest.mark.worker
+def test_a_running_worker_is_up_with_a_fresh_heartbeat(client, worker_process):
+    families = scrape(client)
+
+    assert value(families, "sidewisp_worker_up") == 1
+    assert value(families, "sidewisp_worker_heartbeat_age_seconds") < 5
+
+
+def test_the_number_of_queries_does_not_grow_with_the_handoffs(client, record_handoff):
+    record_handoff("h-1", "op-1", "waiting")
+    with CaptureQueriesContext(connection) as few:
+        scrape(client)
+    for n in range(2, 12):
+        record_handoff(f"h-{n}", f"op-{n}", "healthy" if n % 2 else "waiting")
+    with CaptureQueriesContext(connection) as many:
+        scrape(client)
+
+    assert len(many.captured_queries) == len(few.captured_queries) <= 6
+
+
+# --- access ---------------------------------------------------------------------------------
+
+
+def test_it_refuses_a_request_without_a_token(client, record_handoff):
+    record_handoff("h-1", "op-1", "healthy")
+
+    response = client.get("/metrics")
+
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"].startswith("Bearer")
+    assert b"sidewisp_" not in response.content
+
+
+def test_it_refuses_a_wrong_token(client):
+    response = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN[:-1]}x")
+
+    assert response.status_code == 401
+    assert b"sidewisp_" not in response.content
+
+
+def test_it_refuses_an_address_outside_the_allowed_networks(client, settings):
+    settings.SIDEWISP_METRICS_TOKEN = ""
+    settings.SIDEWISP_METRICS_ALLOW = (ipaddress.ip_network("10.0.0.0/8"),)
+
+    response = client.get("/metrics", REMOTE_ADDR="192.168.1.20")
+
+    assert response.status_code == 403
+    assert b"sidewisp_" not in response.content
+
+
+def test_it_answers_an_allowed_address_without_a_token(client, settings):
+    settings.SIDEWISP_METRICS_TOKEN = ""
+    settings.SIDEWISP_METRICS_ALLOW = (ipaddress.ip_network("10.0.0.0/8"), ipaddress.ip_network("::1"))
+
+    response = client.get("/metrics", REMOTE_ADDR="10.20.30.40")
+
+    assert response.status_code == 200
+    assert b"sidewisp_open_waits" in response.content
+
+
+def test_it_refuses_everyone_when_neither_token_nor_networks_are_configured(client, settings):
+    settings.SIDEWISP_METRICS_TOKEN = ""
+
+    response = client.get("/metrics", HTTP_AUTHORIZATION="Bearer ", REMOTE_ADDR="127.0.0.1")
+
+    assert response.status_code == 403
+    assert b"sidewisp_" not in response.content
+
+
+def test_a_network_setting_that_is_not_an_address_stops_the_start_naming_the_variable(monkeypatch):
+    monkeypatch.setenv("SIDEWISP_METRICS_ALLOW", "10.0.0.0/8,intranet")
+
+    with pytest.raises(ImproperlyConfigured, match=r"SIDEWISP_METRICS_ALLOW.*intranet"):
+        env_networks("SIDEWISP_METRICS_ALLOW")
