@@ -18,6 +18,7 @@ the collector (the processor's bounded queue drops spans rather than block).
 from __future__ import annotations
 
 import hashlib
+import threading
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
@@ -148,16 +149,27 @@ class _Exporting:
     def __init__(self) -> None:
         self.provider: TracerProvider | None = None
         self.loaded = False
+        self.lock = threading.Lock()  # recording threads of one process may all export at once
 
     def tracer(self) -> trace.Tracer | None:
-        if not self.loaded:
+        with self.lock:
+            if not self.loaded and settings.SIDEWISP_OTLP_ENDPOINT:
+                self._start(BatchSpanProcessor(_otlp_exporter()))
             self.loaded = True
-            if settings.SIDEWISP_OTLP_ENDPOINT:
-                self.start(BatchSpanProcessor(_otlp_exporter()))
-        return self.provider.get_tracer(__name__) if self.provider else None
+            provider = self.provider
+        return provider.get_tracer(__name__) if provider else None
 
     def start(self, processor: SpanProcessor) -> TracerProvider:
-        self.stop()
+        with self.lock:
+            self._stop()
+            return self._start(processor)
+
+    def stop(self) -> None:
+        """Flush what is queued and shut down; the next export reads the settings again."""
+        with self.lock:
+            self._stop()
+
+    def _start(self, processor: SpanProcessor) -> TracerProvider:
         # Sidewisp's own provider, never the global one: the process may host a user's graph with its own tracing.
         self.provider = TracerProvider(
             sampler=ALWAYS_ON,
@@ -168,8 +180,7 @@ class _Exporting:
         self.loaded = True
         return self.provider
 
-    def stop(self) -> None:
-        """Flush what is queued and shut down; the next export reads the settings again."""
+    def _stop(self) -> None:
         if self.provider is not None:
             self.provider.shutdown()
         self.provider = None

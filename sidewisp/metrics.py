@@ -54,6 +54,8 @@ PART_TIME_FIELDS = {"created": "at", "reduced": "at", "destination": "started_at
 # kombu's Redis transport keeps a queue's messages of priority p > 0 under "<queue>\x06\x16<p>".
 _PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")
 _REDIS_TIMEOUT_SECONDS = 1.0
+# How long the time a worker was last seen is kept: a deployment gone for longer leaves no key behind.
+WORKER_SEEN_SECONDS = 24 * 3600
 
 logger = logging.getLogger(__name__)
 
@@ -214,13 +216,13 @@ class SidewispCollector:
         )
         try:
             if worker["ok"]:
-                cache.set(_worker_seen_key(), now, None)
-            seen, beat = cache.get(_worker_seen_key()), cache.get(beat_heartbeat_key())
+                cache.set(worker_seen_key(), now, WORKER_SEEN_SECONDS)
+            seen, beat = cache.get(worker_seen_key()), cache.get(beat_heartbeat_key())
         except redis.RedisError:
             return  # sidewisp_redis_up says why
         yield GaugeMetricFamily(
             "sidewisp_worker_heartbeat_age_seconds",
-            "Seconds since a Celery worker last answered a ping (+Inf: never seen).",
+            "Seconds since a Celery worker last answered a ping (+Inf: not within a day).",
             value=_age(now, seen),
         )
         yield GaugeMetricFamily(
@@ -252,7 +254,7 @@ def _age(now: float, stamp: object) -> float:
     return math.inf if stamp is None else max(now - float(stamp), 0.0)
 
 
-def _worker_seen_key() -> str:
+def worker_seen_key() -> str:
     return f"system:worker-seen:{settings.CELERY_TASK_DEFAULT_QUEUE}"
 
 
