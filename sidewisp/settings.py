@@ -280,6 +280,23 @@ SIDEWISP_API_RATE_WINDOW = env_int("SIDEWISP_API_RATE_WINDOW", 60, minimum=1)
 SIDEWISP_API_MAX_BODY_BYTES = env_int("SIDEWISP_API_MAX_BODY_BYTES", 1_000_000, minimum=1024)
 # --- end issue 14 §4
 
+
+# --- Metrics and traces (issue 14; README: Metrics and traces) ------------------------------------
+# /metrics answers only a request that carries `Authorization: Bearer <SIDEWISP_METRICS_TOKEN>` or comes
+# from an address in SIDEWISP_METRICS_ALLOW (CIDRs, matched against REMOTE_ADDR). Neither set: refused.
+SIDEWISP_METRICS_TOKEN = env_str("SIDEWISP_METRICS_TOKEN", "").strip()
+if SIDEWISP_METRICS_TOKEN and len(SIDEWISP_METRICS_TOKEN) < 16:
+    msg = "SIDEWISP_METRICS_TOKEN must be at least 16 characters (or unset)"
+    raise ImproperlyConfigured(msg)
+SIDEWISP_METRICS_ALLOW = env_networks("SIDEWISP_METRICS_ALLOW")
+# Each handoff verdict change as an OTLP/HTTP span (receipts.traces). Unset: off, nothing leaves the process.
+SIDEWISP_OTLP_ENDPOINT = ""
+if env_str("SIDEWISP_OTLP_ENDPOINT", "").strip():
+    SIDEWISP_OTLP_ENDPOINT = env_url("SIDEWISP_OTLP_ENDPOINT", "", schemes=("http", "https"))
+SIDEWISP_OTLP_HEADERS = env_headers("SIDEWISP_OTLP_HEADERS")
+SIDEWISP_OTLP_SERVICE_NAME = env_str("SIDEWISP_OTLP_SERVICE_NAME", "sidewisp")
+SIDEWISP_OTLP_TIMEOUT = env_float("SIDEWISP_OTLP_TIMEOUT", 10.0, minimum=0.1)
+
 # --- Notifications and alerts (issue 14 §1: receipts.notifications, receipts.alerts) ---------------
 # Links in notification payloads: this base URL plus the page's path (the run page, the waits inbox).
 SIDEWISP_BASE_URL = env_url("SIDEWISP_BASE_URL", "http://127.0.0.1:8000", schemes=("http", "https")).rstrip("/")
@@ -299,6 +316,11 @@ EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 EMAIL_TIMEOUT = SIDEWISP_NOTIFY_TIMEOUT
 DEFAULT_FROM_EMAIL = env_str("SIDEWISP_FROM_EMAIL", "sidewisp@localhost")
+# Opt-in demo (ensure_demo_user): ops-lead's signed webhook and a FALSE_COMPLETE alert rule to this URL.
+SIDEWISP_DEMO_WEBHOOK_URL = ""
+if env_str("SIDEWISP_DEMO_WEBHOOK_URL", "").strip():
+    SIDEWISP_DEMO_WEBHOOK_URL = env_url("SIDEWISP_DEMO_WEBHOOK_URL", "", schemes=("http", "https"))
+SIDEWISP_DEMO_WEBHOOK_SECRET = env_str("SIDEWISP_DEMO_WEBHOOK_SECRET", "")
 CELERY_BEAT_SCHEDULE |= {
     # Owners are reminded of waits due within the lead time.
     "remind-due-waits": {"task": "receipts.tasks.remind_due_waits", "schedule": 30.0, "options": {"expires": 30.0}},
@@ -310,19 +332,3 @@ CELERY_BEAT_SCHEDULE |= {
     },
 }
 # --- end notifications and alerts
-
-# --- Metrics and traces (issue 14; README: Metrics and traces) ------------------------------------
-# /metrics answers only a request that carries `Authorization: Bearer <SIDEWISP_METRICS_TOKEN>` or comes
-# from an address in SIDEWISP_METRICS_ALLOW (CIDRs, matched against REMOTE_ADDR). Neither set: refused.
-SIDEWISP_METRICS_TOKEN = env_str("SIDEWISP_METRICS_TOKEN", "").strip()
-if SIDEWISP_METRICS_TOKEN and len(SIDEWISP_METRICS_TOKEN) < 16:
-    msg = "SIDEWISP_METRICS_TOKEN must be at least 16 characters (or unset)"
-    raise ImproperlyConfigured(msg)
-SIDEWISP_METRICS_ALLOW = env_networks("SIDEWISP_METRICS_ALLOW")
-# Each handoff verdict change as an OTLP/HTTP span (receipts.traces). Unset: off, nothing leaves the process.
-SIDEWISP_OTLP_ENDPOINT = ""
-if env_str("SIDEWISP_OTLP_ENDPOINT", "").strip():
-    SIDEWISP_OTLP_ENDPOINT = env_url("SIDEWISP_OTLP_ENDPOINT", "", schemes=("http", "https"))
-SIDEWISP_OTLP_HEADERS = env_headers("SIDEWISP_OTLP_HEADERS")
-SIDEWISP_OTLP_SERVICE_NAME = env_str("SIDEWISP_OTLP_SERVICE_NAME", "sidewisp")
-SIDEWISP_OTLP_TIMEOUT = env_float("SIDEWISP_OTLP_TIMEOUT", 10.0, minimum=0.1)

@@ -266,3 +266,16 @@ def _rule_form(channel) -> dict:
         "cooldown_minutes": "15",
         "active": "on",
     }
+
+
+def test_the_deliveries_list_shows_why_and_never_the_url(client, admin_user, channel, record_handoff):
+    rule(channel, "verdict", verdict="FALSE_COMPLETE")
+    record_handoff("h-1", "op-1", "false_complete")
+    Delivery.objects.update(status="failed", attempts=5, last_error="HTTP 500")
+    client.force_login(admin_user)
+
+    page = client.get(reverse("admin:receipts_delivery_changelist")).content.decode()
+    channels = client.get(reverse("admin:receipts_notificationchannel_changelist")).content.decode()
+
+    assert "HTTP 500" in page and "alert.fired" in page
+    assert channel.url not in page and channel.url not in channels

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import hmac
+import io
 import json
 import threading
 import uuid
@@ -277,3 +278,24 @@ def test_a_real_worker_delivers_what_the_recording_promised(approver, open_wait,
     ((headers, body),) = receiver.requests
     assert verifies(headers, body)
     assert OutboxIntent.objects.get(kind="deliver").sent_at is not None
+
+
+def test_the_opt_in_demo_webhook_is_made_once_for_ops_lead(db, settings):
+    settings.SIDEWISP_DEMO_WEBHOOK_URL = "http://127.0.0.1:9/hook"
+    settings.SIDEWISP_DEMO_WEBHOOK_SECRET = "demo-secret"
+    from django.core.management import call_command
+
+    call_command("ensure_demo_user", stdout=io.StringIO())
+    call_command("ensure_demo_user", stdout=io.StringIO())
+
+    channel = NotificationChannel.objects.get()
+    assert (channel.user.username, channel.kind, channel.secret) == ("ops-lead", "webhook", "demo-secret")
+    assert channel.alert_rules.get().verdict == "FALSE_COMPLETE"
+
+
+def test_without_the_opt_in_the_demo_makes_no_channel(db):
+    from django.core.management import call_command
+
+    call_command("ensure_demo_user", stdout=io.StringIO())
+
+    assert not NotificationChannel.objects.exists()

@@ -4,18 +4,25 @@
 - `ops-lead`: approver, the owner of the demo approval waits;
 - `viewer`: viewer only;
 - `admin`: admin group and staff, for the Django admin.
+
+Opt-in (README: Notifications and alerts): with SIDEWISP_DEMO_WEBHOOK_URL set, `ops-lead` also gets a
+signed webhook channel to that URL (the secret from SIDEWISP_DEMO_WEBHOOK_SECRET, or a random one printed
+once) and an alert rule fires on it for every FALSE_COMPLETE.
 """
 
 from __future__ import annotations
 
 import secrets
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from receipts.models import AlertRule, NotificationChannel
 from receipts.roles import ensure_groups
 
 DEMO_USERNAME = "operator"
+DEMO_CHANNEL = "ops-lead webhook (demo)"
 DEMO_ACCOUNTS: dict[str, tuple[tuple[str, ...], bool]] = {
     # username: (groups, is_staff)
     "operator": (("operator", "approver"), False),
@@ -47,3 +54,24 @@ class Command(BaseCommand):
             user.save(update_fields=["is_staff"])
             user.groups.set([groups[role] for role in roles])
             self.stdout.write(f"demo account created: login {username} / password {password} ({', '.join(roles)})")
+        if settings.SIDEWISP_DEMO_WEBHOOK_URL:
+            self._demo_webhook(users.get(username="ops-lead"))
+
+    def _demo_webhook(self, owner) -> None:
+        if NotificationChannel.objects.filter(name=DEMO_CHANNEL).exists():
+            self.stdout.write(f"demo webhook: {DEMO_CHANNEL} (exists)")
+            return
+        secret = settings.SIDEWISP_DEMO_WEBHOOK_SECRET or secrets.token_urlsafe(24)
+        channel = NotificationChannel.objects.create(
+            name=DEMO_CHANNEL,
+            kind=NotificationChannel.Kind.WEBHOOK,
+            user=owner,
+            url=settings.SIDEWISP_DEMO_WEBHOOK_URL,
+            secret=secret,
+        )
+        AlertRule.objects.get_or_create(
+            name="False completions",
+            defaults={"kind": AlertRule.Kind.VERDICT, "verdict": "FALSE_COMPLETE", "channel": channel},
+        )
+        shown = "SIDEWISP_DEMO_WEBHOOK_SECRET" if settings.SIDEWISP_DEMO_WEBHOOK_SECRET else f"secret {secret}"
+        self.stdout.write(f"demo webhook created: ops-lead's waits and FALSE_COMPLETE alerts, signed with {shown}")
