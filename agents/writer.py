@@ -200,24 +200,14 @@ class Writer:
             try:
                 self.sink.write(batch)
             except BundleError as exc:
-                if len(batch) > 1:
-                    for entry in batch:  # keep the good neighbours of the bad entry
-                        self._write([entry])
-                elif (replacement := _replacement(batch[0], exc)) is not None:
-                    self._write([replacement])
-                else:
-                    self._give_up(batch, exc)
+                self._split(batch, exc)
                 return
-            except Exception as exc:  # noqa: BLE001 - the writer must outlive any sink failure
+            except Exception as exc:  # noqa: BLE001 - the writer outlives any sink failure
                 attempt += 1
                 self._count("failed")
                 _discard_broken_connection(exc)
-                if not isinstance(exc, RETRYABLE) and not getattr(exc, "transient", False) and attempt >= MAX_ATTEMPTS:
-                    if len(batch) > 1:
-                        for entry in batch:
-                            self._write([entry])
-                    else:
-                        self._give_up(batch, exc)
+                if not _outage(exc) and attempt >= MAX_ATTEMPTS:
+                    self._split(batch, exc)
                     return
                 delay = min(0.05 * 2**attempt, self.max_backoff)
                 logger.warning("%d entries not written (%s); retry in %.2f s", len(batch), type(exc).__name__, delay)
@@ -227,6 +217,17 @@ class Writer:
                 self._counts["written"] += len(batch)
                 self._counts["batches"] += 1
             return
+
+    def _split(self, batch: list[intake.Entry], exc: Exception) -> None:
+        """Write a refused batch entry by entry: one bad entry must not lose its neighbours. A lone entry
+        that does not validate is replaced by its `evidence_dropped` report; any other is given up."""
+        if len(batch) > 1:
+            for entry in batch:
+                self._write([entry])
+        elif isinstance(exc, BundleError) and (replacement := _replacement(batch[0], exc)) is not None:
+            self._write([replacement])
+        else:
+            self._give_up(batch, exc)
 
     def _give_up(self, batch: list[intake.Entry], exc: BaseException) -> None:
         self._count("dropped", len(batch))
@@ -243,6 +244,11 @@ def _replacement(entry: intake.Entry, exc: BundleError) -> intake.ReportEntry | 
         return None
     sender = entry.value.get("sender") if entry.part == "created" and isinstance(entry.value, dict) else None
     return evidence.dropped_report(entry.operation_id, entry.part, exc.field, agent=sender)
+
+
+def _outage(exc: BaseException) -> bool:
+    """The database or the server is away: retried for as long as it takes (a sink may mark its own errors)."""
+    return isinstance(exc, RETRYABLE) or bool(getattr(exc, "transient", False))
 
 
 def _discard_broken_connection(exc: BaseException) -> None:

@@ -67,7 +67,7 @@ def record(
     stored_value = _minimized(part, value)
     _validate_ids(handoff_id, operation_id, attempt)
     now = now or timezone.now()
-    with transaction.atomic(), batch():
+    with _atomic(), batch():
         run = _run_for(operation_id)
         handoff, new = _locked_handoff(handoff_id, run)
         # The handoff row is locked: no other transaction can add this receipt meanwhile.
@@ -115,6 +115,12 @@ def batch() -> Iterator[None]:
             health.refresh(run, now=now, publish=False)
     finally:
         _local.batch = None
+
+
+def _atomic() -> transaction.Atomic:
+    # Inside a batch a failure fails the whole batch (the writer then retries entry by entry; the API
+    # refuses the request): no savepoint per receipt.
+    return transaction.atomic(savepoint=getattr(_local, "batch", None) is None)
 
 
 def _refresh_health(run: Run, now: datetime | None) -> None:
@@ -297,7 +303,7 @@ def record_report(operation_id: str, agent: str, kind: str, detail: dict, attemp
         logger.warning("middleware report dropped: %s %s", exc.field, exc.message)
         _report_dropped(operation_id, agent, kind, exc.field)
         return False
-    with transaction.atomic(), batch():
+    with _atomic(), batch():
         run = _run_for(operation_id)
         report, created = MiddlewareReport.objects.get_or_create(
             run=run, agent=agent, kind=kind, attempt=attempt, defaults={"detail": detail}

@@ -114,10 +114,11 @@ def test_summaries_and_context_edits_are_information_only():
 def test_a_run_reaches_failing_through_the_recording_paths(contracts):
     from agents import evidence
     from receipts import runs
+    from receipts.recording import record
     from tests.conftest import handoff_parts
 
     for part, value in handoff_parts("healthy")[:3]:  # created, reduced, destination: a sound handoff
-        evidence.record(handoff_id="h-dead", operation_id="op-dead", part=part, value=value)
+        record(handoff_id="h-dead", operation_id="op-dead", part=part, value=value)
     run = Run.objects.get(operation_id="op-dead")
     assert run.health == health.IN_PROGRESS
     evidence.add_report("op-dead", "sales", "model_failed", {"attempts": 3}, "end")
