@@ -26,9 +26,8 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from receipts import audit, bundle, claims, intake, runs
+from receipts import audit, broadcast, bundle, claims, intake, recording, runs
 from receipts.models import FINAL_STATUS_PART, AuditEntry, Decision, MiddlewareReport, Run, SourceToken
-from receipts.recording import digest
 
 TOKEN_PREFIX = "swt"
 _TOKEN = re.compile(rf"{TOKEN_PREFIX}_([0-9a-f]{{12}})_([A-Za-z0-9_-]{{43}})")
@@ -190,7 +189,7 @@ def _bundle_entries(value: object, where: str) -> list[intake.Entry]:
 
 
 def _part_entry(parsed: bundle.Bundle, part: str, value: object) -> intake.PartEntry:
-    attempt = f"b-{digest(part, json.dumps(value, sort_keys=True))}"
+    attempt = f"b-{recording.digest(part, json.dumps(value, sort_keys=True))}"
     return intake.PartEntry(parsed.operation_id, parsed.handoff_id, part, value, attempt)
 
 
@@ -208,7 +207,8 @@ def store(token: SourceToken, entries: Sequence[intake.Entry]) -> list[bool]:
     run row). Raises OutOfScope, or `bundle.BundleError` naming the entry and its field; nothing is
     written then.
     """
-    with transaction.atomic():
+    # One transaction, one recording batch (contracts read once, health once per run), one publish.
+    with broadcast.batched(), transaction.atomic(), recording.batch():
         _claim_runs(token, entries)
         stored, statuses = [], {}
         for index, entry in enumerate(entries):
