@@ -5,7 +5,7 @@ for task events) serves this process's own queue on the Redis at REDIS_URL and
 a throwaway test database. The healthy `healthy_purchase` demo scenario is
 started the way the pages start it (`agents.hosting.start`: a queued Run and
 an outbox intent, sent when the transaction commits): first one run alone,
-then a burst of 40 (quick: 8) started as fast as one process can.
+then a burst of 40 (quick: 6) started as fast as one process can.
 
 Each run's start is split into its legs, from clocks on this machine:
 enqueue → sent (the outbox's on-commit send), sent → received (the broker, and
@@ -225,12 +225,12 @@ def legs_note(timelines: dict[int, Timeline]) -> str:
 
 def rows(quick: bool) -> list[Row]:
     setup_django()
-    burst = 8 if quick else 40
+    burst = 6 if quick else 40
     with throwaway_database(), worker_process(f"bench-{os.getpid()}") as hostname, task_events(hostname) as events:
         from agents.contracts import install_team_contracts
 
         install_team_contracts()
-        warmup = enqueue(2)
+        warmup = enqueue(1 if quick else 2)
         wait_settled(warmup, timeout=120)
         alone = enqueue(1)
         wait_settled(alone, timeout=120)
@@ -276,7 +276,7 @@ def rows(quick: bool) -> list[Row]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="an 8-run burst instead of 40")
+    parser.add_argument("--quick", action="store_true", help="a 6-run burst instead of 40")
     print(markdown(rows(parser.parse_args().quick)))
 
 
