@@ -175,21 +175,22 @@ def test_a_remote_await_decision_resumes_the_graph_after_a_dashboard_decision(
     live_server, contracts, billing, client, owner, settings
 ):
     settings.SIDEWISP_REMOTE_URL, settings.SIDEWISP_REMOTE_TOKEN = live_server.url, billing
+    operation_id = "desk/op-remote"  # an operation id may hold a slash: it travels percent-encoded
     agent, config = approval_agent(), {"configurable": {"thread_id": "th-remote"}}
     agent.invoke({"messages": [HumanMessage("buy a widget")]}, config)
-    remote.RemoteSink().write(waiting_entries("op-remote"))
+    remote.RemoteSink().write(waiting_entries(operation_id))
     pending = agent.get_state(config).interrupts
-    assert decisions.await_decision("op-remote", timeout=0.2, poll=0.05, pending=pending) is None
+    assert decisions.await_decision(operation_id, timeout=0.2, poll=0.05, pending=pending) is None
 
-    handoff = Handoff.objects.get(run__operation_id="op-remote")
+    handoff = Handoff.objects.get(run__operation_id=operation_id)
     client.force_login(owner)
     data = {"decision": "approve", "token": handoff.wait_part["resume_token_id"], "key": uuid.uuid4().hex}
     assert client.post(reverse("sidewisp:wait-decide", args=[handoff.pk]), data).status_code == 200
-    command = decisions.await_decision("op-remote", timeout=10, poll=0.05, pending=pending)
+    command = decisions.await_decision(operation_id, timeout=10, poll=0.05, pending=pending)
     result = agent.invoke(command, config)
 
     assert [m.content for m in result["messages"] if isinstance(m, ToolMessage)] == ["ordered widget"]
-    assert decisions.await_decision("op-remote", timeout=0.2, poll=0.05, pending=pending) is None
+    assert decisions.await_decision(operation_id, timeout=0.2, poll=0.05, pending=pending) is None
     handoff.refresh_from_db()
     assert (handoff.wait_open, handoff.wait_part["resolution"]) == (False, "approved")
     assert AuditEntry.objects.get(action="wait.resume").detail["source"] == "billing"

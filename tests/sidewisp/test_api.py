@@ -276,7 +276,7 @@ JSON = st.recursive(
 )
 KEYS = st.sampled_from(["entries", "schema", "kind", "part", "value", "operation_id", "handoff_id", "attempt"])
 ENTRYISH = st.dictionaries(KEYS | st.sampled_from(list(bundle.PARTS)), JSON, max_size=7)
-FUZZ = hypothesis_settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = hypothesis_settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @FUZZ
@@ -302,6 +302,16 @@ def test_fuzzed_bytes_never_fail_the_server(client, billing, settings, raw, cont
 
     assert response.status_code in (200, 400, 415)
     assert not Receipt.objects.exists()
+
+
+@FUZZ
+@given(authorization=st.text(alphabet=st.characters(max_codepoint=255), max_size=120))
+def test_a_fuzzed_authorization_header_is_a_401_never_a_500(client, authorization):
+    headers = {"Authorization": authorization}
+
+    response = client.post(RECEIPTS, data="{}", content_type="application/json", headers=headers)
+
+    assert response.status_code == 401
 
 
 # --- remote decisions ------------------------------------------------------------------
@@ -373,6 +383,19 @@ def test_a_claim_must_name_a_decision_of_the_run(client, billing, remote_wait):
 
     assert claim(client, billing, handoff.run.operation_id, "1").status_code == 400
     assert claim(client, billing, handoff.run.operation_id, 999_999).status_code == 404
+
+
+@FUZZ
+@given(body=JSON)
+def test_a_fuzzed_claim_is_refused_naming_why_never_a_500(client, billing, remote_wait, settings, body):
+    settings.SIDEWISP_API_RATE_LIMIT = 10_000
+    handoff, _ = remote_wait
+
+    response = claim(client, billing, handoff.run.operation_id, body)
+
+    assert response.status_code in (400, 404)
+    assert response.json()["error"]["field"] in ("decision", "body")  # body: Infinity is not JSON
+    assert not AuditEntry.objects.filter(action="wait.resume").exists()
 
 
 # --- the admin -------------------------------------------------------------------------
