@@ -1,7 +1,7 @@
 """The Prometheus endpoint: what the database and Redis hold, read at scrape time.
 
-A custom collector queries the database on every scrape (a handful of
-aggregate queries, however many handoffs there are), so the numbers are the
+A custom collector queries the database on every scrape (six aggregate
+queries, however many handoffs there are), so the numbers are the
 database's own and no process keeps counters of its own that a multi-process
 deployment would have to merge. What lives outside the database comes from
 Redis: the Celery queue's length, the heartbeats sidewisp.health reads, and
@@ -36,6 +36,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 
+from receipts import dashboard
 from receipts.models import Handoff, Receipt
 from receipts.tasks import beat_heartbeat_key
 from sidewisp import health
@@ -105,6 +106,7 @@ class SidewispCollector:
 
     def collect(self) -> Iterator[Metric]:
         yield self._handoffs()
+        yield self._open_false_completions()
         yield from self._waits()
         yield self._receipts()
         yield from self._recording_latency()
@@ -117,6 +119,7 @@ class SidewispCollector:
         for _, sender, receiver, n in rows:
             busiest[sender] += n
             busiest[receiver] += n
+        del busiest[""]  # no agent named: a label of its own
         named = {agent for agent, _ in busiest.most_common(MAX_AGENT_LABELS)}
         counts: Counter[tuple[str, str, str]] = Counter()
         for verdict, sender, receiver, n in rows:
@@ -129,6 +132,14 @@ class SidewispCollector:
         for labels, n in sorted(counts.items()):
             metric.add_metric(labels, n)
         return metric
+
+    def _open_false_completions(self) -> Metric:
+        # A settled false completion keeps its verdict in sidewisp_handoffs; this counts those still open.
+        return GaugeMetricFamily(
+            "sidewisp_open_false_completions",
+            "False completions no operator has accepted or resolved.",
+            value=dashboard.false_completion_count(),
+        )
 
     def _waits(self) -> Iterator[Metric]:
         waits = Handoff.objects.filter(wait_open=True).aggregate(

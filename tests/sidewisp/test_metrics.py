@@ -14,6 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 from django.db.models import Min
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from receipts import broadcast
@@ -81,6 +82,28 @@ def test_agents_beyond_the_busiest_share_one_label(client, record_handoff, monke
     families = scrape(client)
 
     assert {labels["receiver"] for labels, _ in families["sidewisp_handoffs"]} == {"sales", "other"}
+
+
+def test_a_handoff_without_a_created_receipt_has_no_agent_label(client, contracts):
+    from receipts.recording import record
+
+    record(handoff_id="h-1", operation_id="op-1", part="final_status", value="complete")
+
+    (labels, count), *_ = scrape(client)["sidewisp_handoffs"]
+    assert (labels["sender"], labels["receiver"], count) == ("none", "none", 1)
+
+
+def test_a_settled_false_completion_is_no_longer_open(client, record_handoff):
+    from receipts.recording import note_settlement
+
+    settled = record_handoff("h-1", "op-1", "false_complete")
+    record_handoff("h-2", "op-2", "false_complete")
+    note_settlement(settled, "task.accept", timezone.now())
+
+    families = scrape(client)
+
+    assert value(families, "sidewisp_open_false_completions") == 1
+    assert value(families, "sidewisp_handoffs", verdict="FALSE_COMPLETE") == 2
 
 
 def test_it_reports_open_and_overdue_waits_and_the_oldest_wait_age(client, record_handoff):
