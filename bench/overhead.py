@@ -16,14 +16,16 @@ The peers live in bench/requirements.txt (`make bench` installs them into
 .venv-bench); without them their rows say so. New database connections are
 counted with Django's `connection_created` signal (every thread's).
 
-    .venv-bench/bin/python -m bench.overhead [--quick]
+    .venv-bench/bin/python -m bench.overhead [--quick | --profile RUNS]
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import importlib.util
 import logging
+import pstats
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -380,10 +382,30 @@ def rows(quick: bool) -> list[Row]:
     return result
 
 
+def profile(runs: int) -> None:
+    """cProfile of `runs` Sidewisp runs (after a warm-up), the 30 costliest calls by cumulative time."""
+    setup_django()
+    with throwaway_database():
+        from receipts.models import ContractVersion
+
+        ContractVersion.objects.get_or_create(version=ROUTE_VERSION, defaults={"routes": ROUTES})
+        variant = sidewisp(build_graph(observed=True))
+        for i in range(5):
+            variant.run(f"op-bench-sidewisp-warm-{i}")
+        profiler = cProfile.Profile()
+        profiler.runcall(lambda: [variant.run(f"op-bench-sidewisp-{i}") for i in range(runs)])
+    pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="20 runs per variant instead of 200")
-    print(markdown(rows(parser.parse_args().quick)))
+    parser.add_argument("--profile", type=int, metavar="RUNS", help="profile RUNS Sidewisp runs instead")
+    args = parser.parse_args()
+    if args.profile:
+        profile(args.profile)
+    else:
+        print(markdown(rows(args.quick)))
 
 
 if __name__ == "__main__":
