@@ -36,6 +36,10 @@ ROLES: dict[str, list[str]] = {
         "delete_alertrule",
         "view_alertrule",
         "view_delivery",
+        # Source tokens of agents that run elsewhere (issue 14 §4, migration 0014): made and revoked, never edited.
+        "add_sourcetoken",
+        "change_sourcetoken",
+        "view_sourcetoken",
     ],
 }
 

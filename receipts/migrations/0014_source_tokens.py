@@ -1,8 +1,34 @@
-# Issue 14 §4: per-source API tokens (receipts.sources) and the source that created a run.
+"""Issue 14 §4: per-source API tokens (receipts.sources) and the source that created a run.
+
+The admin role makes and revokes tokens in the admin (add, change = the revoke action, view; never delete).
+"""
+
 import django.db.models.deletion
 import django.utils.timezone
 from django.conf import settings
+from django.contrib.auth.management import create_permissions
 from django.db import migrations, models
+
+# Frozen here: a migration must not follow later edits of receipts/roles.py.
+ROLE_PERMISSIONS = {"admin": ["add_sourcetoken", "change_sourcetoken", "view_sourcetoken"]}
+
+
+def grant(apps, schema_editor):
+    app_config = apps.get_app_config("receipts")
+    app_config.models_module = True  # the migration state's stub lacks it
+    create_permissions(app_config, apps=apps, verbosity=0)
+    app_config.models_module = None
+    Permission = apps.get_model("auth", "Permission")
+    for group in apps.get_model("auth", "Group").objects.filter(name__in=ROLE_PERMISSIONS):
+        codenames = ROLE_PERMISSIONS[group.name]
+        group.permissions.add(*Permission.objects.filter(content_type__app_label="receipts", codename__in=codenames))
+
+
+def revoke(apps, schema_editor):
+    Permission = apps.get_model("auth", "Permission")
+    for group in apps.get_model("auth", "Group").objects.filter(name__in=ROLE_PERMISSIONS):
+        codenames = ROLE_PERMISSIONS[group.name]
+        group.permissions.remove(*Permission.objects.filter(content_type__app_label="receipts", codename__in=codenames))
 
 
 class Migration(migrations.Migration):
@@ -50,4 +76,5 @@ class Migration(migrations.Migration):
             ],
             options={"ordering": ["source_name", "-created_at"]},
         ),
+        migrations.RunPython(grant, revoke),
     ]

@@ -414,6 +414,18 @@ def test_the_admin_shows_a_new_token_once_and_it_works(client, admin_user, contr
     assert post(client, raw, a_bundle()).status_code == 200
 
 
+def test_the_admin_role_makes_tokens_and_an_operator_may_not(client, person):
+    admin, operator = person("alex", "admin", is_staff=True), person("oona", "operator", is_staff=True)
+    add = reverse("admin:receipts_sourcetoken_add")
+
+    client.force_login(operator)
+    assert client.post(add, {"source_name": "billing"}).status_code == 403
+    client.force_login(admin)
+    assert client.post(add, {"source_name": "billing"}).status_code == 200
+
+    assert list(SourceToken.objects.values_list("source_name", "created_by__username")) == [("billing", "alex")]
+
+
 def test_the_admin_refuses_a_source_name_that_is_not_a_name(client, admin_user):
     client.force_login(admin_user)
 
