@@ -132,6 +132,10 @@ def apply(entries: Sequence[Entry]) -> list[bool]:
     from receipts import recording  # recording imports this module's callers, not the reverse
 
     with recording.batch():
+        recording.prefetch(
+            (entry.operation_id for entry in entries),
+            (entry.handoff_id for entry in entries if isinstance(entry, PartEntry) and entry.handoff_id),
+        )
         return [_apply_one(entry) for entry in entries]
 
 

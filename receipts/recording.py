@@ -15,7 +15,7 @@ import contextlib
 import hashlib
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -71,9 +71,12 @@ def record(
         run = _run_for(operation_id)
         handoff, new = _locked_handoff(handoff_id, run)
         # The handoff row is locked: no other transaction can add this receipt meanwhile.
-        if not new and Receipt.objects.filter(handoff=handoff, part=part, attempt=attempt).exists():
+        stored = _stored_parts(handoff, new)
+        if (part, attempt) in stored:
             return Recorded(handoff, stored=False)
-        Receipt.objects.create(handoff=handoff, part=part, attempt=attempt, payload=stored_value, recorded_at=now)
+        stored.add((part, attempt))
+        receipt = Receipt(handoff=handoff, part=part, attempt=attempt, payload=stored_value, recorded_at=now)
+        _current().receipts.append(receipt)
         before = None if new else handoff.verdict
         state_before = None if new else signals.HandoffState.of(handoff)
         changed = _apply(handoff, part, stored_value)
@@ -90,8 +93,14 @@ def record(
 
 @dataclass
 class _Batch:
-    contracts: object = None  # bundle.Contracts, read on first use
+    """What one batch reads once and writes together (see `batch`)."""
+
+    contracts: bundle.Contracts | None = None
     runs: dict[str, Run] = field(default_factory=dict)  # operation id -> run
+    handoffs: dict[str, Handoff] = field(default_factory=dict)  # handoff id -> handoff, locked
+    stored: dict[int, set[tuple[str, str]]] = field(default_factory=dict)  # handoff pk -> (part, attempt)s
+    receipts: list[Receipt] = field(default_factory=list)  # inserted together at the end
+    events: dict[int, tuple[Run, list[dict]]] = field(default_factory=dict)  # run pk -> events awaiting a seq
     stale: dict[int, tuple[Run, datetime | None]] = field(default_factory=dict)  # runs whose health to refresh
 
 
@@ -102,37 +111,71 @@ _local = threading.local()
 def batch() -> Iterator[None]:
     """Record several receipts and reports as one unit of work; call inside a transaction.
 
-    The contracts are read once and each run's health is refreshed once, at the
-    end of the block (before the caller commits). Nested blocks join the outer one.
+    Contracts are read once; runs, locked handoffs and their stored parts are read
+    once (`prefetch` reads them for many entries in one query each). At the end of
+    the block, before the caller commits, the receipts are inserted together, each
+    run takes its events' sequence numbers in one update and its health is
+    refreshed once. A handoff's own row and verdict history are written per
+    receipt, before `handoff_changed` is sent, so receivers see them. Nested
+    blocks join the outer one.
     """
-    if getattr(_local, "batch", None) is not None:
+    if _current() is not None:
         yield
         return
     _local.batch = current = _Batch()
     try:
         yield
+        Receipt.objects.bulk_create(current.receipts)
+        for run, events in current.events.values():
+            last = next_seq(run, len(events))
+            for seq, event in enumerate(events, start=last - len(events) + 1):
+                event["seq"] = seq
         for run, now in current.stale.values():
             health.refresh(run, now=now, publish=False)
     finally:
         _local.batch = None
 
 
+def prefetch(operation_ids: Iterable[str], handoff_ids: Iterable[str]) -> None:
+    """Read (and lock, in primary-key order) the runs, handoffs and stored parts a batch will record into."""
+    current = _current()
+    operation_ids = set(operation_ids) - set(current.runs)
+    current.runs.update((run.operation_id, run) for run in Run.objects.filter(operation_id__in=operation_ids))
+    wanted = set(handoff_ids) - set(current.handoffs)
+    if not wanted:
+        return
+    locked = list(Handoff.objects.select_for_update().filter(handoff_id__in=wanted).order_by("pk"))
+    current.handoffs.update((handoff.handoff_id, handoff) for handoff in locked)
+    stored: dict[int, set[tuple[str, str]]] = {handoff.pk: set() for handoff in locked}
+    for pk, part, attempt in Receipt.objects.filter(handoff__in=stored).values_list("handoff_id", "part", "attempt"):
+        stored[pk].add((part, attempt))
+    current.stored.update(stored)
+
+
+def _current() -> _Batch | None:
+    return getattr(_local, "batch", None)
+
+
 def _atomic() -> transaction.Atomic:
     # Inside a batch a failure fails the whole batch (the writer then retries entry by entry; the API
     # refuses the request): no savepoint per receipt.
-    return transaction.atomic(savepoint=getattr(_local, "batch", None) is None)
+    return transaction.atomic(savepoint=_current() is None)
 
 
 def _refresh_health(run: Run, now: datetime | None) -> None:
-    current = getattr(_local, "batch", None)
-    if current is None:
-        health.refresh(run, now=now, publish=False)
-    else:
-        current.stale[run.pk] = (run, now)
+    _current().stale[run.pk] = (run, now)
 
 
-def _contracts():
-    current = getattr(_local, "batch", None)
+def _stored_parts(handoff: Handoff, new: bool) -> set[tuple[str, str]]:
+    current = _current()
+    if handoff.pk not in current.stored:
+        found = () if new else Receipt.objects.filter(handoff=handoff).values_list("part", "attempt")
+        current.stored[handoff.pk] = set(found)
+    return current.stored[handoff.pk]
+
+
+def _contracts() -> bundle.Contracts:
+    current = _current()
     if current is None:
         return current_contracts()
     if current.contracts is None:
@@ -159,15 +202,24 @@ def reclassify(handoff: Handoff, *, now: datetime | None = None) -> bool:
     return True
 
 
-def next_seq(run: Run) -> int:
-    """The run's next event sequence number (locks the run row until commit)."""
+def next_seq(run: Run, n: int = 1) -> int:
+    """Take the run's next `n` event sequence numbers; the last of them (locks the run row until commit)."""
     if connection.features.can_return_columns_from_insert:  # PostgreSQL, SQLite >= 3.35: UPDATE … RETURNING
         table, seq, pk = (connection.ops.quote_name(n) for n in (Run._meta.db_table, "seq", Run._meta.pk.column))
         with connection.cursor() as cursor:
-            cursor.execute(f"UPDATE {table} SET {seq} = {seq} + 1 WHERE {pk} = %s RETURNING {seq}", [run.pk])
+            cursor.execute(f"UPDATE {table} SET {seq} = {seq} + %s WHERE {pk} = %s RETURNING {seq}", [n, run.pk])
             return cursor.fetchone()[0]
-    Run.objects.filter(pk=run.pk).update(seq=F("seq") + 1)
+    Run.objects.filter(pk=run.pk).update(seq=F("seq") + n)
     return Run.objects.values_list("seq", flat=True).get(pk=run.pk)
+
+
+def _sequenced(run: Run, event: dict) -> None:
+    """Give `event` the run's next sequence number: now, or at the end of the current batch."""
+    current = _current()
+    if current is None:
+        event["seq"] = next_seq(run)
+    else:
+        current.events.setdefault(run.pk, (run, []))[1].append(event)
 
 
 def _minimized(part: str, value: object) -> object:
@@ -186,28 +238,29 @@ def _validate_ids(handoff_id: object, operation_id: object, attempt: object) -> 
 
 
 def _run_for(operation_id: str) -> Run:
-    current = getattr(_local, "batch", None)
-    if current is not None and operation_id in current.runs:
-        return current.runs[operation_id]
-    run, _ = Run.objects.get_or_create(
-        operation_id=operation_id, defaults={"thread_id": operation_id, "source": Run.Source.AGENT}
-    )
-    if current is not None:
-        current.runs[operation_id] = run
-    return run
+    """The run of `operation_id`, created when new (call inside a batch)."""
+    current = _current()
+    if operation_id not in current.runs:
+        current.runs[operation_id], _ = Run.objects.get_or_create(
+            operation_id=operation_id, defaults={"thread_id": operation_id, "source": Run.Source.AGENT}
+        )
+    return current.runs[operation_id]
 
 
 def _locked_handoff(handoff_id: str, run: Run) -> tuple[Handoff, bool]:
-    """The handoff locked for update (created when new: a row this transaction inserted is its own)."""
-    locked = Handoff.objects.select_for_update().filter(handoff_id=handoff_id).first()
-    new = locked is None
-    if new:
+    """The handoff locked for update, and whether it is new (a row this transaction inserted is its own)."""
+    current = _current()
+    locked, new = current.handoffs.get(handoff_id), False
+    if locked is None:
+        locked = Handoff.objects.select_for_update().filter(handoff_id=handoff_id).first()
+    if locked is None:
         try:
             with transaction.atomic():
                 # A handoff with no evidence yet fails its first boundary; it is classified before commit.
-                locked = Handoff.objects.create(handoff_id=handoff_id, run=run, verdict="ROUTE_REJECTED")
+                locked, new = Handoff.objects.create(handoff_id=handoff_id, run=run, verdict="ROUTE_REJECTED"), True
         except IntegrityError:  # another transaction created it meanwhile
-            locked, new = Handoff.objects.select_for_update().get(handoff_id=handoff_id), False
+            locked = Handoff.objects.select_for_update().get(handoff_id=handoff_id)
+    current.handoffs[handoff_id] = locked
     if locked.run_id != run.pk:
         raise bundle.BundleError("operation_id", "does not match the operation this handoff belongs to")
     locked.run = run
@@ -269,7 +322,7 @@ def _publish_after_commit(handoff: Handoff, part: str, now: datetime) -> None:
         "type": "handoff.changed",
         "run": handoff.run_id,
         "operation_id": handoff.run.operation_id,
-        "seq": next_seq(handoff.run),
+        "seq": 0,  # set by _sequenced
         "handoff": handoff.pk,
         "handoff_id": handoff.handoff_id,
         "part": part,
@@ -280,6 +333,7 @@ def _publish_after_commit(handoff: Handoff, part: str, now: datetime) -> None:
         "dry_run": handoff.run.dry_run,
         "at": now.isoformat(),
     }
+    _sequenced(handoff.run, event)
     transaction.on_commit(partial(broadcast.publish, event))
 
 
@@ -313,12 +367,13 @@ def record_report(operation_id: str, agent: str, kind: str, detail: dict, attemp
                 "type": "report.added",
                 "run": run.pk,
                 "operation_id": run.operation_id,
-                "seq": next_seq(run),
+                "seq": 0,  # set by _sequenced
                 "agent": agent,
                 "kind": kind,
                 "dry_run": run.dry_run,
                 "at": report.recorded_at.isoformat(),
             }
+            _sequenced(run, event)
             transaction.on_commit(partial(broadcast.publish, event))
             _refresh_health(run, None)  # the report event announces it
     return created
