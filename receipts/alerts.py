@@ -96,16 +96,19 @@ def evaluate_all(*, now: datetime | None = None, workers_answering: Callable[[],
 
 
 @receiver(handoff_changed, dispatch_uid="receipts.alerts.react_to_verdict")
-def react_to_verdict(
-    sender, handoff: Handoff, cause: str, before: HandoffState | None, now: datetime, **kwargs
-) -> None:
-    """Verdict rules on the verdict this change left or entered, evaluated in the recording transaction."""
-    moved = before is None or before.verdict != handoff.verdict
-    if not moved and cause not in health.SETTLEMENT_CAUSES:
+def react_to_verdict(sender, handoff: Handoff, before: HandoffState | None, now: datetime, **kwargs) -> None:
+    """Verdict rules on the verdict this handoff just turned, evaluated in the recording transaction.
+
+    Only a rule not yet announcing can change here (the handoff makes its condition hold): one cheap
+    query, usually empty. A condition that ends (the handoff left the verdict, or was settled) is
+    resolved by the beat evaluation, seconds later.
+    """
+    if before is not None and before.verdict == handoff.verdict:
         return
-    verdicts = {handoff.verdict} | ({before.verdict} if before is not None else set())
-    rules = AlertRule.objects.filter(active=True, kind=AlertRule.Kind.VERDICT, verdict__in=verdicts).filter(
-        Q(agent="") | Q(agent__in=[handoff.sender, handoff.receiver])
+    rules = (
+        AlertRule.objects.filter(active=True, kind=AlertRule.Kind.VERDICT, verdict=handoff.verdict)
+        .filter(Q(agent="") | Q(agent__in=[handoff.sender, handoff.receiver]))
+        .exclude(firing=True, announced=True)
     )
     for pk in rules.values_list("pk", flat=True):
         evaluate(pk, now=now)
