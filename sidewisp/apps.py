@@ -12,7 +12,11 @@ class SidewispConfig(AppConfig):
 
         user_locked_out.connect(audit_lockout, dispatch_uid="sidewisp-audit-lockout")
 
-        # Metrics: health events that could not be published are counted (sidewisp.metrics).
-        from sidewisp.metrics import count_publish_failures
+        # Metrics: health events that could not be published, and the evidence writers' counters of each
+        # worker process, are counted in Redis (sidewisp.metrics).
+        from celery.signals import task_postrun
+
+        from sidewisp.metrics import count_publish_failures, push_writer_counts
 
         count_publish_failures()
+        task_postrun.connect(push_writer_counts, weak=False, dispatch_uid="sidewisp-writer-counts")

@@ -6,7 +6,7 @@ database's own and no process keeps counters of its own that a multi-process
 deployment would have to merge. What lives outside the database comes from
 Redis: the Celery queue's length, the heartbeats sidewisp.health reads, and
 the count of health events that could not be published (`count_publish_failures`
-installs that counter).
+installs that counter) and the evidence writers' counters (`push_writer_counts`).
 
 Access is default deny: a request needs `Authorization: Bearer
 <SIDEWISP_METRICS_TOKEN>` or an address in SIDEWISP_METRICS_ALLOW.
@@ -18,6 +18,7 @@ import contextlib
 import ipaddress
 import logging
 import math
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -36,6 +37,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 
+from agents import writer
 from receipts import dashboard
 from receipts.models import Handoff, Receipt
 from receipts.tasks import beat_heartbeat_key
@@ -55,6 +57,12 @@ PART_TIME_FIELDS = {"created": "at", "reduced": "at", "destination": "started_at
 # kombu's Redis transport keeps a queue's messages of priority p > 0 under "<queue>\x06\x16<p>".
 _PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")
 _REDIS_TIMEOUT_SECONDS = 1.0
+# The evidence writer's counters (agents.writer.stats()) that /metrics shows, summed over worker processes.
+WRITER_COUNTS = {
+    "blocked": "Receipts an agent had to wait to hand over: its worker's evidence buffer was full.",
+    "dropped": "Receipts given up on by a worker's evidence writer (each one logged).",
+    "failed": "Batches a worker's evidence writer could not write at first try (retried).",
+}
 # How long the time a worker was last seen is kept: a deployment gone for longer leaves no key behind.
 WORKER_SEEN_SECONDS = 24 * 3600
 
@@ -202,7 +210,8 @@ class SidewispCollector:
             for suffix in _PRIORITY_SUFFIXES:
                 pipe.llen(queue + suffix)
             pipe.get(publish_failures_key())
-            *lengths, failures = pipe.execute()
+            pipe.mget([writer_count_key(name) for name in WRITER_COUNTS])
+            *lengths, failures, writer_counts = pipe.execute()
         except redis.RedisError as exc:
             logger.warning("metrics: Redis not readable: %s", type(exc).__name__)
             yield GaugeMetricFamily("sidewisp_redis_up", "1 when Redis answered this scrape.", value=0)
@@ -218,6 +227,8 @@ class SidewispCollector:
             "Health event publishes (an event or a batch of them) that did not reach the channel layer.",
             value=int(failures or 0),
         )
+        for (name, documentation), count in zip(WRITER_COUNTS.items(), writer_counts, strict=True):
+            yield CounterMetricFamily(f"sidewisp_evidence_writer_{name}", documentation, value=int(count or 0))
 
     def _heartbeats(self) -> Iterator[Metric]:
         now = time.time()
@@ -299,3 +310,41 @@ def count_publish_failures() -> None:
     broadcast_logger = logging.getLogger("receipts.broadcast")
     if not any(isinstance(handler, PublishFailureCounter) for handler in broadcast_logger.handlers):
         broadcast_logger.addHandler(PublishFailureCounter())
+
+
+# --- the evidence writer's counters, from every worker process --------------------------------
+
+
+def writer_count_key(name: str) -> str:
+    return f"{settings.CELERY_TASK_DEFAULT_QUEUE}:metrics:evidence_writer_{name}"
+
+
+# What this process last added to Redis, per counter (a forked child starts from its parent's values: the
+# comparison below sees its own writer's counts start again from zero).
+_pushed_writer_counts: dict[str, int] = {}
+_push_lock = threading.Lock()
+
+
+def push_writer_counts(**kwargs) -> None:
+    """Celery `task_postrun` receiver: add what this process's evidence writer counted since the last push.
+
+    Each worker process keeps its writer's counts in memory (agents.writer.stats()); adding the growth to
+    Redis counters after each task sums them over every process and keeps them across restarts.
+    """
+    with _push_lock:  # tasks of a threads pool end at once
+        counts = writer.stats()
+        growth = {}
+        for name in WRITER_COUNTS:
+            pushed = _pushed_writer_counts.get(name, 0)
+            # Fewer than pushed: a new writer (a forked child, a restarted one) counts from zero again.
+            growth[name] = counts[name] - pushed if counts[name] >= pushed else counts[name]
+        if not any(growth.values()):
+            return
+        client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=0.2, socket_timeout=0.2)
+        with contextlib.suppress(redis.RedisError), client:
+            pipe = client.pipeline(transaction=False)
+            for name, n in growth.items():
+                if n:
+                    pipe.incrby(writer_count_key(name), n)
+            pipe.execute()
+            _pushed_writer_counts.update({name: counts[name] for name in WRITER_COUNTS})

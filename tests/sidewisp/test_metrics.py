@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import redis
+from celery.signals import task_postrun
 from channels.layers import channel_layers
 from django.core.cache import cache
 from django.core.exceptions import ImproperlyConfigured
@@ -17,6 +18,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
+from agents import writer
 from receipts import broadcast
 from receipts.models import Handoff, Receipt
 from receipts.tasks import beat_heartbeat, beat_heartbeat_key
@@ -38,6 +40,7 @@ def metrics_settings(settings, celery_isolation):
     yield settings
     client = redis.Redis.from_url(settings.REDIS_URL)
     client.delete(celery_isolation, metrics.publish_failures_key())
+    client.delete(*[metrics.writer_count_key(name) for name in metrics.WRITER_COUNTS])
     client.close()
     cache.delete_many([metrics.worker_seen_key(), beat_heartbeat_key()])
 
@@ -190,6 +193,24 @@ def test_an_event_the_channel_layer_did_not_take_is_counted(client, settings):
         channel_layers.backends.clear()
 
     assert value(scrape(client), "sidewisp_event_publish_failures_total") == before + 1
+
+
+def test_the_evidence_writer_counts_of_every_worker_process_add_up(client, monkeypatch):
+    counts = {"submitted": 9, "written": 8, "batches": 2, "blocked": 3, "dropped": 1, "failed": 1, "queued": 0}
+    monkeypatch.setattr(writer, "stats", lambda: dict(counts))
+    monkeypatch.setattr(metrics, "_pushed_writer_counts", {})
+
+    task_postrun.send(sender=None)  # a task ended in this worker process
+    counts.update(blocked=5)
+    task_postrun.send(sender=None)
+    task_postrun.send(sender=None)  # nothing new: nothing added
+    counts.update(blocked=1, dropped=0, failed=0)  # a new writer (a new process) counts from zero
+    task_postrun.send(sender=None)
+
+    families = scrape(client)
+    assert value(families, "sidewisp_evidence_writer_blocked_total") == 5 + 1
+    assert value(families, "sidewisp_evidence_writer_dropped_total") == 1
+    assert value(families, "sidewisp_evidence_writer_failed_total") == 1
 
 
 def test_heartbeat_ages_are_infinite_until_seen_and_small_after(client):
