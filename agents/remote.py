@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 from receipts import bundle, intake
 
@@ -96,12 +97,14 @@ class Client:
         url, token = settings.SIDEWISP_REMOTE_URL, settings.SIDEWISP_REMOTE_TOKEN
         if not url or not token:
             msg = "remote mode needs SIDEWISP_REMOTE_URL and SIDEWISP_REMOTE_TOKEN"
-            raise RemoteRefused(0, "settings", msg)
+            raise ImproperlyConfigured(msg)
         return cls(url=url, token=token, timeout=settings.SIDEWISP_REMOTE_TIMEOUT, **options)
 
-    def call(self, method: str, path: str, body: object = None) -> tuple[int, dict]:
-        """(status, decoded JSON answer) of a 2xx or 4xx answer other than 429; RemoteUnavailable otherwise."""
-        data = None if body is None else json.dumps(body, allow_nan=False).encode()
+    def call(self, method: str, path: str, data: bytes | None = None) -> tuple[int, dict]:
+        """(status, decoded JSON answer) of a 2xx or 4xx answer other than 429; RemoteUnavailable otherwise.
+
+        `data` is the request's JSON body, already encoded.
+        """
         request = urllib.request.Request(self.url.rstrip("/") + path, data=data, method=method)
         request.add_header("Authorization", f"Bearer {self.token}")
         request.add_header("Accept", "application/json")
@@ -164,13 +167,14 @@ class RemoteSink:
     def write(self, entries: Sequence[intake.Entry]) -> None:
         if not entries:
             return
-        objects = []
+        encoded = []
         for index, entry in enumerate(entries):
             try:
-                objects.append(json.loads(json.dumps(intake.to_json(entry), allow_nan=False)))
+                encoded.append(json.dumps(intake.to_json(entry), allow_nan=False))
             except (TypeError, ValueError):
                 raise RejectedEntry(index, f"entries[{index}].value", "is not JSON") from None
-        status, answer = self.client.call("POST", RECEIPTS_PATH, {"entries": objects})
+        body = '{"entries": [' + ", ".join(encoded) + "]}"
+        status, answer = self.client.call("POST", RECEIPTS_PATH, body.encode())
         if status != 200:
             raise _refusal(status, answer)
 
@@ -192,7 +196,8 @@ def pending_decision(operation_id: str, client: Client | None = None) -> dict | 
 def claim_decision(operation_id: str, decision_id: int, client: Client | None = None) -> dict | None:
     """Claim the decision once: `{"id", "type", "resume", "interrupts"}`, or None when another caller took it."""
     client = client or Client.from_settings(attempts=1)
-    status, answer = client.call("POST", _decision_path(operation_id) + "/claim", {"decision": decision_id})
+    body = json.dumps({"decision": decision_id}).encode()
+    status, answer = client.call("POST", _decision_path(operation_id) + "/claim", body)
     if status in (404, 409):
         return None
     if status != 200:

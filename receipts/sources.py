@@ -169,7 +169,7 @@ def entries_from(body: object) -> list[intake.Entry]:
         return _bundle_entries(body, "")
     if isinstance(body, list):
         if len(body) > intake.MAX_ENTRIES:
-            raise bundle.BundleError("bundles", f"must hold at most {intake.MAX_ENTRIES} bundles")
+            raise bundle.BundleError("body", f"must hold at most {intake.MAX_ENTRIES} bundles")
         return [entry for index, item in enumerate(body) for entry in _bundle_entries(item, f"[{index}].")]
     raise bundle.BundleError("body", 'must be {"entries": [...]}, a sidewisp.handoff/1 bundle or a list of bundles')
 

@@ -28,8 +28,6 @@ from agents.decisions import remembered_interrupts
 from receipts import bundle, claims, sources
 from receipts.models import Decision, Run, SourceToken
 
-_NO_JSON = object()
-
 
 def _error(status: int, field: str, message: str, **headers: str) -> JsonResponse:
     response = JsonResponse({"error": {"field": field, "message": message}}, status=status)
@@ -94,7 +92,7 @@ def _no_constant(name: str) -> object:
 
 @require_POST
 @token_required
-def receipts(request: HttpRequest, token: SourceToken) -> JsonResponse:
+def post_receipts(request: HttpRequest, token: SourceToken) -> JsonResponse:
     body = _json_body(request)
     if isinstance(body, JsonResponse):
         return body
@@ -109,7 +107,7 @@ def receipts(request: HttpRequest, token: SourceToken) -> JsonResponse:
 
 @require_GET
 @token_required
-def decision(request: HttpRequest, token: SourceToken, operation_id: str) -> JsonResponse:
+def get_decision(request: HttpRequest, token: SourceToken, operation_id: str) -> JsonResponse:
     run = _run(token, operation_id)
     if isinstance(run, JsonResponse):
         return run
@@ -119,7 +117,7 @@ def decision(request: HttpRequest, token: SourceToken, operation_id: str) -> Jso
 
 @require_POST
 @token_required
-def decision_claim(request: HttpRequest, token: SourceToken, operation_id: str) -> JsonResponse:
+def claim_decision(request: HttpRequest, token: SourceToken, operation_id: str) -> JsonResponse:
     run = _run(token, operation_id)
     if isinstance(run, JsonResponse):
         return run

@@ -33,10 +33,10 @@ page_patterns = (
 # --- issue 14 §4: the receipts API (source tokens, no session) ---
 api_patterns = (
     [
-        path("receipts", api.receipts, name="receipts"),
+        path("receipts", api.post_receipts, name="receipts"),
         # The claim first: an operation id may itself contain a slash.
-        path("decisions/<path:operation_id>/claim", api.decision_claim, name="decision-claim"),
-        path("decisions/<path:operation_id>", api.decision, name="decision"),
+        path("decisions/<path:operation_id>/claim", api.claim_decision, name="decision-claim"),
+        path("decisions/<path:operation_id>", api.get_decision, name="decision"),
     ],
     "api",
 )
