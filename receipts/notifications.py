@@ -60,6 +60,8 @@ SENT = "sent"
 RETRY = "retry"
 FAILED = "failed"
 SKIPPED = "skipped"  # already sent or failed, or another worker holds it
+# Every try with its backoff is over well within this (five 5 s timeouts and 30 s of backoff by default).
+STALLED_AFTER = timedelta(minutes=5)
 # Reasons no retry can fix: the delivery fails at once.
 _FINAL = {"channel removed", "channel inactive", "no e-mail address"}
 
@@ -125,7 +127,7 @@ def link(path: str) -> str:
 
 
 def key(*parts: object) -> str:
-    """An idempotency key: the event and ids in clear, whatever else as a short digest (keys stay short)."""
+    """An idempotency key: the event in clear, the ids and names that make it unique as a short digest."""
     head, *rest = parts
     digest = hashlib.sha256("|".join(str(p) for p in rest).encode()).hexdigest()[:24]
     return f"{head}:{digest}"
@@ -232,6 +234,26 @@ def deliver(delivery_id: int) -> str:
         return FAILED if given_up else RETRY
     Delivery.objects.filter(pk=delivery.pk).update(status=Delivery.Status.SENT, sent_at=timezone.now(), last_error="")
     return SENT
+
+
+def resend_stalled(*, now: datetime | None = None) -> int:
+    """Promise again the deliveries still queued long after every retry should have run (Celery beat).
+
+    A retry is a message the worker publishes; when the broker refused it, nothing else would send the
+    delivery. Once per attempt count: the outbox key names it. Returns how many were promised.
+    """
+    now = now or timezone.now()
+    stalled = Delivery.objects.filter(status=Delivery.Status.QUEUED, created_at__lt=now - STALLED_AFTER)
+    promised = 0
+    for delivery in stalled.order_by("pk")[:100]:
+        resend_key = f"deliver:{delivery.pk}:after-{delivery.attempts}"
+        if OutboxIntent.objects.filter(key=resend_key).exists():
+            continue
+        first = OutboxIntent.objects.filter(key=f"deliver:{delivery.pk}").select_related("run").first()
+        with transaction.atomic():
+            outbox.promise(OutboxIntent.Kind.DELIVER, delivery.pk, run=first.run if first else None, key=resend_key)
+        promised += 1
+    return promised
 
 
 def retry_delay(retries: int) -> int:

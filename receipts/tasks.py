@@ -61,6 +61,12 @@ def remind_due_waits() -> int:
 
 
 @shared_task
+def resend_stalled_deliveries() -> int:
+    """Promise again deliveries whose retry the broker did not take."""
+    return notifications.resend_stalled()
+
+
+@shared_task
 def evaluate_alert_rules() -> int:
     """Fire or resolve alert rules whose condition changed (window, overdue, heartbeat; verdict ones too)."""
     return alerts.evaluate_all()

@@ -324,6 +324,12 @@ SIDEWISP_DEMO_WEBHOOK_SECRET = env_str("SIDEWISP_DEMO_WEBHOOK_SECRET", "")
 CELERY_BEAT_SCHEDULE |= {
     # Owners are reminded of waits due within the lead time.
     "remind-due-waits": {"task": "receipts.tasks.remind_due_waits", "schedule": 30.0, "options": {"expires": 30.0}},
+    # Deliveries whose retry never reached the broker are promised again.
+    "resend-stalled-deliveries": {
+        "task": "receipts.tasks.resend_stalled_deliveries",
+        "schedule": 60.0,
+        "options": {"expires": 60.0},
+    },
     # Window, overdue and heartbeat rules (verdict rules also react at once, in the recording transaction).
     "evaluate-alert-rules": {
         "task": "receipts.tasks.evaluate_alert_rules",

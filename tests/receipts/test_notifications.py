@@ -299,3 +299,17 @@ def test_without_the_opt_in_the_demo_makes_no_channel(db):
     call_command("ensure_demo_user", stdout=io.StringIO())
 
     assert not NotificationChannel.objects.exists()
+
+
+def test_a_delivery_whose_retry_never_reached_the_broker_is_promised_again_once(wait, receiver):
+    delivery = Delivery.objects.get()
+    Delivery.objects.filter(pk=delivery.pk).update(attempts=2)  # two tries failed; the retry message was lost
+    later = delivery.created_at + notifications.STALLED_AFTER + timedelta(seconds=1)
+
+    assert notifications.resend_stalled(now=later) == 1
+    assert notifications.resend_stalled(now=later) == 0
+    intent = OutboxIntent.objects.get(key=f"deliver:{delivery.pk}:after-2")
+    assert (intent.object_id, intent.run_id) == (delivery.pk, wait.run_id)
+    send_all()
+    assert notifications.resend_stalled(now=later) == 0
+    assert [b["event"] for b in receiver.bodies()] == ["wait.opened"]
