@@ -127,14 +127,15 @@ def _whose(run: Run) -> str:
 
 
 def _claim_runs(token: SourceToken, entries: Sequence[intake.Entry]) -> None:
-    """Create the entries' new runs as this source's; OutOfScope naming the first entry of a run it may not write."""
+    """Create the entries' new runs as this source's (running: receipts are arriving); OutOfScope naming the first
+    entry of a run it may not write."""
     first_entry: dict[str, int] = {}
     for index, entry in enumerate(entries):
         first_entry.setdefault(entry.operation_id, index)
     for operation_id, index in first_entry.items():
         try:
             with transaction.atomic():
-                run, _ = Run.objects.get_or_create(
+                run, created = Run.objects.get_or_create(
                     operation_id=operation_id,
                     defaults={
                         "thread_id": operation_id,
@@ -147,6 +148,8 @@ def _claim_runs(token: SourceToken, entries: Sequence[intake.Entry]) -> None:
             raise OutOfScope(f"entries[{index}].operation_id", "is taken by another run") from None
         if run.source_name != token.source_name:
             raise OutOfScope(f"entries[{index}].operation_id", f"{_whose(run)}, not by source {token.source_name}")
+        if created:
+            runs.set_status(run, Run.Status.RUNNING)
 
 
 # --- posted bodies ----------------------------------------------------------------------

@@ -252,6 +252,27 @@ def test_a_body_over_the_size_cap_is_refused(client, billing, settings):
     assert response.json()["error"] == {"field": "body", "message": "must be at most 2048 bytes"}
 
 
+def test_a_run_created_by_receipts_is_running_until_the_app_says_otherwise(client, contracts, billing):
+    sent = a_bundle("healthy")
+    entries = entries_of(sent)
+
+    post(client, billing, {"entries": entries[:3]})
+    running = Run.objects.get().status
+    post(client, billing, {"entries": entries[3:]})
+
+    assert (running, Run.objects.get().status) == (Run.Status.RUNNING, Run.Status.COMPLETE)
+
+
+def test_it_answers_503_while_the_rate_limiter_is_unreachable(client, contracts, billing, settings):
+    dead = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": "redis://127.0.0.1:9/0"}
+    settings.CACHES = {"default": {**dead, "OPTIONS": {"socket_connect_timeout": 0.5}}}
+
+    response = post(client, billing, a_bundle())
+
+    assert (response.status_code, response["Retry-After"]) == (503, "5")
+    assert nothing_written()
+
+
 def test_a_get_is_not_allowed(client, billing):
     assert client.get(RECEIPTS, headers={"Authorization": f"Bearer {billing}"}).status_code == 405
 
