@@ -620,12 +620,14 @@ def _resolve_waits(run: Run, resume: object) -> None:
 
 
 def _parked_now(operation_id: str) -> bool:
+    # The previous step's receipts are stored first: an operator who stops the run on seeing them
+    # (or anything reacting to them) parks it before the next step.
+    writer.flush()
     if not evidence.guarded(operation_id, "run", partial(auto_continue_stopped, operation_id)):
         return False
     # An operator stopped the run: leave the graph at its last checkpoint (durability "sync")
     # before the next step starts; resuming auto-continue drives it on from there.
     logger.info("run %s parked: auto-continue stopped", operation_id)
-    writer.flush()
     evidence.guarded(operation_id, "run", partial(_finish, operation_id, Outcome("parked")))
     return True
 

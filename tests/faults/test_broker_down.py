@@ -14,7 +14,6 @@ import time
 import uuid
 
 import pytest
-from django.db.models.signals import post_save
 from django.test import Client
 from django.urls import reverse
 
@@ -22,7 +21,8 @@ from agents import execution, runner
 from agents.contracts import install_team_contracts
 from agents.demo.scenarios import create_run
 from agents.models import Order
-from receipts.models import AuditEntry, Decision, OutboxIntent, Receipt, Run
+from receipts.models import AuditEntry, Decision, OutboxIntent, Run
+from receipts.signals import handoff_changed
 from tests.conftest import point_celery_at, start_worker_process, wait_until
 
 pytestmark = [pytest.mark.faults, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -65,15 +65,15 @@ def _false_complete_run() -> Run:
 def _stopped_run() -> Run:
     run = create_run("stale_control")
 
-    def stop_after_reduced(sender, instance: Receipt, created: bool, **kwargs) -> None:
-        if created and instance.part == "reduced" and instance.handoff.run_id == run.pk:
+    def stop_after_reduced(sender, handoff, cause: str, **kwargs) -> None:
+        if cause == "reduced" and handoff.run_id == run.pk:
             Run.objects.filter(pk=run.pk).update(auto_continue=False)
 
-    post_save.connect(stop_after_reduced, sender=Receipt, weak=False, dispatch_uid=f"stop-{run.pk}")
+    handoff_changed.connect(stop_after_reduced, weak=False, dispatch_uid=f"stop-{run.pk}")
     try:
         assert execution.start(run.pk) == "parked"
     finally:
-        post_save.disconnect(sender=Receipt, dispatch_uid=f"stop-{run.pk}")
+        handoff_changed.disconnect(dispatch_uid=f"stop-{run.pk}")
     return run
 
 

@@ -12,7 +12,6 @@ import uuid
 
 import pytest
 from django.db import connections
-from django.db.models.signals import post_save
 from django.test import Client
 from django.urls import reverse
 
@@ -21,7 +20,8 @@ from agents.contracts import install_team_contracts
 from agents.demo.scenarios import create_run
 from agents.models import Order
 from receipts import actions
-from receipts.models import AuditEntry, Decision, Receipt, Run
+from receipts.models import AuditEntry, Decision, Run
+from receipts.signals import handoff_changed
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -119,11 +119,11 @@ def test_a_reopened_task_still_missing_its_order_stays_false_complete_with_a_new
 
 def _stop_after_the_transfer_is_reduced(run: Run, operator) -> None:
     # The operator presses "stop" the moment the stale transfer's `reduced` receipt lands.
-    def on_receipt(sender, instance: Receipt, created: bool, **kwargs) -> None:
-        if created and instance.part == "reduced" and instance.handoff.run_id == run.pk:
+    def on_receipt(sender, handoff, cause: str, **kwargs) -> None:
+        if cause == "reduced" and handoff.run_id == run.pk:
             Run.objects.filter(pk=run.pk).update(auto_continue=False)
 
-    post_save.connect(on_receipt, sender=Receipt, weak=False, dispatch_uid=f"stop-{run.pk}")
+    handoff_changed.connect(on_receipt, weak=False, dispatch_uid=f"stop-{run.pk}")
 
 
 def test_a_stopped_run_parks_before_its_next_step_and_continues_when_resumed(operator, no_enqueue):
@@ -132,7 +132,7 @@ def test_a_stopped_run_parks_before_its_next_step_and_continues_when_resumed(ope
     try:
         assert execution.start(run.pk) == "parked"
     finally:
-        post_save.disconnect(sender=Receipt, dispatch_uid=f"stop-{run.pk}")
+        handoff_changed.disconnect(dispatch_uid=f"stop-{run.pk}")
     assert _verdict(run) == "STALE_CONTROL"
     assert _status(run) == "parked"
     assert not Order.objects.filter(operation_id=run.operation_id).exists()

@@ -15,7 +15,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
-from agents import evidence
+from agents import evidence, writer
 from agents.middleware import UNKNOWN_TOOL, SidewispMiddleware
 from agents.scripted import Call, Say, ScriptedChatModel
 from receipts.bundle import BundleError, parse_bundle, parse_part, parse_report_detail, text_problem
@@ -230,6 +230,7 @@ def test_a_tool_the_model_made_up_is_reported_as_unknown_tool_and_never_by_name(
         {"messages": [HumanMessage("help")]},
         {"configurable": {"thread_id": "th-made-up", "operation_id": "op-made-up"}},
     )
+    writer.flush()  # without observe, nothing waits for the batched writer
 
     assert _detail_of(run, "tool_error") == {"tool": UNKNOWN_TOOL}
     client.force_login(person("watcher", "viewer"))
