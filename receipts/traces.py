@@ -92,7 +92,7 @@ def trace_id_for(operation_id: str) -> int:
     return int.from_bytes(hashlib.sha256(operation_id.encode()).digest()[:16], "big") or 1
 
 
-def export_handoff_change(sender, *, handoff, cause: str, before: HandoffState | None, now: datetime, **kwargs):
+def export_handoff_change(sender, *, handoff, cause: str, before: HandoffState | None, now: datetime, **kwargs) -> None:
     """`receipts.signals.handoff_changed` receiver: a span for a verdict change or a settlement, after commit."""
     tracer = _exporting.tracer()
     if tracer is None:
