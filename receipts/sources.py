@@ -126,12 +126,13 @@ def _whose(run: Run) -> str:
     return f"run {run.operation_id} is a local run"
 
 
-def _claim_runs(token: SourceToken, entries: Sequence[intake.Entry]) -> None:
-    """Create the entries' new runs as this source's (running: receipts are arriving); OutOfScope naming the first
+def _claim_runs(token: SourceToken, entries: Sequence[intake.Entry]) -> set[str]:
+    """Create the entries' new runs as this source's and return their operation ids; OutOfScope naming the first
     entry of a run it may not write."""
     first_entry: dict[str, int] = {}
     for index, entry in enumerate(entries):
         first_entry.setdefault(entry.operation_id, index)
+    new = set()
     for operation_id, index in first_entry.items():
         try:
             with transaction.atomic():
@@ -149,7 +150,8 @@ def _claim_runs(token: SourceToken, entries: Sequence[intake.Entry]) -> None:
         if run.source_name != token.source_name:
             raise OutOfScope(f"entries[{index}].operation_id", f"{_whose(run)}, not by source {token.source_name}")
         if created:
-            runs.set_status(run, Run.Status.RUNNING)
+            new.add(operation_id)
+    return new
 
 
 # --- posted bodies ----------------------------------------------------------------------
@@ -206,14 +208,14 @@ def _check_report(entry: intake.ReportEntry, where: str) -> None:
 def store(token: SourceToken, entries: Sequence[intake.Entry]) -> list[bool]:
     """Store `entries` for `token`'s source, all or nothing; one flag per entry (False: stored before).
 
-    A run's newest `final_status` in the body becomes its status (the app on the other host keeps no
-    run row). Raises OutOfScope, or `bundle.BundleError` naming the entry and its field; nothing is
-    written then.
+    The app on the other host keeps no run row: a run the body creates is running, and a run's newest
+    `final_status` in the body becomes its status. Raises OutOfScope, or `bundle.BundleError` naming the
+    entry and its field; nothing is written then.
     """
     # One transaction, one recording batch (contracts read once, health once per run), one publish.
     with broadcast.batched(), transaction.atomic(), recording.batch():
-        _claim_runs(token, entries)
-        stored, statuses = [], {}
+        statuses = dict.fromkeys(_claim_runs(token, entries), Run.Status.RUNNING)
+        stored = []
         for index, entry in enumerate(entries):
             try:
                 stored += intake.apply([entry])
