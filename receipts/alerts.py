@@ -77,19 +77,18 @@ class Condition:
 # --- evaluating ---------------------------------------------------------------------------------
 
 
-def evaluate_all(*, now: datetime | None = None, workers_answering: Callable[[], int] | None = None) -> int:
+def evaluate_all(*, now: datetime | None = None, workers_answering: Callable[[int], int] | None = None) -> int:
     """Evaluate every active rule (Celery beat); returns how many messages were promised.
 
-    `workers_answering` counts the live workers (a broadcast ping), asked once and only when a heartbeat
-    rule is active.
+    `workers_answering(enough)` counts the live workers (a broadcast ping that stops waiting once `enough`
+    answered), asked once and only when a heartbeat rule is active.
     """
     now = now or timezone.now()
-    rules = list(AlertRule.objects.filter(active=True).order_by("pk").values_list("pk", "kind"))
-    workers = None
-    if any(kind == AlertRule.Kind.HEARTBEAT for _, kind in rules):
-        workers = (workers_answering or ping_workers)()
+    rules = list(AlertRule.objects.filter(active=True).order_by("pk").values_list("pk", "kind", "threshold"))
+    expected = [max(threshold, 1) for _, kind, threshold in rules if kind == AlertRule.Kind.HEARTBEAT]
+    workers = (workers_answering or ping_workers)(max(expected)) if expected else None
     promised = 0
-    for pk, _ in rules:
+    for pk, _, _ in rules:
         with transaction.atomic():
             promised += evaluate(pk, now=now, workers=workers) is not None
     return promised
@@ -170,10 +169,10 @@ def recently_turned(verdicts: tuple[str, ...], agent: str, *, since: datetime) -
     return found.filter(changed_at__gte=since).exclude(latest_cause__in=health.SETTLEMENT_CAUSES)
 
 
-def ping_workers() -> int:
-    """How many Celery workers answer a broadcast ping now (0 when the broker cannot be reached)."""
+def ping_workers(enough: int) -> int:
+    """How many Celery workers answer a broadcast ping now, counting up to `enough` (0: no broker)."""
     try:
-        replies = current_app.control.ping(timeout=settings.SIDEWISP_WORKER_PING_TIMEOUT)
+        replies = current_app.control.ping(timeout=settings.SIDEWISP_WORKER_PING_TIMEOUT, limit=enough)
     except (OSError, RedisError, KombuError) as exc:
         log.warning("alerts: worker ping failed: %s", type(exc).__name__)
         return 0

@@ -152,24 +152,33 @@ def test_an_overdue_wait_fires_and_resolves_when_it_is_decided(channel, record_h
 def test_a_lost_worker_heartbeat_fires_and_its_return_resolves(channel):
     rule(channel, "heartbeat", threshold=2)
 
-    alerts.evaluate_all(workers_answering=lambda: 1)
-    alerts.evaluate_all(workers_answering=lambda: 1)
-    alerts.evaluate_all(workers_answering=lambda: 2)
+    alerts.evaluate_all(workers_answering=lambda enough: 1)
+    alerts.evaluate_all(workers_answering=lambda enough: 1)
+    alerts.evaluate_all(workers_answering=lambda enough: 2)
 
     assert events() == [(FIRED, "heartbeat"), (RESOLVED, "heartbeat")]
     assert Delivery.objects.get(event=FIRED).payload["condition"] == "1 of 2 workers answering"
     assert OutboxIntent.objects.filter(kind="deliver", run=None).count() == 2
 
 
+def test_with_no_worker_answering_the_real_ping_the_heartbeat_rule_fires(channel, celery_isolation):
+    rule(channel, "heartbeat")
+
+    alerts.evaluate_all()  # this test run's own control exchange: no worker listens on it
+
+    assert events() == [(FIRED, "heartbeat")]
+    assert Delivery.objects.get().payload["condition"] == "0 of 1 workers answering"
+
+
 def test_a_rule_back_within_its_cooldown_waits_for_it(channel):
     rule(channel, "heartbeat", cooldown_minutes=15)
     now = timezone.now()
 
-    alerts.evaluate_all(now=now, workers_answering=lambda: 0)
-    alerts.evaluate_all(now=now + timedelta(minutes=1), workers_answering=lambda: 1)
-    alerts.evaluate_all(now=now + timedelta(minutes=2), workers_answering=lambda: 0)
+    alerts.evaluate_all(now=now, workers_answering=lambda enough: 0)
+    alerts.evaluate_all(now=now + timedelta(minutes=1), workers_answering=lambda enough: 1)
+    alerts.evaluate_all(now=now + timedelta(minutes=2), workers_answering=lambda enough: 0)
     before_cooldown = events()
-    alerts.evaluate_all(now=now + timedelta(minutes=15), workers_answering=lambda: 0)
+    alerts.evaluate_all(now=now + timedelta(minutes=15), workers_answering=lambda enough: 0)
 
     assert before_cooldown == [(FIRED, "heartbeat"), (RESOLVED, "heartbeat")]
     assert events() == [(FIRED, "heartbeat"), (RESOLVED, "heartbeat"), (FIRED, "heartbeat")]
@@ -179,9 +188,9 @@ def test_a_muted_rule_keeps_quiet_until_the_mute_ends(channel):
     now = timezone.now()
     rule(channel, "heartbeat", muted_until=now + timedelta(hours=1))
 
-    alerts.evaluate_all(now=now, workers_answering=lambda: 0)
+    alerts.evaluate_all(now=now, workers_answering=lambda enough: 0)
     muted = events()
-    alerts.evaluate_all(now=now + timedelta(hours=1), workers_answering=lambda: 0)
+    alerts.evaluate_all(now=now + timedelta(hours=1), workers_answering=lambda enough: 0)
 
     assert muted == []
     assert events() == [(FIRED, "heartbeat")]
