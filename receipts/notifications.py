@@ -214,8 +214,9 @@ def remind_due_waits(*, now: datetime | None = None) -> int:
 def deliver(delivery_id: int) -> str:
     """Try to send one delivery once; SENT, RETRY (try again later), FAILED (given up) or SKIPPED.
 
-    The attempt is claimed first (a compare-and-set on the attempt count), so a re-delivered task never
-    sends a message twice at the same time, and a sent one never again.
+    The attempt is claimed first (a compare-and-set on the attempt count): two copies of the task never
+    make the same attempt, and a sent delivery is never sent again. Sending stays at least once (a
+    receiver may have taken a message whose answer was lost): receivers dedupe on the delivery id.
     """
     delivery = Delivery.objects.select_related("channel").filter(pk=delivery_id).first()
     if delivery is None or delivery.status != Delivery.Status.QUEUED:
