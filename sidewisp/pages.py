@@ -765,6 +765,123 @@ _FRAGMENTS: dict[str, tuple[str, ...]] = {
 }
 
 
+@dataclass(frozen=True)
+class LiveList:
+    """A list page's live shape: its rows swap one by one, the parts around them (counts, pager) whole."""
+
+    rows_id: str  # the <ul> that holds the rows
+    row_template: str
+    items: str  # the rows' context key
+    name: str  # what the row template calls one row
+    row_id: str  # the rows' id prefix ("run-row" for id="run-row-12")
+    row_context: tuple[tuple[str, object], ...]  # what the list template passes its row template
+    around: tuple[str, ...]  # the other parts' templates, each one element with its own id
+
+
+_LISTS: dict[str, LiveList] = {
+    "runs": LiveList(
+        "runs-rows",
+        "sidewisp/_run_row.html",
+        "runs",
+        "run",
+        "run-row",
+        (),
+        ("sidewisp/_runs_count.html", "sidewisp/_list_pager.html"),
+    ),
+    "waits": LiveList(
+        "waits-rows",
+        "sidewisp/_wait_line.html",
+        "waits",
+        "h",
+        "wait",
+        (("prefix", "wait"), ("label", "Pages of open waits"), ("previous", "Sooner"), ("next", "Later")),
+        ("sidewisp/_waits_summary.html", "sidewisp/_list_pager.html", "sidewisp/_waits_resolved.html"),
+    ),
+    "false": LiveList(
+        "false-rows",
+        "sidewisp/_handoff_line.html",
+        "false_completions",
+        "h",
+        "false",
+        (("prefix", "false"), ("actions", True)),
+        ("sidewisp/_false_summary.html", "sidewisp/_list_pager.html"),
+    ),
+}
+_PAGER_IDS = {"runs": ("runs-pager", "#runs-live"), "waits": ("waits-pager", ""), "false": ("false-pager", "")}
+
+
+@dataclass(frozen=True)
+class LivePage:
+    """One render of a page's live fragments for one audience, from which every socket's message is cut.
+
+    `fragments` are the whole fragments (out-of-band, by id); a list page also has its `rows` in order
+    (row id -> markup) and the parts `around` them, so a change can be sent as the rows that changed.
+    """
+
+    scope: PageScope
+    fragments: tuple[str, ...]
+    run_seq: tuple[int, int] | None = None  # the run page's (run id, sequence) for a snapshot's baseline
+    rows: tuple[tuple[str, str], ...] | None = None
+    around: tuple[str, ...] = ()
+
+    def snapshot(self) -> str:
+        """Everything, with a marker that gives the page its baseline sequence."""
+        seqs = [[self.run_seq[0], [self.run_seq[1]]]] if self.run_seq else []
+        return _with_marker(list(self.fragments), {"kind": "snapshot", "seqs": seqs})
+
+    def changes_since(self, before: LivePage | None, seqs: Iterable[tuple[int, list[int]]]) -> str:
+        """What a page showing `before` needs to show this: the changed fragments (the changed, new and
+        removed rows of a list) and the events' marker; "" when nothing changed and no event is named."""
+        marker = {"kind": "events", "seqs": [[run, sorted(numbers)] for run, numbers in seqs]}
+        parts = self._row_changes(before) if before is not None else None
+        if parts is None:
+            previous = set(before.fragments) if before is not None else set()
+            parts = [fragment for fragment in self.fragments if fragment not in previous]
+        if not parts and not marker["seqs"]:
+            return ""
+        return _with_marker(parts, marker)
+
+    def _row_changes(self, before: LivePage) -> list[str] | None:
+        # Rows are sent one by one only while both renders have rows and the ones that stay keep their
+        # order (new rows slot in where they belong, e.g. the newest first); otherwise the whole list.
+        if not self.rows or not before.rows:
+            return None
+        old, new = dict(before.rows), dict(self.rows)
+        if [k for k, _ in before.rows if k in new] != [k for k, _ in self.rows if k in old]:
+            return None
+        listed = _LISTS[self.scope.page]
+        parts = [_row_swap(row_id, remove=True) for row_id in old if row_id not in new]
+        # From the last row up, each new or changed row goes before the one that follows it (in place by then).
+        place = f"beforeend:#{listed.rows_id}"
+        placed: list[str] = []
+        for row_id, markup in reversed(self.rows):
+            if old.get(row_id) != markup:
+                placed.append(_row_swap(row_id, remove=row_id in old, markup=markup, place=place))
+            place = f"beforebegin:#{row_id}"
+        return parts + placed + [part for part in self.around if part not in before.around]
+
+
+def _row_swap(row_id: str, *, remove: bool, markup: str = "", place: str = "") -> str:
+    context = {"row_id": row_id, "remove": remove, "markup": markup, "place": place}
+    return render_to_string("sidewisp/_oob_row.html", context)
+
+
+def _with_marker(parts: list[str], marker: dict) -> str:
+    parts.append(render_to_string("sidewisp/_ws_seq.html", {"marker": json.dumps(marker), "oob": True}))
+    return "\n".join(parts)
+
+
+def audience(scope: PageScope, user: User) -> tuple:
+    """What makes `user`'s fragments of `scope` differ from someone else's: sockets with equal audiences
+    are sent one and the same render.
+
+    The fragments offer what the role permits (permissions); the name counts where the page filters by
+    it (`mine`) or an owner rule reads it (deciding one's own waits and no others).
+    """
+    named = scope.mine or (user.has_perm(actions.DECIDE_OWN) and not user.has_perm(actions.DECIDE_ANY))
+    return (user.is_superuser, tuple(sorted(user.get_all_permissions())), user.get_username() if named else "")
+
+
 def _context_for(scope: PageScope, user: User) -> dict | None:
     builders: dict[str, Callable[[], dict | None]] = {
         "overview": lambda: overview_context(user, QueryDict(scope.query).get("window") or ""),
@@ -789,22 +906,39 @@ def change_marker(scope: PageScope) -> tuple:
     return dashboard.change_marker(scope.run_id if scope.page == "run" else None)
 
 
+def render_live(scope: PageScope, user: User) -> LivePage | None:
+    """The page's live fragments for `user` (whose role decides what they offer); None if the page is gone."""
+    context = _context_for(scope, user)
+    if context is None:
+        return None
+    context["user"] = user
+    listed = _LISTS.get(scope.page)
+    if listed is not None:
+        context["pager_id"], context["target"] = _PAGER_IDS[scope.page]
+        if scope.page == "runs":
+            context["runs"] = context["page_obj"].object_list
+    context["oob"] = True
+    fragments = tuple(render_to_string(template, context) for template in _FRAGMENTS[scope.page])
+    if scope.page == "run":
+        return LivePage(scope, fragments, run_seq=(context["run"].pk, context["run"].seq))
+    if listed is None:
+        return LivePage(scope, fragments)
+    row_context = {**context, **dict(listed.row_context)}
+    rows = tuple(
+        (f"{listed.row_id}-{item.pk}", render_to_string(listed.row_template, {**row_context, listed.name: item}))
+        for item in context[listed.items]
+    )
+    around = tuple(render_to_string(template, context) for template in listed.around)
+    return LivePage(scope, fragments, rows=rows, around=around)
+
+
 def render_oob(scope: PageScope, user: User, seqs: Iterable[tuple[int, list[int]]], *, snapshot: bool) -> str:
     """The page's live fragments as out-of-band swaps, then the sequence marker the page script reads.
 
     `seqs` are (run id, [event sequence numbers]) seen since the last render; a
-    snapshot also carries the run's current sequence so the page has a baseline.
+    snapshot carries the run's current sequence instead, so the page has a baseline.
     """
-    context = _context_for(scope, user)
-    # The socket's fragments offer what this user's role permits, like the page they replace.
-    context["user"] = user
-    if context is None:
+    page = render_live(scope, user)
+    if page is None:
         return ""
-    context["oob"] = True
-    seqs = [[run, sorted(numbers)] for run, numbers in seqs]
-    if snapshot and scope.page == "run":
-        seqs = [[context["run"].pk, [context["run"].seq]]]
-    parts = [render_to_string(template, context) for template in _FRAGMENTS[scope.page]]
-    marker = {"kind": "snapshot" if snapshot else "events", "seqs": seqs}
-    parts.append(render_to_string("sidewisp/_ws_seq.html", {"marker": json.dumps(marker), "oob": True}))
-    return "\n".join(parts)
+    return page.snapshot() if snapshot else page.changes_since(None, seqs)

@@ -1,0 +1,269 @@
+"""The live pages' hub: one render per change and page, fanned out to every socket showing it.
+
+One hub per server process (per event loop) listens to the health group for
+all its sockets. A socket subscribes with its page (`pages.PageScope`) and its
+audience (`pages.audience`: what decides the offers in its fragments); sockets
+with the same page and audience form a topic and are sent one and the same
+render, never a render made for another audience.
+
+Per topic: the first change is rendered at once, what follows within
+COALESCE_SECONDS is collected and rendered once after it, and at most one
+render is in flight (changes arriving meanwhile are rendered when it ends).
+Renders run on a small thread pool of their own, not on the single
+thread-sensitive one that Django's sync code shares. A newcomer (connect,
+resync) gets a snapshot cut from the topic's next render; every other
+subscriber gets what changed since the previous one (list pages: the rows),
+so every subscriber of a topic always shows the same render. Every
+RESYNC_SECONDS an idle topic compares the database's change marker with the
+one read before its last render and sends everyone a snapshot when they
+differ: events lost on the way (Redis down) are repaired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from channels.layers import get_channel_layer
+from django.contrib.auth import get_user_model
+from django.db import DatabaseError, close_old_connections
+
+from receipts.broadcast import HEALTH_GROUP
+from sidewisp import pages
+
+logger = logging.getLogger(__name__)
+
+COALESCE_SECONDS = 0.25
+# This often an idle topic asks whether the database changed since its last render (one cheap query).
+RESYNC_SECONDS = 5.0
+RENDER_THREADS = 4
+# After the channel layer failed (Redis down), try to listen again after this long.
+RELISTEN_SECONDS = 0.5
+
+# Database work of the live pages (renders, markers, user checks): beside, not on, the thread-sensitive thread.
+executor = ThreadPoolExecutor(max_workers=RENDER_THREADS, thread_name_prefix="sidewisp-live")
+
+
+async def on_render_thread(function, *args):
+    """`function(*args)` on the live pages' threads, closing stale database connections around it."""
+    return await asyncio.get_running_loop().run_in_executor(executor, _with_fresh_connections, function, args)
+
+
+def _with_fresh_connections(function, args):
+    close_old_connections()
+    try:
+        return function(*args)
+    finally:
+        close_old_connections()
+
+
+class Subscriber(Protocol):
+    """A socket as the hub sees it: whose page it is, and how to hand it a message."""
+
+    user_id: int
+
+    async def deliver(self, html: str) -> None: ...
+
+
+@dataclass(eq=False)
+class Topic:
+    """The sockets showing one page to one audience, and what their next render owes them."""
+
+    scope: pages.PageScope
+    audience: tuple
+    subscribers: dict[Subscriber, None] = field(default_factory=dict)  # an ordered set
+    newcomers: set[Subscriber] = field(default_factory=set)  # owed a snapshot
+    pending: dict[int, set[int]] = field(default_factory=lambda: defaultdict(set))  # run -> event seqs
+    dirty: bool = False
+    shown: pages.LivePage | None = None  # the last render every subscriber was brought to
+    marker: tuple | None = None  # the change marker read before that render
+    last_render: float = float("-inf")  # when the last render of a change started
+    task: asyncio.Task | None = None
+    ticker: asyncio.Task | None = None
+    renders: int = 0  # for the tests and the benchmark
+
+
+class Hub:
+    def __init__(self) -> None:
+        self.topics: dict[tuple[pages.PageScope, tuple], Topic] = {}
+        self.listener: asyncio.Task | None = None
+
+    # --- subscriptions ------------------------------------------------------------
+
+    def subscribe(self, subscriber: Subscriber, scope: pages.PageScope, audience: tuple) -> Topic:
+        """Add `subscriber` to its topic; it is sent a snapshot at once (cut from the topic's next render)."""
+        topic = self.topics.get((scope, audience))
+        if topic is None:
+            topic = self.topics[(scope, audience)] = Topic(scope, audience)
+            topic.ticker = asyncio.create_task(self._tick(topic))
+        topic.subscribers[subscriber] = None
+        self._listen()
+        self.resync(subscriber, topic)
+        return topic
+
+    async def unsubscribe(self, subscriber: Subscriber, topic: Topic) -> None:
+        topic.subscribers.pop(subscriber, None)
+        topic.newcomers.discard(subscriber)
+        if topic.subscribers:
+            return
+        for task in (topic.task, topic.ticker):
+            if task is not None:
+                task.cancel()
+        if self.topics.get((topic.scope, topic.audience)) is topic:
+            del self.topics[(topic.scope, topic.audience)]
+        if not self.topics and self.listener is not None:
+            listener, self.listener = self.listener, None
+            listener.cancel()  # nobody left to listen for: leave the group before the socket is gone
+            with contextlib.suppress(asyncio.CancelledError):
+                await listener
+
+    def resync(self, subscriber: Subscriber, topic: Topic) -> None:
+        """Send `subscriber` a fresh snapshot (with the topic's next render, which starts now if idle)."""
+        topic.newcomers.add(subscriber)
+        self._render_soon(topic)
+
+    # --- events -------------------------------------------------------------------
+
+    def _listen(self) -> None:
+        if self.listener is None:
+            self.listener = asyncio.create_task(self._receive_events())
+
+    async def _receive_events(self) -> None:
+        layer = get_channel_layer()
+        channel = await layer.new_channel()
+        try:
+            while True:
+                try:
+                    await layer.group_add(HEALTH_GROUP, channel)
+                    while True:
+                        self.dispatch(await layer.receive(channel))
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - Redis down: the periodic snapshot repairs the pages
+                    logger.warning("live events interrupted: %s", type(exc).__name__)
+                    await asyncio.sleep(RELISTEN_SECONDS)
+        finally:
+            with contextlib.suppress(Exception):
+                await layer.group_discard(HEALTH_GROUP, channel)
+
+    def dispatch(self, message: dict) -> None:
+        """A message from the health group: one event, or a batch of them."""
+        if message.get("type") == "health.events":
+            events = message.get("events") or []
+        elif message.get("type") == "health.event":
+            events = [message.get("event") or {}]
+        else:
+            return
+        for event in events:
+            if isinstance(event, dict):
+                self._note(event)
+
+    def _note(self, event: dict) -> None:
+        run, seq = event.get("run"), event.get("seq")
+        for topic in self.topics.values():
+            if not topic.scope.is_affected_by(event):
+                continue
+            topic.dirty = True
+            if isinstance(run, int) and isinstance(seq, int):
+                topic.pending[run].add(seq)
+            self._render_soon(topic)
+
+    # --- rendering ----------------------------------------------------------------
+
+    def _render_soon(self, topic: Topic) -> None:
+        if topic.task is None:
+            topic.task = asyncio.create_task(self._drain(topic))
+
+    async def _drain(self, topic: Topic) -> None:
+        # One loop per topic while there is something to render: no second render starts beside it.
+        loop = asyncio.get_running_loop()
+        try:
+            while topic.dirty or topic.newcomers:
+                # A lone change goes out at once; what follows a change's render waits out the window.
+                wait = topic.last_render + COALESCE_SECONDS - loop.time()
+                if wait > 0 and not topic.newcomers:
+                    await asyncio.sleep(wait)
+                if topic.dirty:
+                    topic.last_render = loop.time()
+                await self._render(topic)
+        finally:
+            topic.task = None
+
+    async def _render(self, topic: Topic) -> None:
+        newcomers, topic.newcomers = topic.newcomers, set()
+        seqs, topic.pending = topic.pending, defaultdict(set)
+        topic.dirty = False
+        user_ids = list(dict.fromkeys(s.user_id for s in topic.subscribers))
+        try:
+            marker, page = await on_render_thread(_render_page, topic.scope, topic.audience, user_ids)
+        except DatabaseError:
+            # The pages stay as they were; the next event, resync or periodic snapshot repairs them.
+            logger.warning("live fragments not rendered", exc_info=True)
+            return
+        except Exception:  # a page that cannot render must not end live updates for the process
+            logger.exception("live fragments not rendered")
+            return
+        topic.renders += 1
+        if page is None:
+            return
+        snapshot = page.snapshot() if newcomers else ""
+        changes = page.changes_since(topic.shown, sorted(seqs.items()))
+        topic.shown, topic.marker = page, marker
+        sends = []
+        for subscriber in list(topic.subscribers):
+            if subscriber in topic.newcomers:
+                continue  # came while this render ran: its snapshot comes with the next one
+            html = snapshot if subscriber in newcomers else changes
+            if html:
+                sends.append(subscriber.deliver(html))
+        await _gather(sends)
+
+    async def _tick(self, topic: Topic) -> None:
+        while True:
+            await asyncio.sleep(RESYNC_SECONDS)
+            if topic.task is not None:
+                continue  # a render is due anyway: it reads a fresh marker
+            try:
+                marker = await on_render_thread(pages.change_marker, topic.scope)
+            except DatabaseError:
+                logger.warning("live change marker not read", exc_info=True)
+                continue
+            if marker != topic.marker or topic.shown is None:
+                topic.newcomers.update(topic.subscribers)
+                self._render_soon(topic)
+
+
+async def _gather(sends: Iterable) -> None:
+    for result in await asyncio.gather(*sends, return_exceptions=True):
+        if isinstance(result, Exception):
+            # A socket closing while it is sent to; it unsubscribes itself.
+            logger.debug("live message not delivered: %s", type(result).__name__)
+
+
+def _render_page(scope: pages.PageScope, audience: tuple, user_ids: list[int]) -> tuple[tuple, pages.LivePage | None]:
+    """On a render thread: the marker first (a change during the render shows at the next tick), then the
+    page for a subscriber whose audience (asked now, fresh) is still the topic's; nobody's, if none is."""
+    marker = pages.change_marker(scope)
+    by_id = {user.pk: user for user in get_user_model()._default_manager.filter(pk__in=user_ids, is_active=True)}
+    for user_id in user_ids:
+        user = by_id.get(user_id)
+        if user is not None and pages.audience(scope, user) == audience:
+            return marker, pages.render_live(scope, user)
+    return marker, None
+
+
+_hubs: dict[asyncio.AbstractEventLoop, Hub] = {}
+
+
+def hub() -> Hub:
+    """This event loop's hub (one per server process; a test's loop gets its own)."""
+    loop = asyncio.get_running_loop()
+    for other in [other for other in _hubs if other.is_closed()]:
+        del _hubs[other]
+    return _hubs.setdefault(loop, Hub())
