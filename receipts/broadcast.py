@@ -6,9 +6,10 @@ every (re)connect. Publishing therefore never raises into the caller.
 
 Sending goes through one event loop per process, on a thread of its own, so
 the channel layer keeps one Redis connection instead of a new loop and a new
-connection per event. Inside `batched()` (the evidence writer wraps each batch
-in it) events are collected and sent as one `health.events` message; a lone
-event is sent as `health.event`.
+connection per event; the caller only queues the message (nobody waits on
+Redis) and the loop sends them in order. Inside `batched()` (the evidence
+writer wraps each batch in it) events are collected and sent as one
+`health.events` message; a lone event is sent as `health.event`.
 """
 
 from __future__ import annotations
@@ -80,12 +81,11 @@ def publish(event: HealthEvent) -> bool:
 
 
 def publish_many(events: Sequence[HealthEvent]) -> bool:
-    """Send `events` to every open page in one channel-layer message; False (and a log line) when it could not."""
+    """Queue `events` for every open page as one channel-layer message; False (and a log line) when it could not."""
     if not events:
         return True
     try:
-        sent = asyncio.run_coroutine_threadsafe(_send(list(events)), _publisher_loop())
-        sent.result(PUBLISH_TIMEOUT_SECONDS + 1)
+        _publisher().put([dict(event) for event in events])
     except Exception as exc:  # noqa: BLE001 - best effort by design: never fail the recording
         logger.warning("health events not published (%d): %s", len(events), type(exc).__name__)
         return False
@@ -106,36 +106,65 @@ def batched() -> Iterator[None]:
         publish_many(events)
 
 
-async def _send(events: list[HealthEvent]) -> None:
+async def _send(events: list[dict]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
     if len(events) == 1:
-        message = {"type": "health.event", "event": dict(events[0])}
+        message = {"type": "health.event", "event": events[0]}
     else:
-        message = {"type": "health.events", "events": [dict(event) for event in events]}
+        message = {"type": "health.events", "events": events}
     await asyncio.wait_for(layer.group_send(HEALTH_GROUP, message), PUBLISH_TIMEOUT_SECONDS)
 
 
+class _Publisher:
+    """This process's sender: an event loop on its own thread that sends queued messages one after another."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.queue: asyncio.Queue[list[dict]] = asyncio.Queue(MAX_QUEUED_MESSAGES)
+        threading.Thread(
+            target=self.loop.run_until_complete, args=(self._drain(),), name="sidewisp-publisher", daemon=True
+        ).start()
+
+    def put(self, events: list[dict]) -> None:
+        self.loop.call_soon_threadsafe(self._put, events)
+
+    def _put(self, events: list[dict]) -> None:
+        try:
+            self.queue.put_nowait(events)
+        except asyncio.QueueFull:  # Redis is away and the backlog is full: the pages resync from the database
+            logger.warning(
+                "health events not published (%d): %d messages wait already", len(events), self.queue.qsize()
+            )
+
+    async def _drain(self) -> None:
+        while True:
+            events = await self.queue.get()
+            try:
+                await _send(events)
+            except Exception as exc:  # noqa: BLE001 - best effort by design: the next message goes on
+                logger.warning("health events not published (%d): %s", len(events), type(exc).__name__)
+
+
+MAX_QUEUED_MESSAGES = 10_000
 _collecting = threading.local()
-_loop_lock = threading.Lock()
-_loop: asyncio.AbstractEventLoop | None = None
+_lock = threading.Lock()
+_current: _Publisher | None = None
 
 
-def _publisher_loop() -> asyncio.AbstractEventLoop:
-    """This process's publishing loop, started on first use (a forked child starts its own)."""
-    global _loop
-    with _loop_lock:
-        if _loop is None:
-            loop = asyncio.new_event_loop()
-            threading.Thread(target=loop.run_forever, name="sidewisp-publisher", daemon=True).start()
-            _loop = loop
-        return _loop
+def _publisher() -> _Publisher:
+    """This process's publisher, started on first use (a forked child starts its own)."""
+    global _current
+    with _lock:
+        if _current is None:
+            _current = _Publisher()
+        return _current
 
 
-def _forget_loop_after_fork() -> None:
-    global _loop, _loop_lock
-    _loop, _loop_lock = None, threading.Lock()  # the parent's loop thread does not exist here
+def _forget_publisher_after_fork() -> None:
+    global _current, _lock
+    _current, _lock = None, threading.Lock()  # the parent's loop thread does not exist here
 
 
-os.register_at_fork(after_in_child=_forget_loop_after_fork)
+os.register_at_fork(after_in_child=_forget_publisher_after_fork)
