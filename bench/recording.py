@@ -11,32 +11,31 @@ database, with the events published to the Redis at REDIS_URL:
 Each process records whole healthy handoffs (created, reduced, destination,
 verification, final_status). Prints figures, never pass/fail:
 
-    SECRET_KEY=x DATABASE_URL=postgres://... .venv/bin/python bench/recording.py [--quick]
+    DATABASE_URL=postgres://... .venv/bin/python bench/recording.py [--quick]
+
+Events go to a channel prefix of the benchmark's own (bench.environment): no open page renders them.
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing
-import os
 import statistics
 import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sidewisp.settings")
+if __package__ in (None, ""):  # run as a script: the repository root is the import root
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import django
+from bench.environment import setup_django, throwaway_database
+from bench.table import Row, markdown
 
-django.setup()
+setup_django()
 
-from django.conf import settings  # noqa: E402
 from django.db import connection, connections  # noqa: E402
-from django.test.utils import setup_test_environment  # noqa: E402
 
-from bench.table import Row, markdown  # noqa: E402
 from tests.factories import healthy_bundle, healthy_parts  # noqa: E402
 
 SECTION = "recording"
@@ -47,9 +46,7 @@ GOAL = "≥ 3,000/s (≤ 0.67 ms CPU per receipt)"
 def rows(quick: bool = False) -> list[Row]:
     """Receipts/s and client CPU per receipt for both paths at 1, 4 and 8 processes (a test database of its own)."""
     handoffs = {"batched": 60 if quick else 300, "record": 10 if quick else 40}  # per process
-    setup_test_environment()
-    old_name = connection.creation.create_test_db(verbosity=0)
-    try:
+    with throwaway_database():
         from agents.contracts import install_team_contracts
 
         install_team_contracts()
@@ -57,10 +54,8 @@ def rows(quick: bool = False) -> list[Row]:
         for path in ("batched", "record"):
             for processes in PROCESSES:
                 found.append(_measure(path, processes, handoffs[path]))
-        return found
-    finally:
         connections.close_all()
-        connection.creation.destroy_test_db(old_name, verbosity=0)
+        return found
 
 
 def _measure(path: str, processes: int, handoffs: int) -> Row:
@@ -132,8 +127,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer handoffs per process")
     args = parser.parse_args()
-    # Events of this run go to a channel prefix of its own: no open page renders the benchmark's traffic.
-    settings.CHANNEL_LAYERS["default"].setdefault("CONFIG", {})["prefix"] = f"sidewisp-bench-{os.getpid()}"
     print(markdown(rows(quick=args.quick)))
 
 
