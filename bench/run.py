@@ -28,10 +28,11 @@ if __package__ in (None, ""):  # run as a script (python bench/run.py): the repo
 from bench.environment import setup_django
 from bench.table import Row, markdown
 
-# In the order of issue 13's table.
+# In the order of issue 13's table; `api` (issue 14) is the recording path of agents that run elsewhere.
 SECTIONS = {
     "overhead": "bench.overhead",
     "recording": "bench.recording",
+    "api": "bench.api",
     "live": "bench.live",
     "pages": "bench.pages",
     "workers": "bench.workers",
