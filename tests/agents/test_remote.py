@@ -4,6 +4,7 @@ its receipts through a server restart."""
 
 from __future__ import annotations
 
+import asyncio
 import http.server
 import json
 import os
@@ -22,6 +23,7 @@ from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agents import decisions, remote
+from agents.decisions import PendingInterrupt
 from agents.scripted import Call, Say, Script, ScriptedChatModel
 from receipts import bundle, intake, sources
 from receipts.models import AuditEntry, ContractVersion, Handoff, Receipt, Run, SourceToken
@@ -216,6 +218,24 @@ def test_a_remote_await_decision_waits_through_a_server_that_is_away(contracts, 
     settings.SIDEWISP_REMOTE_URL, settings.SIDEWISP_REMOTE_TOKEN = "http://127.0.0.1:9", billing
 
     assert decisions.await_decision("op-away", timeout=0.3, poll=0.05, pending=[]) is None
+    assert asyncio.run(decisions.aawait_decision("op-away", timeout=0.3, poll=0.05, pending=[])) is None
+
+
+def test_the_async_remote_await_decision_claims_a_dashboard_decision(
+    live_server, contracts, billing, client, owner, settings
+):
+    settings.SIDEWISP_REMOTE_URL, settings.SIDEWISP_REMOTE_TOKEN = live_server.url, billing
+    remote.RemoteSink().write(waiting_entries("op-async"))
+    handoff = Handoff.objects.get(run__operation_id="op-async")
+    client.force_login(owner)
+    token, key = handoff.wait_part["resume_token_id"], uuid.uuid4().hex
+    data = {"decision": "reject", "token": token, "key": key, "reason": "no budget"}
+    assert client.post(reverse("sidewisp:wait-decide", args=[handoff.pk]), data).status_code == 200
+    pending = [PendingInterrupt(id="i-1", value={"action_requests": [{"name": "place_order"}]})]
+
+    command = asyncio.run(decisions.aawait_decision("op-async", timeout=10, poll=0.05, pending=pending))
+
+    assert command.resume == {"i-1": {"decisions": [{"type": "reject", "message": "no budget"}]}}
 
 
 # --- an app in its own process ----------------------------------------------------------

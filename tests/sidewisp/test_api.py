@@ -466,5 +466,7 @@ def test_revoking_in_the_admin_stops_the_token_and_is_audited(client, admin_user
     )
 
     assert post(client, billing, {"entries": []}).status_code == 401
+    page = client.get(reverse("admin:receipts_sourcetoken_change", args=[token.pk]))
+    assert page.status_code == 200 and token.digest not in page.content.decode()
     entry = AuditEntry.objects.get(action="source_token.revoke")
     assert (entry.actor_name, entry.outcome) == ("admin", "done")
