@@ -98,6 +98,7 @@ class _Batch:
     contracts: bundle.Contracts | None = None
     runs: dict[str, Run] = field(default_factory=dict)  # operation id -> run
     handoffs: dict[str, Handoff] = field(default_factory=dict)  # handoff id -> handoff, locked
+    absent: set[str] = field(default_factory=set)  # operation and handoff ids `prefetch` found no row for
     stored: dict[int, set[tuple[str, str]]] = field(default_factory=dict)  # handoff pk -> (part, attempt)s
     receipts: list[Receipt] = field(default_factory=list)  # inserted together at the end
     events: dict[int, tuple[Run, list[dict]]] = field(default_factory=dict)  # run pk -> events awaiting a seq
@@ -141,11 +142,13 @@ def prefetch(operation_ids: Iterable[str], handoff_ids: Iterable[str]) -> None:
     current = _current()
     operation_ids = set(operation_ids) - set(current.runs)
     current.runs.update((run.operation_id, run) for run in Run.objects.filter(operation_id__in=operation_ids))
+    current.absent |= {f"run:{op}" for op in operation_ids - set(current.runs)}
     wanted = set(handoff_ids) - set(current.handoffs)
     if not wanted:
         return
     locked = list(Handoff.objects.select_for_update().filter(handoff_id__in=wanted).order_by("pk"))
     current.handoffs.update((handoff.handoff_id, handoff) for handoff in locked)
+    current.absent |= {f"handoff:{handoff_id}" for handoff_id in wanted - set(current.handoffs)}
     stored: dict[int, set[tuple[str, str]]] = {handoff.pk: set() for handoff in locked}
     for pk, part, attempt in Receipt.objects.filter(handoff__in=stored).values_list("handoff_id", "part", "attempt"):
         stored[pk].add((part, attempt))
@@ -241,25 +244,37 @@ def _run_for(operation_id: str) -> Run:
     """The run of `operation_id`, created when new (call inside a batch)."""
     current = _current()
     if operation_id not in current.runs:
-        current.runs[operation_id], _ = Run.objects.get_or_create(
-            operation_id=operation_id, defaults={"thread_id": operation_id, "source": Run.Source.AGENT}
+        defaults = {"thread_id": operation_id, "source": Run.Source.AGENT}
+        current.runs[operation_id] = (
+            _created(Run, {"operation_id": operation_id}, defaults)[0]
+            if f"run:{operation_id}" in current.absent
+            else Run.objects.get_or_create(operation_id=operation_id, defaults=defaults)[0]
         )
     return current.runs[operation_id]
+
+
+def _created(model, lookup: dict, defaults: dict) -> tuple:
+    """(a new row of `model`, True) where none was seen, or (the row another transaction created meanwhile, False)."""
+    try:
+        with transaction.atomic():
+            return model.objects.create(**lookup, **defaults), True
+    except IntegrityError:
+        found = model.objects.select_for_update().filter(**lookup).first()
+        if found is None:
+            raise  # another unique field clashed
+        return found, False
 
 
 def _locked_handoff(handoff_id: str, run: Run) -> tuple[Handoff, bool]:
     """The handoff locked for update, and whether it is new (a row this transaction inserted is its own)."""
     current = _current()
-    locked, new = current.handoffs.get(handoff_id), False
-    if locked is None:
+    locked = current.handoffs.get(handoff_id)
+    if locked is None and f"handoff:{handoff_id}" not in current.absent:
         locked = Handoff.objects.select_for_update().filter(handoff_id=handoff_id).first()
+    new = False
     if locked is None:
-        try:
-            with transaction.atomic():
-                # A handoff with no evidence yet fails its first boundary; it is classified before commit.
-                locked, new = Handoff.objects.create(handoff_id=handoff_id, run=run, verdict="ROUTE_REJECTED"), True
-        except IntegrityError:  # another transaction created it meanwhile
-            locked = Handoff.objects.select_for_update().get(handoff_id=handoff_id)
+        # A handoff with no evidence yet fails its first boundary; it is classified before commit.
+        locked, new = _created(Handoff, {"handoff_id": handoff_id}, {"run": run, "verdict": "ROUTE_REJECTED"})
     current.handoffs[handoff_id] = locked
     if locked.run_id != run.pk:
         raise bundle.BundleError("operation_id", "does not match the operation this handoff belongs to")
