@@ -278,6 +278,9 @@ SIDEWISP_REMOTE_TIMEOUT = env_float("SIDEWISP_REMOTE_TIMEOUT", 10.0, minimum=0.1
 SIDEWISP_API_RATE_LIMIT = env_int("SIDEWISP_API_RATE_LIMIT", 600, minimum=1)
 SIDEWISP_API_RATE_WINDOW = env_int("SIDEWISP_API_RATE_WINDOW", 60, minimum=1)
 SIDEWISP_API_MAX_BODY_BYTES = env_int("SIDEWISP_API_MAX_BODY_BYTES", 1_000_000, minimum=1024)
+if SIDEWISP_API_MAX_BODY_BYTES > 2_621_440:  # Django refuses larger bodies first (DATA_UPLOAD_MAX_MEMORY_SIZE)
+    msg = "SIDEWISP_API_MAX_BODY_BYTES must be at most 2621440"
+    raise ImproperlyConfigured(msg)
 # --- end issue 14 §4
 
 
