@@ -2,12 +2,15 @@
 
 The run: two `create_agent` agents as nodes of one graph, scripted models;
 `front` hands to `back` with `handoff_tool` (one context key), `back` looks
-something up and answers. Measured in this process, one variant after the
-other, each after a warm-up:
+something up and answers. Measured in this process after a warm-up, the
+variants interleaved run by run, so load from the rest of the machine falls on
+all of them alike:
 
 - bare: `graph.invoke`, nothing attached;
 - Sidewisp: `SidewispMiddleware` last in both agents, driven by `observe`,
   recording to the database at DATABASE_URL (a throwaway test database);
+- Sidewisp with the evidence writer's sink swapped for one that stores
+  nothing: what observing costs apart from storing the receipts;
 - OpenInference: `LangChainInstrumentor` to an in-memory span exporter;
 - Langfuse: its LangChain `CallbackHandler`, spans to an in-memory exporter
   and the API pointed at a closed local port, so nothing leaves the machine.
