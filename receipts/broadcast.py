@@ -106,7 +106,12 @@ def batched() -> Iterator[None]:
         publish_many(events)
 
 
-async def _send(events: list[dict]) -> None:
+async def _send(event: HealthEvent) -> None:
+    """Send one event now, from async code (as `health.event`)."""
+    await _send_many([dict(event)])
+
+
+async def _send_many(events: list[dict]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
@@ -142,7 +147,7 @@ class _Publisher:
         while True:
             events = await self.queue.get()
             try:
-                await _send(events)
+                await _send_many(events)
             except Exception as exc:  # noqa: BLE001 - best effort by design: the next message goes on
                 logger.warning("health events not published (%d): %s", len(events), type(exc).__name__)
 
