@@ -21,7 +21,7 @@ from django.utils import timezone
 from agents import writer
 from receipts import intake
 from receipts.bundle import BundleError, text_problem
-from receipts.models import Handoff, MiddlewareReport, Run
+from receipts.models import Handoff, MiddlewareReport
 from receipts.recording import OBSERVER, digest, record_report
 
 P = ParamSpec("P")
@@ -114,11 +114,6 @@ def handoff_id_for(operation_id: str, tool_call_id: str) -> str:
 def operation_id_of(config: dict | None) -> str | None:
     configurable = (config or {}).get("configurable", {})
     return configurable.get("operation_id") or configurable.get("thread_id")
-
-
-def run_for(operation_id: str) -> Run:
-    run, _ = Run.objects.get_or_create(operation_id=operation_id, defaults={"thread_id": operation_id})
-    return run
 
 
 def latest_handoff(operation_id: str) -> Handoff | None:
