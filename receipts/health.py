@@ -17,6 +17,10 @@ Levels, worst first: failing, attention, waiting, in_progress, healthy. A run is
 healthy only when there is no reason at all, so nothing that failed is ever green.
 `assess` is pure (values in, values out); `refresh` reads its inputs with a few
 indexed queries, stores the result on the run and announces a change.
+
+`refresh` also keeps the run's summary (`SUMMARY_FIELDS`: handoffs, problem handoffs,
+open false completions, the latest handoff's verdict) from the same verdict counts, so
+the runs list reads stored columns instead of counting every run's handoffs per request.
 """
 
 from __future__ import annotations
@@ -192,6 +196,27 @@ def inputs(run_id: int, status: str, error: str, *, handoffs, reports) -> dict:
     }
 
 
+SUMMARY_FIELDS = ("handoff_count", "problem_count", "open_false_count", "latest_verdict")
+# Verdicts that are not a problem in the runs list's "n failing" (a settled false completion still is).
+UNPROBLEMATIC = ("HEALTHY", "WAITING_ON_APPROVAL")
+
+
+def summary(run_id: int, verdicts: Mapping[str, int], *, handoffs) -> dict:
+    """The run's `SUMMARY_FIELDS` from its verdict counts as `inputs` gives them; one indexed query (the latest)."""
+    total = sum(verdicts.values())
+    latest = (
+        handoffs.objects.filter(run_id=run_id).order_by("-updated_at", "-pk").values_list("verdict", flat=True).first()
+        if total
+        else None
+    )
+    return {
+        "handoff_count": total,
+        "problem_count": total - sum(verdicts.get(v, 0) for v in UNPROBLEMATIC),
+        "open_false_count": verdicts.get("FALSE_COMPLETE", 0),
+        "latest_verdict": latest or "",
+    }
+
+
 def _settled(run_id: int, handoffs) -> set[int]:
     """The run's false-complete handoffs whose latest verdict change is an operator's settlement."""
     from django.db.models import OuterRef, Subquery
@@ -203,30 +228,38 @@ def _settled(run_id: int, handoffs) -> set[int]:
 
 
 def refresh(run, *, now: datetime | None = None, publish: bool = True) -> bool:
-    """Recompute `run`'s health, store it (`Run.health`, `Run.health_reasons`) and, when it changed,
-    publish a `run.changed` event after commit (unless the caller announces the run itself).
+    """Recompute `run`'s health and summary, store them (`Run.health`, `Run.health_reasons`,
+    `SUMMARY_FIELDS`) and, when the health changed, publish a `run.changed` event after commit
+    (unless the caller announces the run itself).
 
-    True when it changed. Call it wherever its inputs change: a receipt recorded or
-    reclassified, a status set, a middleware report added.
+    True when the health changed. Call it wherever its inputs change: a receipt recorded or
+    reclassified, a status set, a middleware report added, a false completion settled.
     """
     from django.db import transaction
     from django.utils import timezone
 
     from receipts.models import Handoff, MiddlewareReport, Run
 
-    stored = Run.objects.filter(pk=run.pk).values("status", "error", "health", "health_reasons").first()
+    stored = (
+        Run.objects.filter(pk=run.pk).values("status", "error", "health", "health_reasons", *SUMMARY_FIELDS).first()
+    )
     if stored is None:
         return False
-    found = assess(**inputs(run.pk, stored["status"], stored["error"], handoffs=Handoff, reports=MiddlewareReport))
+    facts = inputs(run.pk, stored["status"], stored["error"], handoffs=Handoff, reports=MiddlewareReport)
+    found = assess(**facts)
+    kept = summary(run.pk, facts["verdicts"], handoffs=Handoff)
     run.health, run.health_reasons = found.level, found.reasons
-    if (stored["health"], stored["health_reasons"]) == (found.level, found.reasons):
+    for name, value in kept.items():
+        setattr(run, name, value)
+    health_changed = (stored["health"], stored["health_reasons"]) != (found.level, found.reasons)
+    if not health_changed and all(stored[name] == value for name, value in kept.items()):
         return False
     now = now or timezone.now()
     with transaction.atomic():
-        Run.objects.filter(pk=run.pk).update(health=found.level, health_reasons=found.reasons, updated_at=now)
-        if publish:
+        Run.objects.filter(pk=run.pk).update(health=found.level, health_reasons=found.reasons, updated_at=now, **kept)
+        if publish and health_changed:
             _announce(run, stored["status"], now)
-    return True
+    return health_changed
 
 
 def _announce(run, status: str, now: datetime) -> None:
@@ -246,6 +279,15 @@ def _announce(run, status: str, now: datetime) -> None:
         "at": now.isoformat(),
     }
     transaction.on_commit(partial(broadcast.publish, event))
+
+
+def fill_summaries(*, run_model, handoffs, reports) -> int:
+    """Fill `SUMMARY_FIELDS` for every run (the data migration that added them); returns how many it filled."""
+    filled = 0
+    for pk, status, error in list(run_model.objects.order_by("pk").values_list("pk", "status", "error")):
+        facts = inputs(pk, status, error, handoffs=handoffs, reports=reports)
+        filled += run_model.objects.filter(pk=pk).update(**summary(pk, facts["verdicts"], handoffs=handoffs))
+    return filled
 
 
 def refresh_all(*, run_model, handoffs, reports) -> int:

@@ -124,7 +124,7 @@ class Run(models.Model):
     lease_owner = models.CharField(max_length=200, blank=True)
     lease_until = models.DateTimeField(null=True, blank=True)
     error = models.CharField(max_length=200, blank=True, help_text="Exception class only, never its text.")
-    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -137,11 +137,29 @@ class Run(models.Model):
     # Only that source's tokens may post receipts for the run or claim its decisions (receipts.sources).
     source_name = models.CharField(max_length=100, null=True, blank=True, db_index=True, editable=False)
     # --- end issue 14 §4
+    # --- pages at scale (issue 13): the run's summary, kept by receipts.health.refresh with its health, so
+    # the runs list reads it instead of counting every run's handoffs before its LIMIT.
+    handoff_count = models.PositiveIntegerField(default=0, editable=False)
+    # Handoffs whose verdict is neither healthy nor waiting on approval (settled false completions too).
+    problem_count = models.PositiveIntegerField(default=0, editable=False)
+    # False completions no operator has accepted or resolved yet.
+    open_false_count = models.PositiveIntegerField(default=0, editable=False)
+    # The verdict of the handoff that changed last.
+    latest_verdict = models.CharField(max_length=40, blank=True, editable=False)
+    # --- end pages at scale
 
     objects = RunQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]
+        # pages at scale (issue 13): newest first with a tiebreaker (the runs list's keyset pages); the
+        # runs holding open false completions (their count on the overview and the false-completions page).
+        indexes = [
+            models.Index(fields=["created_at", "id"], name="run_newest"),
+            models.Index(
+                fields=["open_false_count"], condition=models.Q(open_false_count__gt=0), name="run_open_false"
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.operation_id
@@ -151,9 +169,10 @@ class Handoff(models.Model):
     """A handoff's current evidence (the minimized parts) and its verdict."""
 
     handoff_id = models.CharField(max_length=200, unique=True)
-    run = models.ForeignKey(Run, related_name="handoffs", on_delete=models.PROTECT)
-    sender = models.CharField(max_length=200, blank=True, db_index=True)
-    receiver = models.CharField(max_length=200, blank=True, db_index=True)
+    # Indexed with its verdict (Meta.indexes: handoff_run_verdict), which also serves the run's lookups.
+    run = models.ForeignKey(Run, related_name="handoffs", on_delete=models.PROTECT, db_index=False)
+    sender = models.CharField(max_length=200, blank=True)
+    receiver = models.CharField(max_length=200, blank=True)
     route_version = models.CharField(max_length=200, blank=True, db_index=True)
 
     created_part = models.JSONField(null=True, blank=True)
@@ -171,15 +190,29 @@ class Handoff(models.Model):
     classified_at = models.DateTimeField(null=True, blank=True)
 
     # Denormalized from the wait part so the inbox can sort and filter in SQL.
-    wait_open = models.BooleanField(default=False, db_index=True)
-    wait_owner = models.CharField(max_length=200, blank=True, db_index=True)
-    wait_deadline = models.DateTimeField(null=True, blank=True, db_index=True)
+    wait_open = models.BooleanField(default=False)
+    wait_owner = models.CharField(max_length=200, blank=True)
+    wait_deadline = models.DateTimeField(null=True, blank=True)
 
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now, db_index=True)
 
     class Meta:
         ordering = ["-updated_at"]
+        # pages at scale (issue 13): only what a page query uses. Recording updates a handoff on every
+        # receipt and each index is rewritten then; sender, receiver and the wait columns lost their own.
+        indexes = [
+            # The waits inbox and its "mine": open waits only, due soonest first.
+            models.Index(
+                fields=["wait_deadline", "id"], condition=models.Q(wait_open=True), name="handoff_open_waits"
+            ),
+            models.Index(fields=["wait_owner"], condition=models.Q(wait_open=True), name="handoff_open_waits_owner"),
+            # The overview's time window: counts and the problem trend from the index alone.
+            models.Index(fields=["created_at", "verdict"], name="handoff_created_verdict"),
+            # A run's handoffs, and "has a handoff with verdict V" (the runs list's verdict filter) from the
+            # index alone.
+            models.Index(fields=["run", "verdict"], name="handoff_run_verdict"),
+        ]
         # Sidewisp's permissions. Default deny: a user without a group has none.
         permissions = [
             ("view_dashboard", "Can view the health dashboard"),
@@ -226,6 +259,10 @@ class Receipt(AppendOnlyModel):
         ordering = ["recorded_at", "pk"]
         constraints = [
             models.UniqueConstraint(fields=["handoff", "part", "attempt"], name="receipt_once_per_attempt"),
+        ]
+        # pages at scale (issue 13): the overview's waits opened in its time window.
+        indexes = [
+            models.Index(fields=["recorded_at"], condition=models.Q(part="wait"), name="receipt_waits_by_time"),
         ]
 
     def __str__(self) -> str:
@@ -337,7 +374,7 @@ class AuditEntry(AppendOnlyModel):
         REFUSED = "refused"  # allowed, but the object's state did not permit it
         NOOP = "noop"  # already done: an idempotent repeat
 
-    at = models.DateTimeField(default=timezone.now, db_index=True)
+    at = models.DateTimeField(default=timezone.now)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT)
     actor_name = models.CharField(max_length=150, help_text="The username at the time, or “system”.")
     action = models.CharField(max_length=60, db_index=True)
@@ -354,6 +391,8 @@ class AuditEntry(AppendOnlyModel):
     class Meta:
         ordering = ["-at", "-pk"]
         verbose_name_plural = "audit entries"
+        # pages at scale (issue 13): newest first with a tiebreaker (the audit log's keyset pages).
+        indexes = [models.Index(fields=["at", "id"], name="audit_newest")]
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor_name} {self.action} {self.outcome}"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Callable
 from functools import wraps
 from urllib.parse import urlencode
@@ -122,6 +121,8 @@ def runs(request: HttpRequest) -> HttpResponse:
     # A search for exactly one operation or handoff id opens it (the header search lands here).
     if url := pages.exact_match_url(request.GET):
         return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+    if query := pages.too_deep_query(request.GET):
+        return redirect(f"{request.path}{query}")
     context = pages.runs_context(request.GET)
     return _page(request, "runs", context, PageScope("runs", query=request.GET.urlencode()))
 
@@ -335,6 +336,8 @@ def run_create(request: HttpRequest) -> HttpResponse:
 def audit_log(request: HttpRequest) -> HttpResponse:
     if not actions.may_read_audit(request.user):
         raise PermissionDenied(actions.AUDIT_DENIAL)
+    if query := pages.too_deep_query(request.GET):
+        return redirect(f"{request.path}{query}")
     return render(request, "sidewisp/audit.html", pages.audit_context(request.GET))
 
 
@@ -343,9 +346,7 @@ def audit_log(request: HttpRequest) -> HttpResponse:
 def audit_csv(request: HttpRequest) -> StreamingHttpResponse:
     if not actions.may_read_audit(request.user):
         raise PermissionDenied(actions.AUDIT_DENIAL)
-    writer = csv.writer(pages.Echo())
-    rows = (writer.writerow(row) for row in pages.audit_csv_rows(request.GET))
-    response = StreamingHttpResponse(rows, content_type="text/csv; charset=utf-8")
+    response = StreamingHttpResponse(pages.audit_csv_chunks(request.GET), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="sidewisp-audit.csv"'
     return response
 
