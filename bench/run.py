@@ -18,6 +18,7 @@ import platform
 import sys
 import time
 import traceback
+from contextlib import nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -25,7 +26,7 @@ from urllib.parse import urlsplit
 if __package__ in (None, ""):  # run as a script (python bench/run.py): the repository root is the import root
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.environment import setup_django
+from bench.environment import setup_django, throwaway_database
 from bench.table import Row, markdown
 
 # In the order of issue 13's table; `api` (issue 14) is the recording path of agents that run elsewhere.
@@ -38,6 +39,9 @@ SECTIONS = {
     "workers": "bench.workers",
 }
 EXPLAIN_SECTION = "pages"
+# Sections that load their data into DATABASE_URL's database as they find it: under `make bench` they get a
+# throwaway one, so a fresh clone needs no migrated database and a real one is never written to.
+ON_THROWAWAY_DATABASE = {"pages"}
 
 
 class ServiceDown(Exception):
@@ -79,10 +83,12 @@ def run_section(section: str, quick: bool) -> tuple[list[Row], str | None]:
     module_name = SECTIONS[section]
     started = time.monotonic()
     print(f"bench: {section} …", file=sys.stderr, flush=True)
+    database = throwaway_database() if section in ON_THROWAWAY_DATABASE else nullcontext()
     try:
-        module = importlib.import_module(module_name)
-        rows = list(module.rows(quick))
-        explain = module.explain(quick) if section == EXPLAIN_SECTION else None
+        with database:
+            module = importlib.import_module(module_name)
+            rows = list(module.rows(quick))
+            explain = module.explain(quick) if section == EXPLAIN_SECTION else None
     except ModuleNotFoundError as exc:
         if exc.name == module_name:
             return [Row(section, f"{section} benchmark", "not run", note=f"{module_name} is missing")], None
