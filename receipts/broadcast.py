@@ -6,15 +6,17 @@ every (re)connect. Publishing therefore never raises into the caller.
 
 Sending goes through one event loop per process, on a thread of its own, so
 the channel layer keeps one Redis connection instead of a new loop and a new
-connection per event; the caller only queues the message (nobody waits on
-Redis) and the loop sends them in order. Inside `batched()` (the evidence
-writer wraps each batch in it) events are collected and sent as one
-`health.events` message; a lone event is sent as `health.event`.
+connection per event; the loop sends queued messages in order. Inside
+`batched()` (the evidence writer wraps each batch in it) events are collected
+and queued as one `health.events` message, and the writer does not wait for
+Redis; `publish` outside a batch waits for its send and says whether it
+went. A lone event is sent as `health.event`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import os
@@ -80,16 +82,19 @@ def publish(event: HealthEvent) -> bool:
     return publish_many([event])
 
 
-def publish_many(events: Sequence[HealthEvent]) -> bool:
-    """Queue `events` for every open page as one channel-layer message; False (and a log line) when it could not."""
+def publish_many(events: Sequence[HealthEvent], *, wait: bool = True) -> bool:
+    """Send `events` to every open page as one channel-layer message; False (and a log line) when it could not.
+
+    `wait=False` only queues them (True unless even that failed); the send's failure is logged all the same.
+    """
     if not events:
         return True
     try:
-        _publisher().put([dict(event) for event in events])
+        sent = _publisher().put([dict(event) for event in events])
+        return sent.result(PUBLISH_TIMEOUT_SECONDS + 1) if wait else True
     except Exception as exc:  # noqa: BLE001 - best effort by design: never fail the recording
         logger.warning("health events not published (%d): %s", len(events), type(exc).__name__)
         return False
-    return True
 
 
 @contextlib.contextmanager
@@ -103,7 +108,7 @@ def batched() -> Iterator[None]:
         yield
     finally:
         events, _collecting.events = _collecting.events, None
-        publish_many(events)
+        publish_many(events, wait=False)
 
 
 async def _send(event: HealthEvent) -> None:
@@ -127,29 +132,34 @@ class _Publisher:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self.queue: asyncio.Queue[list[dict]] = asyncio.Queue(MAX_QUEUED_MESSAGES)
+        self.queue: asyncio.Queue[tuple[list[dict], concurrent.futures.Future]] = asyncio.Queue(MAX_QUEUED_MESSAGES)
         threading.Thread(
             target=self.loop.run_until_complete, args=(self._drain(),), name="sidewisp-publisher", daemon=True
         ).start()
 
-    def put(self, events: list[dict]) -> None:
-        self.loop.call_soon_threadsafe(self._put, events)
+    def put(self, events: list[dict]) -> concurrent.futures.Future:
+        """Queue one message; the future says (True or False) whether it was sent."""
+        sent: concurrent.futures.Future = concurrent.futures.Future()
+        self.loop.call_soon_threadsafe(self._put, events, sent)
+        return sent
 
-    def _put(self, events: list[dict]) -> None:
+    def _put(self, events: list[dict], sent: concurrent.futures.Future) -> None:
         try:
-            self.queue.put_nowait(events)
+            self.queue.put_nowait((events, sent))
         except asyncio.QueueFull:  # Redis is away and the backlog is full: the pages resync from the database
-            logger.warning(
-                "health events not published (%d): %d messages wait already", len(events), self.queue.qsize()
-            )
+            logger.warning("health events not published (%d): %d messages wait", len(events), self.queue.qsize())
+            sent.set_result(False)
 
     async def _drain(self) -> None:
         while True:
-            events = await self.queue.get()
+            events, sent = await self.queue.get()
             try:
                 await _send_many(events)
             except Exception as exc:  # noqa: BLE001 - best effort by design: the next message goes on
                 logger.warning("health events not published (%d): %s", len(events), type(exc).__name__)
+                sent.set_result(False)
+            else:
+                sent.set_result(True)
 
 
 MAX_QUEUED_MESSAGES = 10_000
