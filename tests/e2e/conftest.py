@@ -43,7 +43,7 @@ def seed_pages() -> Seeded:
     from django.contrib.auth import get_user_model
 
     from agents.contracts import install_team_contracts
-    from receipts import audit
+    from receipts import audit, health
     from receipts.models import Handoff, Run
     from receipts.recording import record
     from receipts.roles import ensure_groups
@@ -78,6 +78,7 @@ def seed_pages() -> Seeded:
     Handoff.objects.create(
         handoff_id="h-phone-dns", run=long_run, sender="triage", receiver="sales", verdict="DESTINATION_NOT_STARTED"
     )
+    health.refresh(long_run, publish=False)  # what recording does: the runs list reads the stored summary
     audit.log(actor=None, action="wait.escalate", object_type="handoff", object_id=waits[0].pk, outcome="done")
     return Seeded(
         wait=waits[0].pk,
