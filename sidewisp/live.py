@@ -119,9 +119,10 @@ class Hub:
             del self.topics[(topic.scope, topic.audience)]
         if not self.topics and self.listener is not None:
             listener, self.listener = self.listener, None
-            listener.cancel()  # nobody left to listen for: leave the group before the socket is gone
-            with contextlib.suppress(asyncio.CancelledError):
-                await listener
+            listener.cancel()  # nobody left to listen for
+            # Leave the group before the last socket is gone, but not for longer than a moment: the
+            # pub/sub layer's clean-up of a cancelled receive can wait on Redis.
+            await asyncio.wait({listener}, timeout=RELISTEN_SECONDS)
 
     def resync(self, subscriber: Subscriber, topic: Topic) -> None:
         """Send `subscriber` a fresh snapshot (with the topic's next render, which starts now if idle)."""

@@ -889,8 +889,8 @@ class LivePage:
         marker = {"kind": "events", "seqs": [[run, sorted(numbers)] for run, numbers in seqs]}
         parts = self._row_changes(before) if before is not None else None
         if parts is None:
-            previous = set(before.fragments) if before is not None else set()
-            parts = [fragment for fragment in self.fragments if fragment not in previous]
+            previous = {_without_clock(f) for f in before.fragments} if before is not None else set()
+            parts = [fragment for fragment in self.fragments if _without_clock(fragment) not in previous]
         if not parts and not marker["seqs"]:
             return ""
         return _with_marker(parts, marker)
@@ -909,10 +909,20 @@ class LivePage:
         place = f"beforeend:#{listed.rows_id}"
         placed: list[str] = []
         for row_id, markup in reversed(self.rows):
-            if old.get(row_id) != markup:
+            if row_id not in old or _without_clock(old[row_id]) != _without_clock(markup):
                 placed.append(_row_swap(row_id, remove=row_id in old, markup=markup, place=place))
             place = f"beforebegin:#{row_id}"
-        return parts + placed + [part for part in self.around if part not in before.around]
+        shown = {_without_clock(part) for part in before.around}
+        return parts + placed + [part for part in self.around if _without_clock(part) not in shown]
+
+
+# The words of a relative time or a countdown ("3 minutes ago", "due in 0h 04m"): the page script keeps
+# them current from their datetime, so a render that differs only in them is no change.
+_CLOCK_TEXT = re.compile(r'(<time class="(?:moment|countdown)[^>]*>)[^<]*(</time>)')
+
+
+def _without_clock(markup: str) -> str:
+    return _CLOCK_TEXT.sub(r"\1\2", markup)
 
 
 def _row_swap(row_id: str, *, remove: bool, markup: str = "", place: str = "") -> str:

@@ -256,6 +256,48 @@ def test_a_filtered_runs_list_stays_filtered_while_it_updates_live(page, server)
     shoot(page, "runs-filtered-live")
 
 
+def test_the_runs_list_inserts_a_new_run_as_its_row_and_leaves_the_others(page, server):
+    older = run_of(record_parts("h-e2e-older", "op-e2e-older", handoff_parts("healthy")))
+    log_in(page, server)
+    page.goto(f"{server.url}/runs/")
+    wait_live(page)
+    page.evaluate(f"document.getElementById('run-row-{older}').dataset.untouched = '1'")
+    newest = run_of(record_parts("h-e2e-newest", "op-e2e-newest", handoff_parts("false_complete")))
+    rows = page.locator("#runs-rows > li")
+    # Newest first; the older row is the same element, not re-rendered.
+    expect(rows.first).to_have_id(f"run-row-{newest}", timeout=LIVE_TIMEOUT_MS)
+    expect(rows.first).to_contain_text("False complete", timeout=LIVE_TIMEOUT_MS)
+    expect(rows).to_have_count(2)
+    expect(page.locator("#runs-title")).to_have_text("2 runs")
+    expect(page.locator(f"#run-row-{older}")).to_have_attribute("data-untouched", "1")
+    assert csp_errors(page) == []
+
+
+def test_a_resolved_wait_leaves_the_open_waits_and_a_sooner_one_goes_first(page, server):
+    from datetime import UTC, datetime, timedelta
+
+    from receipts.models import Handoff
+    from tests.conftest import record_wait_for
+
+    later = record_parts("h-e2e-later", "op-e2e-later", handoff_parts("waiting"))
+    resolved = record_parts("h-e2e-resolved", "op-e2e-resolved", handoff_parts("waiting"))
+    log_in(page, server)
+    page.goto(f"{server.url}/waits/")
+    wait_live(page)
+    expect(page.locator("#waits-rows > li")).to_have_count(2)
+    page.evaluate(f"document.getElementById('wait-{later}').dataset.untouched = '1'")
+    in_db_thread(lambda: record_wait_for(Handoff.objects.get(pk=resolved), resolved=True, resolution="approved"))
+    expect(page.locator(f"#wait-{resolved}")).to_have_count(0, timeout=LIVE_TIMEOUT_MS)
+    expect(page.locator(f"#resolved-{resolved}")).to_contain_text("Approved")
+    expect(page.locator("#waits-summary")).to_have_text("1 open wait.")
+    soon = datetime.now(UTC) + timedelta(minutes=5)
+    sooner = record_parts("h-e2e-sooner", "op-e2e-sooner", handoff_parts("waiting", deadline=soon))
+    expect(page.locator("#waits-rows > li").first).to_have_id(f"wait-{sooner}", timeout=LIVE_TIMEOUT_MS)
+    expect(page.locator("#waits-summary")).to_have_text("2 open waits.")
+    expect(page.locator(f"#wait-{later}")).to_have_attribute("data-untouched", "1")
+    assert csp_errors(page) == []
+
+
 def test_the_page_asks_for_a_resync_when_a_runs_sequence_skips(page, server):
     from receipts import broadcast
 
