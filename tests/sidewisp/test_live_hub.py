@@ -88,6 +88,24 @@ def test_each_role_gets_its_own_render_and_never_another_roles_offers(viewer, ow
     run_async(body)
 
 
+def test_two_approvers_are_never_sent_each_others_decide_links(owner, person, renders, fake_runtime):
+    # Same role, but deciding is for the wait's owner only: their fragments differ, so their renders do.
+    other = person("deputy", "approver")
+    cookies = [session_cookie(owner), session_cookie(other)]
+
+    async def body():
+        mine, theirs = await open_sockets("/ws/health/?page=waits", *cookies)
+        run = await database_sync_to_async(_wait_without_event)("h-owned", owner="ops-lead")
+        await broadcast._send({**_event(run=run.pk, seq=1), "wait_open": True})
+        assert "Approve…" in await receive_until(mine, "h-owned")
+        assert "Approve…" not in await receive_until(theirs, "h-owned")
+        assert renders[("waits", "ops-lead")] >= 2 and renders[("waits", "deputy")] >= 2  # snapshot and change
+        for communicator in (mine, theirs):
+            await communicator.disconnect()
+
+    run_async(body)
+
+
 def test_a_new_run_is_sent_as_its_row_in_place_with_the_count(viewer, record_handoff):
     older = record_handoff("h-old", "op-old", "healthy")
     cookie = session_cookie(viewer)
