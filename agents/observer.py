@@ -266,6 +266,8 @@ def observe(
     """
     operation_id = _operation_id(config)
     local = not writer.remote()
+    if not local:
+        _remember_resume(operation_id, graph_input)
     if local and evidence.run_orm(_begin, operation_id, config, graph_input):
         return Outcome("parked")
     tracker = _tracker_for(graph, operation_id)
@@ -300,6 +302,8 @@ async def aobserve(
     """`observe` on `graph.astream` (async tools and hooks; the ORM in worker threads)."""
     operation_id = _operation_id(config)
     local = not writer.remote()
+    if not local:
+        _remember_resume(operation_id, graph_input)
     if local and await evidence.arun_orm(_begin, operation_id, config, graph_input):
         return Outcome("parked")
     tracker = _tracker_for(graph, operation_id)
@@ -422,10 +426,13 @@ def verify(operation_id: str, verifier: Verifier, *, attempt: str, final_message
 
 
 def declined_resolution(operation_id: str) -> str | None:
-    """`rejected` or `expired` when the run's latest decided wait was declined, else None (always None in
-    remote mode: the waits are on the server)."""
+    """`rejected` or `expired` when the run's latest decided wait was declined, else None.
+
+    In remote mode the waits are on the server: the decision this process resumed the run with decides.
+    """
     if writer.remote():
-        return None
+        resolution = _resumed_with.get(operation_id)
+        return resolution if resolution in DECLINED else None
     waits = Receipt.objects.filter(handoff__run__operation_id=operation_id, part="wait").order_by("-recorded_at", "-pk")
     for payload in waits.values_list("payload", flat=True)[:50]:
         if isinstance(payload, Mapping) and payload.get("resolved") is True:
@@ -536,6 +543,21 @@ def _resolution(value: object) -> str | None:
     decisions = value.get("decisions") if isinstance(value, Mapping) else None
     kinds = {d.get("type") for d in decisions or () if isinstance(d, Mapping)}
     return _RESOLUTIONS.get(kinds.pop()) if len(kinds) == 1 else None
+
+
+# Remote mode keeps no waits locally: how this process last resumed each run (bounded, oldest forgotten).
+_resumed_with: dict[str, str | None] = {}
+_REMEMBERED_RESUMES = 1024
+
+
+def _remember_resume(operation_id: str, graph_input: Any) -> None:
+    if not isinstance(graph_input, Command) or graph_input.resume is None:
+        return
+    decided = set(resolution_of(graph_input.resume).values())
+    _resumed_with.pop(operation_id, None)
+    _resumed_with[operation_id] = decided.pop() if len(decided) == 1 else None
+    while len(_resumed_with) > _REMEMBERED_RESUMES:
+        _resumed_with.pop(next(iter(_resumed_with)))
 
 
 def _operation_id(config: dict) -> str:

@@ -157,3 +157,41 @@ def test_a_verifier_may_bring_its_own_claim_check(contracts):
     from agents.observer import verify
 
     assert verify(run.operation_id, lenient, attempt="own-check", final_message="Your server is ordered.") == "pass"
+
+
+@pytest.mark.parametrize(("decision", "verdict"), [("reject", "pass"), ("approve", "fail")])
+def test_in_remote_mode_the_declined_rule_follows_the_decision_the_app_resumed_with(
+    contracts, settings, monkeypatch, decision, verdict
+):
+    # Remote mode: the waits live on the server, so the decision the app resumed with says whether the
+    # outcome to prove is "the order was not placed" (rejected) or "the order exists" (approved).
+    from agents import writer
+    from receipts.intake import PartEntry
+
+    sent: list = []
+
+    class Sink:
+        def write(self, entries) -> None:
+            sent.extend(entries)
+
+    settings.SIDEWISP_REMOTE_URL = "https://sidewisp.example"
+    writer.shutdown()
+    monkeypatch.setattr(writer, "sink", Sink)
+    scenario = SCENARIOS["waiting_on_approval"]
+    config = {"configurable": {"thread_id": f"t-remote-{decision}", "operation_id": f"op-remote-{decision}"}}
+    no_order = OutcomeVerifier(lambda operation_id: ("order_exists", "fail", f"v-{operation_id}"))
+    try:
+        with checkpointer() as saver:
+            team = scenario.build(saver)
+            assert observe(team.graph, scenario.graph_input(), config, verifier=no_order).status == "waiting"
+            pending = team.graph.get_state(config).interrupts
+            choice = {"type": "reject", "message": "no"} if decision == "reject" else {"type": "approve"}
+            command = Command(resume=resume_value(pending, choice))
+            assert observe(team.graph, command, config, verifier=no_order).status == "complete"
+    finally:
+        writer.shutdown()
+
+    verification = [e for e in sent if isinstance(e, PartEntry) and e.part == "verification"][-1].value
+    declined = decision == "reject"
+    assert verification["verifier"] == ("order_exists.declined" if declined else "order_exists")
+    assert verification["result"] == verdict
