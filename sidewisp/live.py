@@ -32,7 +32,7 @@ from typing import Protocol
 
 from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
-from django.db import DatabaseError, close_old_connections
+from django.db import DatabaseError, connections
 
 from receipts.broadcast import HEALTH_GROUP
 from sidewisp import pages
@@ -51,16 +51,19 @@ executor = ThreadPoolExecutor(max_workers=RENDER_THREADS, thread_name_prefix="si
 
 
 async def on_render_thread(function, *args):
-    """`function(*args)` on the live pages' threads, closing stale database connections around it."""
-    return await asyncio.get_running_loop().run_in_executor(executor, _with_fresh_connections, function, args)
+    """`function(*args)` on the live pages' threads, on a database connection of its own.
+
+    The connection is closed afterwards: a few renders a second per page do not need it kept, and
+    a connection left open on a pool thread would outlive the page (and keep a test database busy).
+    """
+    return await asyncio.get_running_loop().run_in_executor(executor, _with_own_connection, function, args)
 
 
-def _with_fresh_connections(function, args):
-    close_old_connections()
+def _with_own_connection(function, args):
     try:
         return function(*args)
     finally:
-        close_old_connections()
+        connections.close_all()
 
 
 class Subscriber(Protocol):
