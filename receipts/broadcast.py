@@ -16,6 +16,7 @@ went. A lone event is sent as `health.event`.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import contextlib
 import logging
@@ -160,6 +161,12 @@ class _Publisher:
                 sent.set_result(False)
             else:
                 sent.set_result(True)
+            finally:
+                self.queue.task_done()
+
+    def wait_sent(self, timeout: float) -> None:
+        """Block until every queued message went (or failed), at most `timeout` seconds."""
+        asyncio.run_coroutine_threadsafe(self.queue.join(), self.loop).result(timeout)
 
 
 MAX_QUEUED_MESSAGES = 10_000
@@ -182,4 +189,13 @@ def _forget_publisher_after_fork() -> None:
     _current, _lock = None, threading.Lock()  # the parent's loop thread does not exist here
 
 
+def _send_queued_at_exit() -> None:
+    # A process that ends right after a batch (a script, a command) would otherwise drop its last events.
+    if _current is not None:
+        with contextlib.suppress(Exception):
+            _current.wait_sent(EXIT_WAIT_SECONDS)
+
+
+EXIT_WAIT_SECONDS = 2.0
 os.register_at_fork(after_in_child=_forget_publisher_after_fork)
+atexit.register(_send_queued_at_exit)

@@ -133,9 +133,9 @@ class Run(models.Model):
     # its handoff verdicts, its task status and its middleware alarms, with each reason named.
     health = models.CharField(max_length=20, blank=True, db_index=True)
     health_reasons = models.JSONField(default=list, blank=True)
-    # --- issue 14 §4 (receipts API): the source whose token created the run; null for local runs.
+    # --- issue 14 §4 (receipts API): the source whose token created the run; empty for local runs.
     # Only that source's tokens may post receipts for the run or claim its decisions (receipts.sources).
-    source_name = models.CharField(max_length=100, null=True, blank=True, db_index=True, editable=False)
+    source_name = models.CharField(max_length=100, blank=True, default="", db_index=True, editable=False)
     # --- end issue 14 §4
     # --- pages at scale (issue 13): the run's summary, kept by receipts.health.refresh with its health, so
     # the runs list reads it instead of counting every run's handoffs before its LIMIT.
@@ -203,9 +203,7 @@ class Handoff(models.Model):
         # receipt and each index is rewritten then; sender, receiver and the wait columns lost their own.
         indexes = [
             # The waits inbox and its "mine": open waits only, due soonest first.
-            models.Index(
-                fields=["wait_deadline", "id"], condition=models.Q(wait_open=True), name="handoff_open_waits"
-            ),
+            models.Index(fields=["wait_deadline", "id"], condition=models.Q(wait_open=True), name="handoff_open_waits"),
             models.Index(fields=["wait_owner"], condition=models.Q(wait_open=True), name="handoff_open_waits_owner"),
             # The overview's time window: counts and the problem trend from the index alone.
             models.Index(fields=["created_at", "verdict"], name="handoff_created_verdict"),

@@ -38,7 +38,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="run",
             name="source_name",
-            field=models.CharField(blank=True, db_index=True, editable=False, max_length=100, null=True),
+            field=models.CharField(blank=True, db_index=True, default="", editable=False, max_length=100),
         ),
         migrations.CreateModel(
             name="SourceToken",

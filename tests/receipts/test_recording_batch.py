@@ -105,3 +105,36 @@ def _apply_batch() -> None:
             intake.apply(_entries())
     finally:
         connection.close()
+
+
+def test_a_process_that_ends_right_after_a_batch_still_sends_its_events(celery_isolation):
+    # The publisher only queues a batch's events; a script or command that exits at once must not drop them.
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = (
+        "import django; django.setup()\n"
+        "from receipts import broadcast\n"
+        "broadcast.publish_many([{'type': 'run.changed', 'run': 7, 'seq': n} for n in (1, 2)], wait=False)\n"
+    )
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "sidewisp.settings",
+        "DEBUG": "1",
+        "SIDEWISP_QUEUE": celery_isolation,
+    }
+
+    async def listen_while_a_process_publishes():
+        layer = get_channel_layer()
+        channel = await layer.new_channel()
+        await layer.group_add(HEALTH_GROUP, channel)
+        root = Path(__file__).resolve().parents[2]
+        done = await asyncio.to_thread(subprocess.run, [sys.executable, "-c", script], cwd=root, env=env, timeout=60)
+        assert done.returncode == 0
+        return await asyncio.wait_for(layer.receive(channel), timeout=5)
+
+    message = async_to_sync(listen_while_a_process_publishes)()
+
+    assert [e["seq"] for e in message["events"]] == [1, 2]
