@@ -35,12 +35,24 @@ SETTLED = {Run.Status.COMPLETE, Run.Status.FAILED, Run.Status.WAITING}
 QUEUED_STALL = timedelta(minutes=10)
 
 
+MISSING = "missing"
+
+
+def _missing(what: str, pk: int) -> str:
+    # A task naming a row this database does not have (a stale message in a shared queue, a reset
+    # database): nothing to drive, and retrying would not make it appear.
+    logger.warning("task names %s %s, which this database does not have: dropped", what, pk)
+    return MISSING
+
+
 class LeaseBusy(Exception):
     """Another worker holds the run's lease; try again shortly."""
 
 
 def start(run_id: int) -> str:
-    run = Run.objects.get(pk=run_id)
+    run = Run.objects.filter(pk=run_id).first()
+    if run is None:
+        return _missing("run", run_id)
     if run.status in SETTLED:
         return run.status  # a re-delivery after the run already settled
     with leases.hold(run.pk) as held:
@@ -56,7 +68,9 @@ def start(run_id: int) -> str:
 
 
 def resume(decision_id: int) -> str:
-    decision = Decision.objects.select_related("run").get(pk=decision_id)
+    decision = Decision.objects.select_related("run").filter(pk=decision_id).first()
+    if decision is None:
+        return _missing("decision", decision_id)
     if decision.applied_at is not None:
         return decision.run.status  # the token was already used
     with leases.hold(decision.run_id) as held:
@@ -77,7 +91,9 @@ def resume(decision_id: int) -> str:
 
 
 def reverify(run_id: int) -> str:
-    run = Run.objects.get(pk=run_id)
+    run = Run.objects.filter(pk=run_id).first()
+    if run is None:
+        return _missing("run", run_id)
     with leases.hold(run.pk) as held:
         if not held:
             raise LeaseBusy(run.operation_id)

@@ -185,3 +185,15 @@ def test_without_retry_on_a_lost_connection_inside_the_graph_fails_the_observed_
     outcome = observe(graph, {"messages": [{"role": "user", "content": "go"}]}, config)
     run = Run.objects.get(operation_id="op-flaky2")
     assert (outcome.status, run.status, run.error) == ("failed", Run.Status.FAILED, "OperationalError")
+
+
+@pytest.mark.parametrize(
+    ("task", "pk"), [(tasks.start_run, 987654), (tasks.reverify, 987654), (tasks.resume_run, 987654)]
+)
+def test_a_task_naming_a_row_this_database_does_not_have_is_dropped_with_a_log_line(task, pk, caplog):
+    # A stale message in a shared queue (seen with `make run` on a fresh database) must not raise or retry.
+    result = task.apply(args=(pk,), throw=True)
+
+    assert result.get() == execution.MISSING
+    assert "which this database does not have" in caplog.text
+    assert not Run.objects.filter(pk=pk).exists()
