@@ -15,8 +15,9 @@ resync) gets a snapshot cut from the topic's next render; every other
 subscriber gets what changed since the previous one (list pages: the rows),
 so every subscriber of a topic always shows the same render. Every
 RESYNC_SECONDS an idle topic compares the database's change marker with the
-one read before its last render and sends everyone a snapshot when they
-differ: events lost on the way (Redis down) are repaired.
+one read before its last render and, when they differ, renders again and
+sends everyone what changed since: events lost on the way (Redis down) are
+repaired without replacing what did not change.
 """
 
 from __future__ import annotations
@@ -238,9 +239,15 @@ class Hub:
             except DatabaseError:
                 logger.warning("live change marker not read", exc_info=True)
                 continue
-            if marker != topic.marker or topic.shown is None:
-                topic.newcomers.update(topic.subscribers)
-                self._render_soon(topic)
+            if topic.shown is None:
+                topic.newcomers.update(topic.subscribers)  # nothing rendered yet to compare with
+            elif marker != topic.marker:
+                # Every subscriber shows the topic's last render: what changed since is the repair. A
+                # whole snapshot would replace elements a reader may be looking at for no reason.
+                topic.dirty = True
+            else:
+                continue
+            self._render_soon(topic)
 
 
 async def _gather(sends: Iterable) -> None:

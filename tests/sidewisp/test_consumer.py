@@ -336,8 +336,9 @@ def _waiting_handoff_without_event() -> None:
     )
 
 
-def test_an_open_page_gets_a_fresh_snapshot_periodically(viewer, monkeypatch):
-    # Events published while Redis was down are gone for good; the periodic snapshot repairs the page.
+def test_an_open_page_is_repaired_periodically_with_what_changed(viewer, monkeypatch):
+    # Events published while Redis was down are gone for good; the periodic check repairs the page,
+    # sending what changed since the page's last render (not a whole snapshot).
     monkeypatch.setattr("sidewisp.live.RESYNC_SECONDS", 0.3)
     cookie = session_cookie(viewer)
 
@@ -347,7 +348,7 @@ def test_an_open_page_gets_a_fresh_snapshot_periodically(viewer, monkeypatch):
         await communicator.receive_from(timeout=TIMEOUT)
         await database_sync_to_async(_false_complete_without_event)()
         message = await receive_until(communicator, "h-quiet")
-        assert marker(message)["kind"] == "snapshot"
+        assert marker(message) == {"kind": "events", "seqs": []}
         await communicator.disconnect()
 
     run_async(body)
