@@ -186,6 +186,12 @@ def wait_live(page) -> None:
     expect(page.locator("#live-status")).to_have_attribute("data-state", "open", timeout=LIVE_TIMEOUT_MS)
 
 
+def wait_snapshot(page) -> None:
+    """The socket is open and its first message, the snapshot that replaces the server-rendered lists, is in."""
+    wait_live(page)
+    expect(page.locator("#ws-seq")).to_have_attribute("data-marker", re.compile('"snapshot"'), timeout=LIVE_TIMEOUT_MS)
+
+
 def shoot(page, name: str) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
@@ -260,7 +266,7 @@ def test_the_runs_list_inserts_a_new_run_as_its_row_and_leaves_the_others(page, 
     older = run_of(record_parts("h-e2e-older", "op-e2e-older", handoff_parts("healthy")))
     log_in(page, server)
     page.goto(f"{server.url}/runs/")
-    wait_live(page)
+    wait_snapshot(page)  # marked after the snapshot: it replaces the server-rendered rows, as it should
     page.evaluate(f"document.getElementById('run-row-{older}').dataset.untouched = '1'")
     newest = run_of(record_parts("h-e2e-newest", "op-e2e-newest", handoff_parts("false_complete")))
     rows = page.locator("#runs-rows > li")
@@ -283,7 +289,7 @@ def test_a_resolved_wait_leaves_the_open_waits_and_a_sooner_one_goes_first(page,
     resolved = record_parts("h-e2e-resolved", "op-e2e-resolved", handoff_parts("waiting"))
     log_in(page, server)
     page.goto(f"{server.url}/waits/")
-    wait_live(page)
+    wait_snapshot(page)  # marked after the snapshot: it replaces the server-rendered rows, as it should
     expect(page.locator("#waits-rows > li")).to_have_count(2)
     page.evaluate(f"document.getElementById('wait-{later}').dataset.untouched = '1'")
     in_db_thread(lambda: record_wait_for(Handoff.objects.get(pk=resolved), resolved=True, resolution="approved"))
