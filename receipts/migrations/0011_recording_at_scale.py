@@ -1,4 +1,5 @@
-# Placeholder laid by the lead so parallel work on models has its own migration; filled by its owner.
+# Empty: reserved for the evidence writer (issue 13), which needed no schema change. Kept so the migration
+# chain stays as databases migrated since then have it recorded.
 from django.db import migrations
 
 
