@@ -298,6 +298,14 @@ class MiddlewareReport(AppendOnlyModel):
         EVIDENCE_DROPPED = "evidence_dropped"
         # The run ended without any handoff recorded: nothing was proven.
         NO_HANDOFF = "no_handoff"
+        # The graph ran with the middleware but outside `observe`: what only the observer sees is missing.
+        UNOBSERVED_STREAM = "unobserved_stream"
+        # A transfer the observer saw but cannot prove in full without SidewispMiddleware on that agent.
+        UNSEEN_WITHOUT_MIDDLEWARE = "unseen_without_middleware"
+        # A hosted graph with no outcome verifier registered: completion claims cannot be proven.
+        NO_VERIFIER = "no_verifier"
+        # The graph raised: the exception class and where (node, tool), never its message.
+        GRAPH_ERROR = "graph_error"
 
     run = models.ForeignKey(Run, related_name="reports", on_delete=models.PROTECT)
     agent = models.CharField(max_length=200)
