@@ -139,6 +139,14 @@ class _Tracker:
     step_starts: list[tuple[str, str]] = field(default_factory=list)  # root tasks started this step
     interrupts: list[Interrupt] = field(default_factory=list)
 
+    def on_start(self, graph: Any, config: dict) -> list[Entry]:
+        """What the observer records before the graph streams (evidence re-derived after a crash)."""
+        return []
+
+    async def aon_start(self, graph: Any, config: dict) -> list[Entry]:
+        """`on_start` for graphs with async checkpointers."""
+        return []
+
     def on_event(self, ns: tuple[str, ...], mode: str, chunk: Any) -> list[Entry]:
         entries: list[Entry] = []
         root_start = not ns and mode == "tasks" and isinstance(chunk, Mapping) and "input" in chunk
@@ -272,6 +280,7 @@ def observe(
         return Outcome("parked")
     tracker = _tracker_for(graph, operation_id)
     try:
+        writer.submit_all(tracker.on_start(graph, config))
         for ns, mode, chunk in graph.stream(graph_input, config, **_stream_options(tracker)):
             if local and _root_start(ns, mode, chunk) and evidence.run_orm(_parked_now, operation_id):
                 return Outcome("parked")
@@ -308,6 +317,7 @@ async def aobserve(
         return Outcome("parked")
     tracker = _tracker_for(graph, operation_id)
     try:
+        writer.submit_all(await tracker.aon_start(graph, config))
         async for ns, mode, chunk in graph.astream(graph_input, config, **_stream_options(tracker)):
             if local and _root_start(ns, mode, chunk) and await evidence.arun_orm(_parked_now, operation_id):
                 return Outcome("parked")
