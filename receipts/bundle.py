@@ -17,6 +17,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from datetime import UTC, datetime
 from types import MappingProxyType
 
@@ -118,6 +119,9 @@ class Destination:
     node_id: str | None = None
     started_at: datetime | None = None
     attempt_id: str | None = None
+    # v1.2 steps of one agent: the sorted names of the tools the step's model call was given; None when
+    # not recorded (which is not the same as a model call given no tools).
+    tools: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -156,14 +160,30 @@ class Bundle:
 
 
 @dataclass(frozen=True)
+class StepRules:
+    """A route version's single-agent steps (spec §2 v1.2): the step variable and each step's tools."""
+
+    key: str
+    # step -> the tool names its model call must be given
+    tools: Mapping[str, tuple[str, ...]] = dataclass_field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True)
 class Contracts:
     wait_reasons: frozenset[str]
     # version -> sender -> receiver -> required context key names
     routes: Mapping[str, Mapping[str, Mapping[str, tuple[str, ...]]]]
+    # version -> its step variable and step tools (v1.2; most versions have none)
+    steps: Mapping[str, StepRules] = dataclass_field(default_factory=lambda: MappingProxyType({}))
 
     def required_keys(self, version: str | None, sender: str | None, receiver: str | None) -> tuple[str, ...] | None:
         """The keys the route requires, or None when the route is not declared."""
         return self.routes.get(version, {}).get(sender, {}).get(receiver)
+
+    def step_tools(self, version: str | None, step: str | None) -> tuple[str, ...] | None:
+        """The tool names `step`'s model call must be given under `version`, or None when none are declared."""
+        rules = self.steps.get(version)
+        return None if rules is None else rules.tools.get(step)
 
 
 # --- field values -----------------------------------------------------------
@@ -262,6 +282,10 @@ def parse_time(field: str, value: object) -> datetime:
     return moment
 
 
+def _parse_optional_names(value: object, field: str) -> tuple[str, ...] | None:
+    return None if value is None else _parse_names(value, field)
+
+
 def _parse_optional_time(value: object, field: str) -> datetime | None:
     return None if value is None else parse_time(field, value)
 
@@ -293,9 +317,11 @@ def format_time(moment: datetime) -> str:
 
 _Parser = Callable[[object, str], object]
 _TEXT, _NAMES, _TIME, _BOOL, _RESULT, _RESOLUTION = "text", "names", "time", "bool", "result", "resolution"
+_OPTIONAL_NAMES = "optional_names"  # a list whose absence is kept apart from an empty list
 _PARSERS: dict[str, _Parser] = {
     _TEXT: _parse_text,
     _NAMES: _parse_names,
+    _OPTIONAL_NAMES: _parse_optional_names,
     _TIME: _parse_optional_time,
     _BOOL: _parse_bool,
     _RESULT: _parse_result,
@@ -320,7 +346,7 @@ _PART_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
         ("context_keys", _NAMES),
         ("at", _TIME),
     ),
-    "destination": (("node_id", _TEXT), ("started_at", _TIME), ("attempt_id", _TEXT)),
+    "destination": (("node_id", _TEXT), ("started_at", _TIME), ("attempt_id", _TEXT), ("tools", _OPTIONAL_NAMES)),
     "wait": (
         ("owner", _TEXT),
         ("reason", _TEXT),
@@ -332,7 +358,8 @@ _PART_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     "verification": (("verifier", _TEXT), ("result", _RESULT), ("checked_at", _TIME), ("receipt_id", _TEXT)),
 }
-_V1_1_FIELDS = frozenset({("wait", "resolution")})
+# Fields added after v1 (v1.1 wait.resolution, v1.2 destination.tools): serialized only when present.
+_LATER_FIELDS = frozenset({("wait", "resolution"), ("destination", "tools")})
 _PART_TYPES: dict[str, type[Part]] = {
     "created": Created,
     "reduced": Reduced,
@@ -360,19 +387,19 @@ def parse_part(name: str, value: object, *, field_prefix: str | None = None) -> 
 def part_to_dict(part: Part) -> dict[str, object]:
     """The part as a JSON-ready object with every known field (null when absent).
 
-    Fields added in v1.1 appear only when present, so a v1 bundle serializes back to itself.
+    Fields added in v1.1 and v1.2 appear only when present, so a v1 bundle serializes back to itself.
     """
     name = _PART_NAMES[type(part)]
     out: dict[str, object] = {}
-    for field, kind in _PART_FIELDS[name]:
-        value = getattr(part, field)
-        if value is None and (name, field) in _V1_1_FIELDS:
+    for field_name, kind in _PART_FIELDS[name]:
+        value = getattr(part, field_name)
+        if value is None and (name, field_name) in _LATER_FIELDS:
             continue
         if kind == _TIME and value is not None:
             value = format_time(value)
-        elif kind == _NAMES:
+        elif kind in (_NAMES, _OPTIONAL_NAMES):
             value = list(value)
-        out[field] = value
+        out[field_name] = value
     return out
 
 
@@ -536,17 +563,61 @@ def _parse_routes(value: object) -> Mapping[str, Mapping[str, Mapping[str, tuple
     return MappingProxyType(versions)
 
 
+# The only fields of a steps entry: a misspelt one would silently switch its check off, so it fails.
+_STEP_FIELDS = ("key", "tools")
+
+
+def _parse_steps(value: object, routes: Mapping[str, object]) -> Mapping[str, StepRules]:
+    if value is None:
+        return MappingProxyType({})
+    versions = {}
+    for version_key, entry in _parse_object(value, "steps").items():
+        version = _parse_name_key(version_key, "steps", "version")
+        if version not in routes:
+            raise BundleError(f"steps.{version}", "names a version that routes does not declare")
+        versions[version] = _parse_step_rules(entry, f"steps.{version}")
+    return MappingProxyType(versions)
+
+
+def _parse_step_rules(value: object, field: str) -> StepRules:
+    entry = _parse_object(value, field)
+    for key in entry:
+        name = _parse_name_key(key, field, "field")
+        if name not in _STEP_FIELDS:
+            raise BundleError(f"{field}.{name}", f"is not a known field ({', '.join(_STEP_FIELDS)})")
+    step_key = _parse_required_text(entry.get("key"), f"{field}.key")
+    tools = {}
+    if entry.get("tools") is not None:
+        for step_name, names in _parse_object(entry["tools"], f"{field}.tools").items():
+            step = _parse_name_key(step_name, f"{field}.tools", "step")
+            tools[step] = _parse_declared_names(names, f"{field}.tools.{step}")
+    return StepRules(key=step_key, tools=MappingProxyType(tools))
+
+
 def parse_contracts(value: object) -> Contracts:
-    """Parse the spec §2 document; both `wait_reasons` and `routes` are required (may be empty)."""
+    """Parse the spec §2 document; both `wait_reasons` and `routes` are required (may be empty).
+
+    `steps` (v1.2) is optional: per route version that `routes` declares, an object with the step
+    variable's name (`key`, required) and optional `tools` (step -> tool names); no other fields.
+    """
     if not isinstance(value, Mapping):
         raise BundleError("contracts", "must be a JSON object")
     wait_reasons = frozenset(_parse_declared_names(value.get("wait_reasons"), "wait_reasons"))
-    return Contracts(wait_reasons=wait_reasons, routes=_parse_routes(value.get("routes")))
+    routes = _parse_routes(value.get("routes"))
+    return Contracts(wait_reasons=wait_reasons, routes=routes, steps=_parse_steps(value.get("steps"), routes))
+
+
+def steps_to_dict(rules: StepRules) -> dict[str, object]:
+    """One version's steps entry as the spec §2 document holds it."""
+    return {"key": rules.key, "tools": {step: list(names) for step, names in rules.tools.items()}}
 
 
 def contracts_to_dict(contracts: Contracts) -> dict[str, object]:
-    """The spec §2 document back, wait reasons sorted so equal contracts serialize equally."""
-    return {
+    """The spec §2 document back, wait reasons sorted so equal contracts serialize equally.
+
+    `steps` appears only when a version has steps, so a v1 document serializes back to itself.
+    """
+    out: dict[str, object] = {
         "wait_reasons": sorted(contracts.wait_reasons),
         "routes": {
             version: {
@@ -556,3 +627,6 @@ def contracts_to_dict(contracts: Contracts) -> dict[str, object]:
             for version, senders in contracts.routes.items()
         },
     }
+    if contracts.steps:
+        out["steps"] = {version: steps_to_dict(rules) for version, rules in contracts.steps.items()}
+    return out

@@ -125,6 +125,12 @@ def _destination_problem(bundle: Bundle, contracts: Contracts) -> str | None:
         return "destination.node_id does not equal created.receiver"
     if destination.started_at is None:
         return "destination.started_at is missing"
+    # A step of one agent is only reached when its model call got the step's tools (spec v1.2); fail closed.
+    declared = contracts.step_tools(created.route_version, created.receiver)
+    if declared is not None and sorted(destination.tools or ()) != sorted(declared):
+        if destination.tools is None:
+            return "destination.tools is missing for a step whose tools the contract declares"
+        return "destination.tools does not equal the tools the contract declares for the step"
     return None
 
 

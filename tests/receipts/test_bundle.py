@@ -689,3 +689,132 @@ def test_it_refuses_a_resolution_the_spec_does_not_name():
     with pytest.raises(BundleError) as excinfo:
         parse_part("wait", {"resolved": True, "resolution": "maybe"})
     assert excinfo.value.field == "wait.resolution"
+
+
+# --- v1.2: a step's tools on the destination, the contracts' steps ------------------
+
+
+def test_a_destination_keeps_the_tools_its_model_call_was_given():
+    part = parse_part("destination", {"node_id": "specialist", "tools": ["escalate", "provide_solution"]})
+
+    assert part.tools == ("escalate", "provide_solution")
+    assert part_to_dict(part)["tools"] == ["escalate", "provide_solution"]
+
+
+def test_a_destination_given_no_tools_is_told_from_one_that_does_not_say():
+    given_none = parse_part("destination", {"node_id": "specialist", "tools": []})
+    silent = parse_part("destination", {"node_id": "specialist"})
+
+    assert (given_none.tools, silent.tools) == ((), None)
+    assert "tools" not in part_to_dict(silent)
+
+
+@pytest.mark.parametrize(
+    ("tools", "field", "message"),
+    [
+        ("provide_solution", "destination.tools", "must be a list of strings"),
+        (["ok", 3], "destination.tools[1]", "must be a string"),
+        (["t"] * 101, "destination.tools", "has more than 100 entries"),
+        ([f"sk-{CANARY}abcdef"], "destination.tools[0]", "must not contain a secret-shaped value"),
+    ],
+)
+def test_it_rejects_destination_tools_that_are_not_names(tools, field: str, message: str):
+    error = error_for(with_field("destination", "tools", tools))
+
+    assert (error.field, error.message) == (field, message)
+    assert CANARY not in str(error)
+
+
+def steps_document() -> dict:
+    document = contracts_document()
+    document["routes"]["routes/4"] = {"collector": {"specialist": []}}
+    document["steps"] = {"routes/4": {"key": "current_step", "tools": {"specialist": ["provide_solution"]}}}
+    return document
+
+
+def test_it_parses_a_route_versions_steps():
+    contracts = parse_contracts(steps_document())
+
+    assert contracts.steps["routes/4"].key == "current_step"
+    assert contracts.step_tools("routes/4", "specialist") == ("provide_solution",)
+    assert contracts.step_tools("routes/4", "collector") is None
+    assert contracts.step_tools("routes/1", "sales") is None
+
+
+def test_it_serializes_steps_back_to_the_same_document():
+    document = steps_document()
+
+    assert contracts_to_dict(parse_contracts(document)) == document
+
+
+def test_a_document_without_steps_serializes_without_them():
+    assert "steps" not in contracts_to_dict(parse_contracts(contracts_document()))
+
+
+def test_a_steps_entry_may_name_its_variable_alone():
+    contracts = parse_contracts({**steps_document(), "steps": {"routes/4": {"key": "current_step"}}})
+
+    assert contracts.steps["routes/4"].tools == {}
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "message"),
+    [
+        (lambda d: d.update(steps=[]), "steps", "must be an object"),
+        (
+            lambda d: d["steps"].update({"routes/9": {"key": "k"}}),
+            "steps.routes/9",
+            "names a version that routes does not declare",
+        ),
+        (lambda d: d["steps"].update({"routes/4": ["current_step"]}), "steps.routes/4", "must be an object"),
+        (lambda d: d["steps"]["routes/4"].pop("key"), "steps.routes/4.key", "is required"),
+        (lambda d: d["steps"]["routes/4"].update(key=""), "steps.routes/4.key", "must not be empty"),
+        (lambda d: d["steps"]["routes/4"].update(key=3), "steps.routes/4.key", "must be a string"),
+        (
+            lambda d: d["steps"]["routes/4"].update(toolz={}),
+            "steps.routes/4.toolz",
+            "is not a known field (key, tools)",
+        ),
+        (
+            lambda d: d["steps"]["routes/4"].update(tools=["provide_solution"]),
+            "steps.routes/4.tools",
+            "must be an object",
+        ),
+        (
+            lambda d: d["steps"]["routes/4"]["tools"].update(specialist="provide_solution"),
+            "steps.routes/4.tools.specialist",
+            "must be a list of strings",
+        ),
+        (
+            lambda d: d["steps"]["routes/4"]["tools"].update(specialist=[""]),
+            "steps.routes/4.tools.specialist[0]",
+            "must not be empty",
+        ),
+        (
+            lambda d: d["steps"]["routes/4"]["tools"].update({"/etc/passwd": []}),
+            "steps.routes/4.tools",
+            "has a step name that must not contain an absolute local path",
+        ),
+    ],
+)
+def test_it_rejects_bad_steps_naming_the_field(change, field: str, message: str):
+    document = steps_document()
+    change(document)
+
+    error = contracts_error_for(document)
+
+    assert (error.field, error.message) == (field, message)
+
+
+def test_it_never_echoes_a_bad_steps_field_name():
+    document = steps_document()
+    document["steps"]["routes/4"][CANARY * 20] = 1
+
+    assert CANARY not in str(contracts_error_for(document))
+
+
+def test_it_cannot_change_parsed_steps():
+    contracts = parse_contracts(steps_document())
+
+    with pytest.raises(TypeError):
+        contracts.steps["routes/4"].tools["specialist"] = ()  # type: ignore[index]

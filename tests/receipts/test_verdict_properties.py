@@ -3,7 +3,9 @@
 Every generated bundle starts as a proven triage -> sales handoff (completed or
 paused on a valid wait) and then has parts dropped, names swapped among a small
 alphabet, ids dropped or duplicated, context keys removed, times moved around
-`now`, booleans flipped and the final status changed.
+`now`, booleans flipped and the final status changed. A third start is a step
+of one agent (spec v1.2): under routes/2 the contracts declare the tools each
+step's model call must be given, and edits change the tools it got.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from receipts.bundle import (
     Created,
     Destination,
     Reduced,
+    StepRules,
     Verification,
     Wait,
     bundle_to_dict,
@@ -39,9 +42,11 @@ STARTED_AT = "2026-07-30T10:00:02Z"
 NAMES = ["triage", "sales", "support", "billing", "nowhere"]
 KEYS = ["request_type", "customer_tier", "consent_status", "region", "ticket_id"]
 CALL_IDS = ["call_abc", "call_other", ""]
+TOOLS = ["quote_price", "refund", "lookup"]
 DROP = object()  # an edit value meaning "delete this part or field"
 
-CONTRACTS = parse_contracts(public_contracts())
+STEPS = {"routes/2": {"key": "current_step", "tools": {"sales": ["quote_price", "lookup"], "billing": []}}}
+CONTRACTS = parse_contracts({**public_contracts(), "steps": STEPS})
 
 VALID_WAIT = {
     "owner": "ops-lead",
@@ -57,6 +62,15 @@ PASSING_VERIFICATION = {
     "checked_at": "2026-07-30T10:05:00Z",
     "receipt_id": "v-1",
 }
+
+
+def stepped() -> dict:
+    """A healthy routes/2 handoff whose destination's model call got the step's declared tools."""
+    data = healthy()
+    data["created"]["route_version"] = "routes/2"
+    data["reduced"]["context_keys"].append("region")
+    data["destination"]["tools"] = ["lookup", "quote_price"]
+    return data
 
 
 def paused() -> dict:
@@ -110,6 +124,7 @@ EDITS = st.one_of(
     _edit("created", "tool_call_id", st.sampled_from(CALL_IDS)),
     _edit("reduced", "tool_message_ids", call_id_lists),
     _edit("reduced", "context_keys", name_lists),
+    _edit("destination", "tools", st.lists(st.sampled_from(TOOLS), max_size=3)),
     _edit("created", "required_context_keys", name_lists),
     *[
         _edit(part, field, times)
@@ -146,7 +161,7 @@ def _apply(data: dict, edits: list[tuple[tuple[str, str | None], object]]) -> di
     return data
 
 
-bundle_dicts = st.builds(_apply, st.sampled_from([healthy(), paused()]), st.lists(EDITS, max_size=6))
+bundle_dicts = st.builds(_apply, st.sampled_from([healthy(), paused(), stepped()]), st.lists(EDITS, max_size=6))
 bundles = bundle_dicts.map(parse_bundle)
 
 
@@ -179,7 +194,9 @@ def _with_healthy_context(bundle: Bundle) -> Bundle:
 def _with_healthy_destination(bundle: Bundle) -> Bundle:
     node_id = (bundle.created and bundle.created.receiver) or "sales"
     started_at = datetime(2026, 7, 30, 10, 0, 2, tzinfo=UTC)
-    return replace(bundle, destination=Destination(node_id=node_id, started_at=started_at, attempt_id="a-1"))
+    tools = CONTRACTS.step_tools(bundle.created and bundle.created.route_version, node_id)
+    destination = Destination(node_id=node_id, started_at=started_at, attempt_id="a-1", tools=tools)
+    return replace(bundle, destination=destination)
 
 
 def _with_healthy_wait(bundle: Bundle) -> Bundle:
@@ -231,6 +248,26 @@ def test_healthy_evidence_replacements_really_are_healthy() -> None:
 
     assert classify(broken, CONTRACTS, NOW).verdict == "STALE_CONTROL"
     assert classify(repaired, CONTRACTS, NOW).verdict == "HEALTHY"
+
+
+def test_a_healthy_destination_replacement_gives_a_step_its_declared_tools() -> None:
+    broken = parse_bundle({**stepped(), "destination": None})
+
+    assert classify(broken, CONTRACTS, NOW).verdict == "DESTINATION_NOT_STARTED"
+    assert classify(_with_healthy_destination(broken), CONTRACTS, NOW).verdict == "HEALTHY"
+
+
+@settings(max_examples=200, deadline=None)
+@given(bundles)
+def test_a_step_given_other_tools_than_declared_never_gets_past_its_destination(bundle: Bundle) -> None:
+    created, destination = bundle.created, bundle.destination
+    declared = CONTRACTS.step_tools(created.route_version, created.receiver) if created else None
+    if declared is None or destination is None or sorted(destination.tools or ()) == sorted(declared):
+        return
+
+    boundary = classify(bundle, CONTRACTS, NOW).boundary
+
+    assert boundary in BOUNDARIES[: BOUNDARIES.index("destination") + 1]
 
 
 # --- (b) less evidence never makes a handoff healthy ------------------------
@@ -329,7 +366,7 @@ any_bundles = st.builds(
     created=st.none() | st.builds(Created, short_text, short_text, short_text, short_text, text_tuples, aware_times),
     reduced=st.none()
     | st.builds(Reduced, short_text, short_text, short_text, short_text, text_tuples, text_tuples, aware_times),
-    destination=st.none() | st.builds(Destination, short_text, aware_times, short_text),
+    destination=st.none() | st.builds(Destination, short_text, aware_times, short_text, st.none() | text_tuples),
     wait=st.none() | st.builds(Wait, short_text, short_text, aware_times, short_text, maybe_bools, maybe_bools),
     verification=st.none() | st.builds(Verification, short_text, st.sampled_from([None, "pass", "fail"]), aware_times),
     final_status=st.none() | st.sampled_from(FINAL_STATUSES),
@@ -340,6 +377,10 @@ any_contracts = st.builds(
     routes=st.dictionaries(
         st.sampled_from(["routes/1", "routes/2"]),
         st.dictionaries(st.sampled_from(NAMES), st.dictionaries(st.sampled_from(NAMES), text_tuples)),
+    ),
+    steps=st.dictionaries(
+        st.sampled_from(["routes/1", "routes/2"]),
+        st.builds(StepRules, st.just("current_step"), st.dictionaries(st.sampled_from(NAMES), text_tuples)),
     ),
 )
 

@@ -318,6 +318,94 @@ def test_it_calls_a_destination_not_started_when_a_fact_is_wrong(field: str, val
     assert verdict_of(data) == "DESTINATION_NOT_STARTED"
 
 
+# --- steps of one agent (spec v1.2): the step's model call got the declared tools --
+
+STEP_CONTRACTS_DOCUMENT = {
+    "wait_reasons": [],
+    "routes": {
+        "routes/4": {"collector": {"specialist": [], "closer": []}},
+        "routes/5": {"collector": {"specialist": []}},
+    },
+    "steps": {"routes/4": {"key": "current_step", "tools": {"specialist": ["provide_solution", "escalate"]}}},
+}
+
+
+def step_handoff(receiver: str = "specialist", tools: list[str] | None = None, version: str = "routes/4") -> dict:
+    """A proven collector -> `receiver` step change whose next model call was given `tools`."""
+    destination = {"node_id": receiver, "started_at": "2026-07-30T10:00:02Z", "attempt_id": "a-1"}
+    if tools is not None:
+        destination["tools"] = tools
+    return healthy(
+        created={"sender": "collector", "receiver": receiver, "route_version": version, "tool_call_id": "call_abc"},
+        reduced={
+            "goto": receiver,
+            "active_agent_before": "collector",
+            "active_agent_after": receiver,
+            "graph_scope": "parent",
+            "tool_message_ids": ["call_abc"],
+            "context_keys": [],
+        },
+        destination=destination,
+    )
+
+
+def step_verdict(data: dict) -> Verdict:
+    return classify(parse_bundle(data), parse_contracts(STEP_CONTRACTS_DOCUMENT), NOW)
+
+
+def test_it_calls_a_step_whose_model_call_got_the_declared_tools_healthy() -> None:
+    assert step_verdict(step_handoff(tools=["escalate", "provide_solution"])).verdict == "HEALTHY"
+
+
+def test_it_compares_a_steps_tools_whatever_their_order() -> None:
+    assert step_verdict(step_handoff(tools=["provide_solution", "escalate"])).verdict == "HEALTHY"
+
+
+@pytest.mark.parametrize(
+    "tools",
+    [
+        ["provide_solution"],
+        ["escalate", "provide_solution", "refund"],
+        ["escalate", "escalate", "provide_solution"],
+        [],
+    ],
+)
+def test_it_calls_a_step_not_started_when_its_model_call_got_other_tools(tools: list[str]) -> None:
+    result = step_verdict(step_handoff(tools=tools))
+
+    assert (result.verdict, result.boundary) == ("DESTINATION_NOT_STARTED", "destination")
+    assert result.reason == "destination.tools does not equal the tools the contract declares for the step"
+
+
+def test_it_calls_a_step_not_started_when_the_destination_does_not_say_which_tools_it_got() -> None:
+    result = step_verdict(step_handoff(tools=None))
+
+    assert result.verdict == "DESTINATION_NOT_STARTED"
+    assert result.reason == "destination.tools is missing for a step whose tools the contract declares"
+
+
+def test_it_leaves_the_tools_of_a_step_the_contract_declares_none_for_unchecked() -> None:
+    assert step_verdict(step_handoff(receiver="closer", tools=None)).verdict == "HEALTHY"
+    assert step_verdict(step_handoff(receiver="closer", tools=["anything"])).verdict == "HEALTHY"
+
+
+def test_it_checks_the_tools_of_the_version_the_handoff_names() -> None:
+    assert step_verdict(step_handoff(tools=None, version="routes/5")).verdict == "HEALTHY"
+
+
+def test_it_lets_a_rejected_step_route_hide_nothing_behind_the_tools() -> None:
+    data = step_handoff(receiver="nowhere", tools=["escalate", "provide_solution"])
+
+    assert step_verdict(data).verdict == "ROUTE_REJECTED"
+
+
+def test_it_keeps_a_destination_that_started_another_step_not_started_whatever_its_tools() -> None:
+    data = step_handoff(tools=["escalate", "provide_solution"])
+    data["destination"]["node_id"] = "collector"
+
+    assert step_verdict(data).reason == "destination.node_id does not equal created.receiver"
+
+
 # --- WAITING_ON_APPROVAL and UNCERTAIN --------------------------------------
 
 
