@@ -179,17 +179,20 @@ AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
-# Login throttling (django-axes, database handler: one count for every web process). After
-# 5 failures for one username (from any address), or from one address (for any usernames),
-# logging in is refused, even with the right password, until the cool-off has passed since
-# the last failure. Counts are not reset by a success (a reset would also clear the address
-# count, so one valid account could unlock an address's guessing) and not extended by
-# attempts made while locked out (so an attacker cannot keep a person locked out for good).
-# REMOTE_ADDR is the address: behind a proxy, have the ASGI server set it from the proxy's
-# header (daphne --proxy-headers), or every user shares the proxy's count.
-AXES_FAILURE_LIMIT = 5
+# Login throttling (django-axes, database handler: one count for every web process). Two counts,
+# so that guessing from one address cannot lock a person out everywhere else: 5 failures for one
+# username from one address refuse that username from that address, and 20 failures from one
+# address (for any usernames) refuse that address, each until the cool-off has passed since the
+# last failure. The same username from another address still logs in (sidewisp.lockout.LoginThrottle
+# holds the second limit). Counts are not reset by a success (a reset would also clear the address
+# count, so one valid account could unlock an address's guessing) and not extended by attempts made
+# while locked out (so an attacker cannot keep anyone locked out for good). The address is
+# REMOTE_ADDR, which a trusted proxy's X-Forwarded-For sets (SIDEWISP_TRUSTED_PROXIES, sidewisp.proxies).
+AXES_HANDLER = "sidewisp.lockout.LoginThrottle"
+AXES_FAILURE_LIMIT = env_int("SIDEWISP_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+SIDEWISP_LOGIN_ADDRESS_LIMIT = env_int("SIDEWISP_LOGIN_ADDRESS_LIMIT", 20, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("SIDEWISP_LOGIN_COOLOFF_MINUTES", 15, minimum=1))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
 AXES_RESET_ON_SUCCESS = False
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_LOCKOUT_CALLABLE = "sidewisp.lockout.locked_out_response"

@@ -85,20 +85,53 @@ def test_a_login_before_the_limit_works(client, person):
     assert not _lockouts().exists()
 
 
-def test_the_sixth_attempt_for_a_user_is_refused_even_with_the_right_password(client, person):
+def test_the_sixth_attempt_from_one_address_is_refused_even_with_the_right_password(client, person):
     person("vic", "viewer", password=PASSWORD)
-    # From a different address each time: the count is per username too.
-    failures = [_try(client, "vic", "wrong", address=f"10.0.1.{i}") for i in range(5)]
+    failures = [_try(client, "vic", "wrong", address="10.0.1.1") for _ in range(5)]
 
-    sixth = _try(client, "vic", PASSWORD, address="10.0.1.99")
+    sixth = _try(client, "vic", PASSWORD, address="10.0.1.1")
 
     assert [r.status_code for r in failures] == [200, 200, 200, 200, 429]
     assert sixth.status_code == 429
     assert not _logged_in(client)
     page = sixth.content.decode()
     assert "Logging in is paused" in page
-    assert "5 failed log-ins for this account or from this address" in page
+    assert "5 failed log-ins for this account from this address (or 20 from this address" in page
     assert "Try again after" in page
+
+
+def test_bad_passwords_from_one_address_do_not_lock_the_owner_out_of_another(client, person):
+    # The attack of issue 19: an attacker who knows vic's name types wrong passwords until vic is locked out.
+    person("vic", "viewer", password=PASSWORD)
+    attacker, vic_at_home = "203.0.113.66", "198.51.100.7"
+    for _ in range(settings.AXES_FAILURE_LIMIT + 3):
+        _try(client, "vic", "guess", address=attacker)
+
+    from_home = _try(client, "vic", PASSWORD, address=vic_at_home)
+
+    assert from_home.status_code == 302
+    assert _logged_in(client)
+
+
+def test_the_attacking_address_stays_throttled_even_with_the_right_password(client, person):
+    person("vic", "viewer", password=PASSWORD)
+    for _ in range(settings.AXES_FAILURE_LIMIT):
+        _try(client, "vic", "guess", address="203.0.113.66")
+
+    guessed = _try(client, "vic", PASSWORD, address="203.0.113.66")
+
+    assert guessed.status_code == 429
+    assert not _logged_in(client)
+
+
+def test_guessing_a_name_from_many_addresses_never_locks_the_name(client, person):
+    person("vic", "viewer", password=PASSWORD)
+    for i in range(3 * settings.AXES_FAILURE_LIMIT):
+        _try(client, "vic", "guess", address=f"203.0.113.{i % 3 + 1}")
+
+    response = _try(client, "vic", PASSWORD, address="198.51.100.7")
+
+    assert response.status_code == 302
 
 
 def test_the_lock_out_page_says_when_to_try_again(client, person):
@@ -128,8 +161,12 @@ def test_a_lock_out_is_audited_once_without_password_or_address(client, person):
 
 def test_an_address_is_limited_across_usernames(client, person):
     person("vic", "viewer", password=PASSWORD)
-    for name in ("admin", "root", "ops", "test", "hunter2-typed-as-a-name"):
+    names = [f"guess-{i}" for i in range(settings.SIDEWISP_LOGIN_ADDRESS_LIMIT)]
+    for name in names[:-1]:
         _try(client, name, "wrong", address="10.0.3.3")
+    assert _try(client, "vic", PASSWORD, address="10.0.3.3").status_code == 302  # one short of the limit
+    client.logout()
+    _try(client, names[-1], "wrong", address="10.0.3.3")
 
     same_address = _try(client, "vic", PASSWORD, address="10.0.3.3")
     other_address = _try(client, "vic", PASSWORD, address="10.0.3.4")
