@@ -13,16 +13,20 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from sidewisp.proxies import TrustedProxyHeaders  # noqa: E402
 from sidewisp.routing import websocket_urlpatterns  # noqa: E402
 from sidewisp.security import SameOriginWebSocket  # noqa: E402
 
 http_app = ASGIStaticFilesHandler(django_asgi_app) if settings.SIDEWISP_SERVE_STATIC else django_asgi_app
 
-application = ProtocolTypeRouter(
-    {
-        "http": http_app,
-        "websocket": SameOriginWebSocket(
-            AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
-        ),
-    }
+# Outermost: the client address and scheme every layer below sees (sidewisp.proxies).
+application = TrustedProxyHeaders(
+    ProtocolTypeRouter(
+        {
+            "http": http_app,
+            "websocket": SameOriginWebSocket(
+                AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+            ),
+        }
+    )
 )

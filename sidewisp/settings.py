@@ -212,7 +212,9 @@ SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31536000)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
 SECURE_HSTS_PRELOAD = not DEBUG
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Forwarded headers (X-Forwarded-For, X-Forwarded-Proto) are believed only from these proxies' addresses
+# (sidewisp.proxies, an ASGI wrapper); nothing trusts a header by itself, so no SECURE_PROXY_SSL_HEADER.
+SIDEWISP_TRUSTED_PROXIES = env_networks("SIDEWISP_TRUSTED_PROXIES")
 SESSION_COOKIE_SECURE = not DEBUG
 CSRF_COOKIE_SECURE = not DEBUG
 SESSION_COOKIE_HTTPONLY = True
@@ -255,6 +257,9 @@ SIDEWISP_WORKER_PING_TIMEOUT = env_float("SIDEWISP_WORKER_PING_TIMEOUT", 1.0, mi
 # A run's lease expires this long after its holder's last renewal (a dead worker's
 # run can be taken over after that); renewed every third of it.
 SIDEWISP_LEASE_SECONDS = env_int("SIDEWISP_LEASE_SECONDS", 30, minimum=3)
+# issue 19 §1: an outbox intent sent but not applied by a worker this long after is sent again (receipts.outbox);
+# metrics and the "unapplied" alert rule count work still unapplied this long after its promise.
+SIDEWISP_INTENT_APPLY_SECONDS = env_int("SIDEWISP_INTENT_APPLY_SECONDS", 20, minimum=1)
 SIDEWISP_MODEL = env_str("SIDEWISP_MODEL", "scripted")
 # The graphs hosted runs drive (agents.registry): a JSON object of name → "path/to/file.py:attr" or
 # "package.module:attr" (or {"graph", "verifier", "wait_policies"}), or the path of a langgraph.json
