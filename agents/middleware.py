@@ -35,15 +35,14 @@ from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResp
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.config import get_config, get_stream_writer
 from langgraph.prebuilt import ToolNode
-from langgraph.types import Command, Send
+from langgraph.types import Command
 
-from agents import evidence
+from agents import evidence, steps
 from agents.handoffs import handoff_target
-from receipts.bundle import MAX_LIST_ENTRIES
+from agents.tracking import HANDOFF_EVENT, messages_in, transfer_gotos, transfer_handoff_ids, turn_call_ids
 from receipts.models import MiddlewareReport
 
 logger = logging.getLogger(__name__)
-HANDOFF_EVENT = "sidewisp.handoff"
 CLEARED_PLACEHOLDER = "[cleared]"
 # What a report says for a tool the model named that is not bound to the agent: never the made-up name.
 UNKNOWN_TOOL = "unknown_tool"
@@ -61,15 +60,26 @@ class SidewispMiddleware(AgentMiddleware):
     through `configurable.operation_id` (or the thread id). The sender of a
     transfer is the agent *node* that ran it (from the checkpoint namespace),
     falling back to the agent name.
+
+    Single-agent steps (`agents.steps`): `step_key` names the step variable where
+    the contracts cannot (remote mode); `first_step` is the step while it is unset.
     """
 
-    def __init__(self, *, agent: str | None = None, route_version: str = "routes/1") -> None:
+    def __init__(
+        self,
+        *,
+        agent: str | None = None,
+        route_version: str = "routes/1",
+        step_key: str | None = None,
+        first_step: str | None = None,
+    ) -> None:
         super().__init__()
         if not route_version:
             msg = "route_version must name a contract version"
             raise ValueError(msg)
         self.agent = agent
         self.route_version = route_version
+        self._steps = steps.StepWatch(route_version, step_key=step_key, first_step=first_step)
 
     def tool_node(self, tools: Sequence[Any], **kwargs: Any) -> ToolNode:
         """A `ToolNode` of `tools` observed by this middleware, for agents that take no middleware.
@@ -85,12 +95,11 @@ class SidewispMiddleware(AgentMiddleware):
     def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
         context = self._tool_context(request)
         if context is not None and context["receiver"] is not None:
-            self._record_created(context)
+            self._record_created(context, context["receiver"], context["handoff_id"])
         result = handler(request)
-        if context is not None and (context := self._transfer(context, result)) is not None:
-            if not context["declared"]:
-                self._record_created(context)
-            self._announce(context)
+        self._steps.after_tool(request, result)
+        if context is not None:
+            self._record_transfer(context, result)
         return result
 
     async def awrap_tool_call(
@@ -98,12 +107,11 @@ class SidewispMiddleware(AgentMiddleware):
     ) -> Any:
         context = self._tool_context(request)
         if context is not None and context["receiver"] is not None:
-            self._record_created(context)
+            self._record_created(context, context["receiver"], context["handoff_id"])
         result = await handler(request)
-        if context is not None and (context := self._transfer(context, result)) is not None:
-            if not context["declared"]:
-                self._record_created(context)
-            self._announce(context)
+        await self._steps.aafter_tool(request, result)
+        if context is not None:
+            self._record_transfer(context, result)
         return result
 
     def _tool_context(self, request: ToolCallRequest) -> dict | None:
@@ -126,58 +134,51 @@ class SidewispMiddleware(AgentMiddleware):
             "attempt": str(getattr(info, "node_attempt", None) or 1),
         }
 
-    @staticmethod
-    def _transfer(context: dict, result: Any) -> dict | None:
-        """The context completed with what the tool returned, or None when it was no transfer."""
-        if not isinstance(result, Command) or result.graph != Command.PARENT:
-            return None
-        gotos = goto_names(result.goto)
-        goto = ",".join(gotos) or None
-        turn = set(context["turn_ids"])
-        sent_ids = [
-            message.tool_call_id
-            for send in _sends(result.goto)
-            for message in _messages_in(send.arg)
-            if isinstance(message, ToolMessage) and message.tool_call_id in turn
-        ]
-        return {
-            **context,
-            "goto": goto,
-            "receiver": context["receiver"] if context["declared"] else goto,
-            "sent_ids": sent_ids[:MAX_LIST_ENTRIES],
-        }
+    def _record_transfer(self, context: dict, result: Any) -> None:
+        """When the tool returned a Command to the parent graph: `created` per destination, then the announcement.
 
-    def _record_created(self, context: dict) -> None:
+        A goto list is one handoff per destination (the first keeps the call's own handoff id, which a
+        declared receiver's `created` already used); a Command to END only is no handoff (spec v1.2).
+        """
+        if not isinstance(result, Command) or result.graph != Command.PARENT:
+            return
+        gotos = transfer_gotos(result.goto)
+        if not gotos:
+            return
+        handoff_ids = transfer_handoff_ids(context["operation_id"], context["tool_call_id"], len(gotos))
+        for index, (goto, handoff_id) in enumerate(zip(gotos, handoff_ids, strict=True)):
+            if not (context["declared"] and index == 0):
+                self._record_created(context, goto, handoff_id)
+        self._announce(context)
+
+    def _record_created(self, context: dict, receiver: str, handoff_id: str) -> None:
         created = {
             "sender": context["sender"],
-            "receiver": context["receiver"],
+            "receiver": receiver,
             "route_version": self.route_version,
             "tool_call_id": context["tool_call_id"],
             "required_context_keys": context["context_keys"],
             "at": evidence.now_iso(),
         }
-        evidence.submit_part(context["operation_id"], context["handoff_id"], "created", created, context["attempt"])
+        evidence.submit_part(context["operation_id"], handoff_id, "created", created, context["attempt"])
 
     @staticmethod
     def _announce(context: dict) -> None:
-        # The parent applies the Command after this returns; the observer reads
-        # the applied update from the parent stream and pairs it by sender node.
+        # The observer pairs this with the transfer the `tools` stream showed: it records `created` for
+        # the transfers nobody announced, and `reduced` and `destination` for all of them.
         event = {
             "event": HANDOFF_EVENT,
-            "handoff_id": context["handoff_id"],
             "operation_id": context["operation_id"],
             "sender": context["sender"],
             "tool_call_id": context["tool_call_id"],
             "turn_ids": context["turn_ids"],
-            "sent_ids": context["sent_ids"],
-            "goto": context["goto"],
-            "graph_scope": "parent",
         }
         evidence.guarded(context["operation_id"], "reduced", lambda: get_stream_writer()(event))
 
     # --- model ---------------------------------------------------------------
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
+        self._steps.before_model(request, tool_names(request.tools))
         scope = self._scope()
         if scope is not None:
             _submit_reports(scope, history_reports(request.messages, tool_names(request.tools)))
@@ -189,6 +190,7 @@ class SidewispMiddleware(AgentMiddleware):
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> Any:
+        self._steps.before_model(request, tool_names(request.tools))
         scope = self._scope()
         if scope is not None:
             _submit_reports(scope, history_reports(request.messages, tool_names(request.tools)))
@@ -221,35 +223,9 @@ def sender_node(config: dict) -> str | None:
     return segments[-2].split(":", 1)[0] if len(segments) >= 2 else None
 
 
-def goto_names(goto: Any) -> list[str]:
-    """The node names a Command's goto addresses: a `Send` by its node, never its payload."""
-    items = goto if isinstance(goto, list | tuple) else [goto]
-    names = []
-    for item in items:
-        if isinstance(item, Send):
-            names.append(str(item.node))
-        elif isinstance(item, str) and item:
-            names.append(item)
-    return names
-
-
-def _sends(goto: Any) -> list[Send]:
-    items = goto if isinstance(goto, list | tuple) else [goto]
-    return [item for item in items if isinstance(item, Send)]
-
-
-def _messages_in(value: Any) -> list:
-    messages = value.get("messages") if isinstance(value, dict) else getattr(value, "messages", None)
-    return list(messages) if isinstance(messages, list | tuple) else []
-
-
 def _turn_call_ids(state: Any, tool_call_id: str) -> list[str]:
     """The tool-call ids of the AIMessage that made this call, this call's first (at most 100)."""
-    for message in reversed(_messages_in(state)):
-        if isinstance(message, AIMessage) and any(call.get("id") == tool_call_id for call in message.tool_calls):
-            others = [call["id"] for call in message.tool_calls if call.get("id") and call["id"] != tool_call_id]
-            return [tool_call_id, *others][:MAX_LIST_ENTRIES]
-    return [tool_call_id]
+    return turn_call_ids(messages_in(state), tool_call_id) or [tool_call_id]
 
 
 def tool_names(tools: Sequence[Any] | None) -> frozenset[str]:

@@ -39,23 +39,19 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from django.utils import timezone
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.types import Command, Interrupt
 
-from agents import evidence, writer
+from agents import evidence, tracking, writer
 from agents.arguments import arg_schemas
-from agents.middleware import HANDOFF_EVENT, UNKNOWN_TOOL, model_failure_reports
+from agents.middleware import UNKNOWN_TOOL, model_failure_reports
+from agents.tracking import CONTROL_KEYS, STREAM_MODES, Tracker, context_key_names  # noqa: F401 - re-exported
 from receipts import bundle, runs
-from receipts.intake import Entry, PartEntry
 from receipts.models import MiddlewareReport, Receipt, Run
 from receipts.recording import record
 
 logger = logging.getLogger(__name__)
 
-# State keys that route or carry the conversation, not context handed to an agent.
-CONTROL_KEYS = frozenset({"messages", "active_agent", "remaining_steps", "structured_response"})
-STREAM_MODES = ["updates", "tasks", "custom", "values", "checkpoints"]
 _STATUS = {
     "complete": Run.Status.COMPLETE,
     "waiting": Run.Status.WAITING,
@@ -122,139 +118,6 @@ class _Snapshot(NamedTuple):
     interrupts: tuple[Interrupt, ...]
 
 
-@dataclass
-class _Tracker:
-    """Pairs transfer announcements with what the parent graph did; returns the recording work to do.
-
-    Pure: every method returns the receipt entries to submit.
-    """
-
-    operation_id: str
-    has_active_agent: bool
-    checkpointed: bool
-    state: dict[str, Any] = field(default_factory=dict)
-    announced: dict[str, list[dict]] = field(default_factory=dict)  # parent node -> announcements
-    applied: list[tuple[dict, list]] = field(default_factory=list)  # (announcement, update's messages)
-    awaiting: list[tuple[str, list[str]]] = field(default_factory=list)  # (handoff id, goto nodes)
-    step_starts: list[tuple[str, str]] = field(default_factory=list)  # root tasks started this step
-    interrupts: list[Interrupt] = field(default_factory=list)
-
-    def on_start(self, graph: Any, config: dict) -> list[Entry]:
-        """What the observer records before the graph streams (evidence re-derived after a crash)."""
-        return []
-
-    async def aon_start(self, graph: Any, config: dict) -> list[Entry]:
-        """`on_start` for graphs with async checkpointers."""
-        return []
-
-    def on_event(self, ns: tuple[str, ...], mode: str, chunk: Any) -> list[Entry]:
-        entries: list[Entry] = []
-        root_start = not ns and mode == "tasks" and isinstance(chunk, Mapping) and "input" in chunk
-        if not root_start and self.step_starts:
-            entries += self._end_of_starts()
-        if mode == "custom":
-            if len(ns) == 1 and isinstance(chunk, Mapping) and chunk.get("event") == HANDOFF_EVENT:
-                node = _node_of(ns[0])
-                self.announced.setdefault(node, []).append({**chunk, "node": node})
-        elif ns:
-            pass
-        elif mode == "updates" and isinstance(chunk, Mapping):
-            for node, update in chunk.items():
-                if node == "__interrupt__":
-                    self.interrupts.extend(i for i in update or () if isinstance(i, Interrupt))
-                    entries += self._finalize([], self.state)  # nothing more is scheduled in this run
-                else:
-                    self.applied.extend((a, _update_messages(update)) for a in self.announced.pop(node, []))
-        elif mode == "values" and isinstance(chunk, Mapping):
-            self.state = dict(chunk)
-        elif mode == "checkpoints" and isinstance(chunk, Mapping):
-            values = chunk.get("values")
-            if isinstance(values, Mapping):
-                self.state = dict(values)
-            entries += self._finalize(list(chunk.get("next") or ()), self.state)
-        elif root_start:
-            self.step_starts.append((str(chunk["name"]), str(chunk["id"])))
-            entries += self._match_starts()
-        return entries
-
-    def on_end(self) -> list[Entry]:
-        entries = self._end_of_starts() if self.step_starts else []
-        return entries + self._finalize([], self.state)
-
-    def _end_of_starts(self) -> list[Entry]:
-        entries: list[Entry] = []
-        if not self.checkpointed:
-            # Without a checkpointer there is no `next`: the tasks this step started are what was scheduled.
-            entries += self._finalize([name for name, _ in self.step_starts], self.state)
-            entries += self._match_starts()
-        self.step_starts.clear()
-        self.awaiting.clear()  # a destination not started in the step after its transfer did not start
-        return entries
-
-    def _finalize(self, scheduled: list[str], state: Mapping[str, Any]) -> list[Entry]:
-        entries: list[Entry] = []
-        for announcement, messages in self.applied:
-            gotos = [g for g in str(announcement.get("goto") or "").split(",") if g]
-            reduced = {
-                "goto": announcement.get("goto"),
-                "active_agent_before": announcement.get("node"),
-                "active_agent_after": self._after(gotos, scheduled, state),
-                "graph_scope": announcement.get("graph_scope"),
-                "tool_message_ids": _tool_message_ids(announcement, messages, gotos, scheduled),
-                "context_keys": context_key_names(state),
-                "at": evidence.now_iso(),
-            }
-            handoff_id = announcement["handoff_id"]
-            entries.append(PartEntry(self.operation_id, handoff_id, "reduced", reduced))
-            self.awaiting.append((handoff_id, gotos))
-        self.applied.clear()
-        return entries
-
-    def _after(self, gotos: list[str], scheduled: list[str], state: Mapping[str, Any]) -> str | None:
-        if self.has_active_agent:
-            after = state.get("active_agent")
-            return after if isinstance(after, str) else None
-        if gotos and all(g in scheduled for g in gotos):
-            return ",".join(gotos)[: bundle.MAX_STRING_LENGTH]
-        return ",".join(scheduled)[: bundle.MAX_STRING_LENGTH] or None
-
-    def _match_starts(self) -> list[Entry]:
-        entries: list[Entry] = []
-        for name, task_id in self.step_starts:
-            for item in [item for item in self.awaiting if name in item[1]]:
-                self.awaiting.remove(item)
-                destination = {"node_id": name, "started_at": evidence.now_iso(), "attempt_id": task_id}
-                entries.append(PartEntry(self.operation_id, item[0], "destination", destination, f"task-{task_id}"))
-        return entries
-
-
-def _update_messages(update: Any) -> list:
-    updates = update if isinstance(update, list | tuple) else [update]
-    return [m for u in updates if isinstance(u, Mapping) for m in (u.get("messages") or ())]
-
-
-def _tool_message_ids(announcement: Mapping, messages: list, gotos: list[str], scheduled: list[str]) -> list[str]:
-    turn = set(announcement.get("turn_ids") or ())
-    ids = [m.tool_call_id for m in messages if isinstance(m, ToolMessage) and m.tool_call_id in turn]
-    if announcement.get("sent_ids") and any(g in scheduled for g in gotos):
-        ids += announcement["sent_ids"]  # a Send carries its ToolMessage to the node it starts
-    own = announcement.get("tool_call_id")
-    ids.sort(key=lambda i: i != own)  # stable: the transfer's own id first, then the others in order
-    return ids[: bundle.MAX_LIST_ENTRIES]
-
-
-def context_key_names(state: Mapping[str, Any]) -> list[str]:
-    """The names of non-control keys present in `state`, as a receipt may hold them (at most 100)."""
-    names = []
-    for key in sorted(k for k, v in state.items() if isinstance(k, str) and k not in CONTROL_KEYS and v is not None):
-        try:
-            bundle.parse_part("reduced", {"context_keys": [key]})
-        except bundle.BundleError:
-            continue
-        names.append(key)
-    return names[: bundle.MAX_LIST_ENTRIES]
-
-
 def observe(
     graph: Any,
     graph_input: Any,
@@ -263,6 +126,7 @@ def observe(
     wait_policies: Mapping[str, WaitPolicy] | None = None,
     verifier: Verifier | None = None,
     retry_on: tuple[type[BaseException], ...] = (),
+    route_version: str | None = None,
 ) -> Outcome:
     """Run `graph` to its end or its next wait, recording receipts and the run's status; never raises for a failed run.
 
@@ -278,7 +142,7 @@ def observe(
         _remember_resume(operation_id, graph_input)
     if local and evidence.run_orm(_begin, operation_id, config, graph_input):
         return Outcome("parked")
-    tracker = _tracker_for(graph, operation_id)
+    tracker = _tracker_for(graph, operation_id, route_version)
     try:
         writer.submit_all(tracker.on_start(graph, config))
         for ns, mode, chunk in graph.stream(graph_input, config, **_stream_options(tracker)):
@@ -307,6 +171,7 @@ async def aobserve(
     wait_policies: Mapping[str, WaitPolicy] | None = None,
     verifier: Verifier | None = None,
     retry_on: tuple[type[BaseException], ...] = (),
+    route_version: str | None = None,
 ) -> Outcome:
     """`observe` on `graph.astream` (async tools and hooks; the ORM in worker threads)."""
     operation_id = _operation_id(config)
@@ -315,7 +180,7 @@ async def aobserve(
         _remember_resume(operation_id, graph_input)
     if local and await evidence.arun_orm(_begin, operation_id, config, graph_input):
         return Outcome("parked")
-    tracker = _tracker_for(graph, operation_id)
+    tracker = _tracker_for(graph, operation_id, route_version)
     try:
         writer.submit_all(await tracker.aon_start(graph, config))
         async for ns, mode, chunk in graph.astream(graph_input, config, **_stream_options(tracker)):
@@ -346,6 +211,7 @@ def conclude(
 ) -> Outcome:
     """Record the outcome of the thread as its checkpoint shows it, and the run's final status (idempotent)."""
     operation_id = evidence.operation_id_of(config) or ""
+    writer.submit_all(_tracker_for(graph, operation_id).on_start(graph, config))
     state = graph.get_state(config)
     snapshot = _Snapshot(state.values, tuple(state.next), tuple(state.interrupts))
     schemas = _schemas(graph, snapshot)
@@ -357,6 +223,7 @@ async def aconclude(
 ) -> Outcome:
     """`conclude` for async checkpointers (`aget_state`)."""
     operation_id = evidence.operation_id_of(config) or ""
+    writer.submit_all(await _tracker_for(graph, operation_id).aon_start(graph, config))
     state = await graph.aget_state(config)
     snapshot = _Snapshot(state.values, tuple(state.next), tuple(state.interrupts))
     schemas = _schemas(graph, snapshot)
@@ -578,32 +445,26 @@ def _operation_id(config: dict) -> str:
     return operation_id
 
 
-def _tracker_for(graph: Any, operation_id: str) -> _Tracker:
-    checkpointed = isinstance(getattr(graph, "checkpointer", None), BaseCheckpointSaver)
-    return _Tracker(operation_id, "active_agent" in getattr(graph, "channels", {}), checkpointed)
+def _tracker_for(graph: Any, operation_id: str, route_version: str | None = None) -> Tracker:
+    return tracking.tracker_for(graph, operation_id, route_version)
 
 
-def _stream_options(tracker: _Tracker) -> dict[str, Any]:
-    options: dict[str, Any] = {"stream_mode": STREAM_MODES, "subgraphs": True}
-    if tracker.checkpointed:
-        # Each step is saved before the next starts, so a parked or crashed run resumes from it.
-        # (LangGraph 1.2 fails at the end of a run given a durability without a checkpointer.)
-        options["durability"] = "sync"
-    return options
+def _stream_options(tracker: Tracker) -> dict[str, Any]:
+    return tracking.stream_options(tracker)
 
 
 def _root_start(ns: tuple, mode: str, chunk: Any) -> bool:
     return not ns and mode == "tasks" and isinstance(chunk, Mapping) and "input" in chunk
 
 
-def _snapshot(graph: Any, config: dict, tracker: _Tracker) -> _Snapshot:
+def _snapshot(graph: Any, config: dict, tracker: Tracker) -> _Snapshot:
     if not tracker.checkpointed:
         return _Snapshot(tracker.state, (), tuple(tracker.interrupts))
     state = graph.get_state(config)
     return _Snapshot(state.values, tuple(state.next), tuple(state.interrupts))
 
 
-async def _asnapshot(graph: Any, config: dict, tracker: _Tracker) -> _Snapshot:
+async def _asnapshot(graph: Any, config: dict, tracker: Tracker) -> _Snapshot:
     if not tracker.checkpointed:
         return _Snapshot(tracker.state, (), tuple(tracker.interrupts))
     state = await graph.aget_state(config)
@@ -702,7 +563,3 @@ def _finish(operation_id: str, outcome: Outcome) -> None:
 
 def _record_final(operation_id: str, status: str, attempt: str) -> None:
     evidence.submit_outcome(operation_id, "final_status", status, attempt=f"{status}-{attempt}")
-
-
-def _node_of(namespace: str) -> str:
-    return namespace.split(":", 1)[0]

@@ -1,0 +1,103 @@
+"""Evidence a crashed process lost is re-derived from the checkpoint history when the run resumes.
+
+A "crash" here is a graph that ran without the observer past a transfer (its checkpoint moved on, its
+`reduced` and `destination` were never recorded), as a worker killed after LangGraph saved the step
+leaves it; the resumed observer must record what that step did, once.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from langgraph_swarm import SwarmState
+
+from agents import writer
+from agents.observer import conclude, observe
+from receipts.models import ContractVersion, Handoff, Receipt
+from tests.agents import teams
+
+PASS = lambda op: ("stock_check", "pass", "v-1")  # noqa: E731
+
+
+@pytest.fixture
+def team_contracts(transactional_db, contracts):
+    routes = {**teams.ROUTES, "prep": {}}
+    ContractVersion.objects.create(version=teams.ROUTE_VERSION, routes=routes)
+
+
+def config_for(name: str) -> dict:
+    token = uuid.uuid4().hex[:8]
+    return {"configurable": {"thread_id": f"th-{name}-{token}", "operation_id": f"op-{name}-{token}"}}
+
+
+def crash_after_the_transfer(graph, config: dict) -> None:
+    """The graph runs unobserved (as a killed observer's process did) and only `created` reached the database."""
+    graph.invoke({"messages": [HumanMessage("hello")]}, config)  # only the middleware's `created` is recorded
+    writer.flush()
+
+
+def handoffs(config: dict) -> list[tuple[str, str, str, str]]:
+    found = Handoff.objects.filter(run__operation_id=config["configurable"]["operation_id"]).order_by("created_at")
+    return [(h.sender, h.receiver, h.verdict, (h.reduced_part or {}).get("graph_scope")) for h in found]
+
+
+def desk(checkpointer):
+    """The swarm as one node ("desk") of an app graph, after a "prep" node."""
+    builder = StateGraph(SwarmState)
+    builder.add_node("prep", lambda state: {})
+    builder.add_node("desk", teams.swarm(None))
+    builder.add_edge(START, "prep")
+    builder.add_edge("prep", "desk")
+    builder.add_edge("desk", END)
+    return builder.compile(checkpointer=checkpointer)
+
+
+def test_a_run_resumed_past_a_transfer_records_the_reduced_and_destination_it_lost(team_contracts):
+    graph, config = teams.swarm(InMemorySaver(), hold=True), config_for("held")
+    crash_after_the_transfer(graph, config)
+    assert handoffs(config) == [("alice", "bob", "STALE_CONTROL", None)]
+
+    outcome = observe(graph, None, config, verifier=PASS)
+
+    assert outcome.status == "complete"
+    assert handoffs(config) == [("alice", "bob", "HEALTHY", "parent")]
+
+
+def test_a_run_that_finished_before_the_crash_is_concluded_with_every_part(team_contracts):
+    graph, config = teams.swarm(InMemorySaver()), config_for("done")
+    crash_after_the_transfer(graph, config)
+
+    outcome = conclude(graph, config, verifier=PASS)
+
+    assert outcome.status == "complete"
+    assert handoffs(config) == [("alice", "bob", "HEALTHY", "parent")]
+    destination = Handoff.objects.get(run__operation_id=config["configurable"]["operation_id"]).destination_part
+    assert destination["node_id"] == "bob"
+
+
+def test_a_nested_transfer_is_reconciled_in_its_own_scope(team_contracts):
+    graph, config = desk(InMemorySaver()), config_for("desk")
+    crash_after_the_transfer(graph, config)
+
+    conclude(graph, config, verifier=PASS)
+
+    assert handoffs(config) == [("alice", "bob", "HEALTHY", "desk")]
+
+
+def test_reconciling_a_fully_recorded_run_records_no_part_twice(team_contracts):
+    graph, config = teams.swarm(InMemorySaver()), config_for("twice")
+    observe(graph, {"messages": [HumanMessage("hello")]}, config, verifier=PASS)
+    operation_id = config["configurable"]["operation_id"]
+    before = sorted(Receipt.objects.filter(handoff__run__operation_id=operation_id).values_list("part", flat=True))
+
+    conclude(graph, config, verifier=PASS)
+    conclude(graph, config, verifier=PASS)
+
+    after = sorted(Receipt.objects.filter(handoff__run__operation_id=operation_id).values_list("part", flat=True))
+    assert [p for p in after if p in ("created", "reduced", "destination")] == [
+        p for p in before if p in ("created", "reduced", "destination")
+    ]
