@@ -9,15 +9,16 @@ super-step.
 - A transfer is any tool call whose result is a `Command` to the parent graph,
   whichever library made the tool. A tool that declares its receiver (our
   `handoff_tool`, langgraph-swarm, langgraph-supervisor) records `created`
-  before it runs; any other records it once it returned a parent `Command`.
+  before it runs; any other records it once it returned a parent `Command`
+  (one per destination of a goto list; a Command to END only is no transfer).
   The transfer is announced on the custom stream (names and ids only), where
-  `agents.observer.observe` pairs it with the parent's state update.
+  the observer (`agents.tracking`) pairs it with what the parent graph did.
+  The observer sees transfers without this middleware too (from the graph's
+  `tools` stream); the middleware adds the declared receiver, the call's time,
+  the middleware reports below and single-agent steps (`agents.steps`).
 - Receipts and reports are handed to the batched writer (`agents.writer`): the
   agent's threads never wait on a database, and recording never raises into
   the agent (a receipt that does not validate becomes an `evidence_dropped` report).
-
-For an agent built without middleware (`create_react_agent`, e.g. the
-langgraph-supervisor supervisor) use `SidewispMiddleware(...).tool_node(tools)`.
 - The effects of the other middleware, found in the history the model is
   given, become `MiddlewareReport` rows: an exhausted retry, a surfaced tool
   error, a tool-call limit hit, a summary, a context edit, and a model retry

@@ -37,7 +37,8 @@ from langgraph.types import Command, Interrupt, Send
 from agents import evidence
 from agents.handoffs import handoff_target
 from receipts import bundle
-from receipts.intake import Entry, PartEntry, SettleEntry
+from receipts.intake import Entry, PartEntry, ReportEntry, SettleEntry
+from receipts.models import MiddlewareReport
 
 logger = logging.getLogger(__name__)
 
@@ -274,7 +275,7 @@ class Tracker:
         for transfer in self._pending.pop((ns, node), []):
             transfer.messages = messages
             self._applied.setdefault(ns, []).append(transfer)
-            entries += self.created_entries(transfer)
+            entries += self.created_entries(transfer) + self.unseen_report(transfer)
         return entries
 
     def created_entries(self, transfer: Transfer) -> list[PartEntry]:
@@ -294,6 +295,14 @@ class Tracker:
             }
             entries.append(PartEntry(self.operation_id, handoff_id, "created", created, "stream"))
         return entries
+
+    def unseen_report(self, transfer: Transfer) -> list[ReportEntry]:
+        """Once per agent: its transfers are proven from the stream, but what only the middleware sees is not."""
+        if transfer.announced:
+            return []
+        detail = {"agent": transfer.sender}
+        kind = MiddlewareReport.Kind.UNSEEN_WITHOUT_MIDDLEWARE
+        return [ReportEntry(self.operation_id, transfer.sender, kind, detail, f"unseen-{transfer.sender}")]
 
     def _finalize(self, ns: Namespace, scheduled: list[str]) -> list[Entry]:
         """`reduced` for each transfer `ns` applied, now that its state after the step is known."""
