@@ -267,8 +267,39 @@ class Tracker:
                     for scope in list(self._applied):
                         entries += self._finalize(scope, [])
             else:
-                entries += self._apply(ns, str(node), update_messages(update))
+                messages = update_messages(update)
+                if (ns, str(node)) not in self._pending:
+                    self._node_transfer(ns, str(node), messages)
+                entries += self._apply(ns, str(node), messages)
         return entries
+
+    def _node_transfer(self, ns: Namespace, node: str, messages: list) -> None:
+        """A hand-written agent node that answers its own `transfer_to_<node>` call and returns `Command(goto=...)`.
+
+        The LangGraph docs' network pattern: no tool runs, so the `tools` stream shows nothing; the
+        update's last AI turn names the transfer and carries its ToolMessage. Only a call named
+        `transfer_to_<X>` that the same update answers, X a node of this graph, counts: any other
+        node update is not a transfer (a call a ToolNode answers later is that tool's own business).
+        """
+        turn = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+        answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+        nodes = getattr(self._graph_at(ns), "nodes", None) or {}
+        for call in turn.tool_calls if turn is not None else ():
+            name = str(call.get("name") or "")
+            target = name.removeprefix("transfer_to_")
+            if call.get("id") in answered and name.startswith("transfer_to_") and target in nodes:
+                transfer = Transfer(
+                    tool_call_id=call["id"],
+                    sender=node,
+                    scope=ns,
+                    tool_ns=(*ns, node),
+                    gotos=[target],
+                    sent_ids=[[]],
+                    at=evidence.now_iso(),
+                    tool_name=str(call["name"]),
+                    turn_ids=turn_call_ids([turn], call["id"]),
+                )
+                self._pending.setdefault((ns, node), []).append(transfer)
 
     def _apply(self, ns: Namespace, node: str, messages: list) -> list[Entry]:
         entries: list[Entry] = []

@@ -1,0 +1,92 @@
+"""The tracker on shapes the third-party team tests do not build: hand-written nodes that return `Command`,
+a Command to END only, and what a run says about an agent observed without SidewispMiddleware."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.types import Command
+
+from agents.observer import observe
+from agents.tracking import scope_name, transfer_gotos
+from receipts.models import ContractVersion, Handoff, MiddlewareReport
+from tests.agents import teams
+
+ROUTE_VERSION = "nodes/1"
+PASS = lambda op: ("check", "pass", "v-1")  # noqa: E731
+
+
+@pytest.fixture
+def node_contracts(transactional_db, contracts):
+    ContractVersion.objects.create(version=ROUTE_VERSION, routes={"agent_a": {"agent_b": []}})
+    ContractVersion.objects.create(version=teams.ROUTE_VERSION, routes=teams.ROUTES)
+
+
+def network(*, tool_message: bool = True, goto: str = "agent_b", checkpointer=None):
+    """The LangGraph docs' network pattern: agent_a answers its own transfer call and returns Command(goto=...)."""
+
+    def agent_a(state: MessagesState) -> Command:
+        call = {"name": "transfer_to_agent_b", "args": {}, "id": "call_net_1", "type": "tool_call"}
+        turn = [AIMessage("", tool_calls=[call], name="agent_a")]
+        if tool_message:
+            turn.append(ToolMessage("Transferred", tool_call_id="call_net_1"))
+        return Command(goto=goto, update={"messages": turn})
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent_a", agent_a, destinations=("agent_b",))
+    builder.add_node("agent_b", lambda state: {"messages": [AIMessage("b done", name="agent_b")]})
+    builder.add_edge(START, "agent_a")
+    builder.add_edge("agent_b", END)
+    return builder.compile(checkpointer=checkpointer)
+
+
+def observed(graph, route_version: str = ROUTE_VERSION) -> str:
+    operation_id = f"op-net-{uuid.uuid4().hex[:8]}"
+    config = {"configurable": {"thread_id": operation_id}, "recursion_limit": 30}
+    observe(graph, {"messages": [HumanMessage("hello")]}, config, verifier=PASS, route_version=route_version)
+    return operation_id
+
+
+def rows(operation_id: str) -> list[tuple[str, str, str]]:
+    return [(h.sender, h.receiver, h.verdict) for h in Handoff.objects.filter(run__operation_id=operation_id)]
+
+
+@pytest.mark.parametrize("checkpointer", [InMemorySaver, lambda: None], ids=["checkpointed", "no checkpointer"])
+def test_a_node_that_answers_its_own_transfer_call_is_a_healthy_handoff(node_contracts, checkpointer):
+    operation_id = observed(network(checkpointer=checkpointer()))
+
+    assert rows(operation_id) == [("agent_a", "agent_b", "HEALTHY")]
+
+
+def test_a_node_transfer_without_its_tool_message_is_not_taken_for_a_handoff(node_contracts):
+    # Without the ToolMessage the call may be a ToolNode's to answer later: nothing proves a transfer.
+    operation_id = observed(network(tool_message=False, checkpointer=InMemorySaver()))
+
+    assert rows(operation_id) == []
+
+
+def test_an_agent_without_the_middleware_is_reported_in_words_once(node_contracts):
+    operation_id = observed(network(checkpointer=InMemorySaver()))
+
+    reports = MiddlewareReport.objects.filter(run__operation_id=operation_id, kind="unseen_without_middleware")
+    assert [(r.agent, r.detail) for r in reports] == [("agent_a", {"agent": "agent_a"})]
+
+
+def test_an_agent_with_the_middleware_gets_no_unseen_report(node_contracts):
+    operation_id = f"op-sw-{uuid.uuid4().hex[:8]}"
+    config = {"configurable": {"thread_id": operation_id}, "recursion_limit": 30}
+    observe(teams.swarm(InMemorySaver()), {"messages": [HumanMessage("hello")]}, config, verifier=PASS)
+
+    assert rows(operation_id) == [("alice", "bob", "HEALTHY")]
+    assert not MiddlewareReport.objects.filter(run__operation_id=operation_id, kind="unseen_without_middleware")
+
+
+def test_end_is_no_destination_and_the_root_scope_is_named_parent():
+    assert transfer_gotos("__end__") == []
+    assert transfer_gotos(["bob", "__end__"]) == ["bob"]
+    assert scope_name(()) == "parent"
+    assert scope_name(("dept:1a2b", "team:3c4d")) == "dept/team"
