@@ -155,6 +155,7 @@ class Tracker:
     _applied: dict[Namespace, list[Transfer]] = field(default_factory=dict)
     _awaiting: dict[Namespace, list[tuple[str, str]]] = field(default_factory=dict)  # (handoff id, goto)
     _starts: dict[Namespace, list[tuple[str, str]]] = field(default_factory=dict)  # (node, task id)
+    _next: dict[Namespace, list[str]] = field(default_factory=dict)  # what each scope's last checkpoint schedules
     _scopes: dict[str, Any] = field(default_factory=dict)  # scope name -> its graph (None: not found)
 
     # --- the stream ------------------------------------------------------------------
@@ -187,7 +188,8 @@ class Tracker:
         elif mode == "checkpoints" and isinstance(chunk, Mapping):
             if isinstance(chunk.get("values"), Mapping):
                 self._set_values(ns, chunk["values"])
-            entries += self._finalize(ns, list(chunk.get("next") or ()))
+            self._next[ns] = list(chunk.get("next") or ())
+            entries += self._finalize(ns, self._next[ns])
         elif start:
             task = (str(chunk["name"]), str(chunk["id"]))
             self._starts.setdefault(ns, []).append(task)
@@ -209,8 +211,10 @@ class Tracker:
                 entries += [SettleEntry(self.operation_id, hid) for hid in transfer.handoff_ids(self.operation_id)]
         for scope in list(self._applied):
             entries += self._finalize(scope, [])
-        for awaiting in self._awaiting.values():
-            entries += [SettleEntry(self.operation_id, handoff_id) for handoff_id, _ in awaiting]
+        for scope, awaiting in self._awaiting.items():
+            # A destination the graph still schedules (held by interrupt_before) is not yet due: unsettled.
+            held = self._next.get(scope, ())
+            entries += [SettleEntry(self.operation_id, handoff_id) for handoff_id, goto in awaiting if goto not in held]
         self._awaiting.clear()
         return entries
 
