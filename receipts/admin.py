@@ -132,10 +132,15 @@ class ContractVersionForm(forms.ModelForm):
         widget=forms.Textarea(attrs={"rows": 24, "cols": 90, "spellcheck": "false"}),
         help_text='{"sender": {"receiver": ["required", "context", "keys"]}}',
     )
+    steps = PrettyJSONField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 8, "cols": 90, "spellcheck": "false"}),
+        help_text='Optional (spec §2 v1.2): {"key": "current_step", "tools": {"step": ["tool", "names"]}}',
+    )
 
     class Meta:
         model = ContractVersion
-        fields = ["based_on", "version", "routes", "note"]
+        fields = ["based_on", "version", "routes", "steps", "note"]
 
     def clean_version(self):
         version = self.cleaned_data["version"]
@@ -153,6 +158,17 @@ class ContractVersionForm(forms.ModelForm):
             raise ValidationError(str(exc).replace("routes.version", "routes", 1)) from None
         return routes
 
+    def clean(self):
+        data = super().clean()
+        version, routes, steps = data.get("version"), data.get("routes"), data.get("steps")
+        if steps is not None and version and routes is not None:
+            document = {"wait_reasons": [], "routes": {version: routes}, "steps": {version: steps}}
+            try:
+                bundle.parse_contracts(document)
+            except bundle.BundleError as exc:
+                self.add_error("steps", str(exc).replace(f"steps.{version}", "steps", 1))
+        return data
+
 
 @admin.register(ContractVersion)
 class ContractVersionAdmin(ReviewedAddAdmin):
@@ -161,7 +177,7 @@ class ContractVersionAdmin(ReviewedAddAdmin):
     list_select_related = ["created_by"]
     ordering = ["-created_at", "-pk"]
     actions = None
-    shown = ["version", "note", "created_by", "created_at", "in_use", "routes_document"]
+    shown = ["version", "note", "created_by", "created_at", "in_use", "routes_document", "steps_document"]
 
     # --- permissions: add (admins), view; never change; delete only what no handoff references
 
@@ -185,7 +201,7 @@ class ContractVersionAdmin(ReviewedAddAdmin):
         return super().add_view(request, form_url, extra_context)
 
     def get_fields(self, request, obj=None):
-        return ["based_on", "version", "routes", "note"] if obj is None else self.shown
+        return ["based_on", "version", "routes", "steps", "note"] if obj is None else self.shown
 
     def get_readonly_fields(self, request, obj=None):
         return () if obj is None else self.shown
@@ -196,19 +212,30 @@ class ContractVersionAdmin(ReviewedAddAdmin):
         base = base or contracts.latest_version()
         if base is None:
             return {"routes": {}}
-        return {"based_on": base.pk, "routes": base.routes, "version": contracts.suggest_version_name(base.version)}
+        return {
+            "based_on": base.pk,
+            "routes": base.routes,
+            "steps": base.steps,
+            "version": contracts.suggest_version_name(base.version),
+        }
 
     def review_new(self, request: HttpRequest, form: forms.ModelForm) -> dict:
         base, version, routes = (form.cleaned_data[k] for k in ("based_on", "version", "routes"))
         before = base.routes if base else None
         changes = contracts.route_changes(before, routes)
         warnings = [] if changes else [f"{version} declares the same routes as {base or 'nothing'}."]
+        steps, steps_before = form.cleaned_data.get("steps"), base.steps if base else None
+        if steps != steps_before:
+            warnings.append(f"{version} changes the steps.")
+        diff = contracts.diff_lines(before, routes, names=(str(base or "—"), version))
+        if steps != steps_before:
+            diff += contracts.diff_lines(steps_before, steps, names=(f"{base or '—'} steps", f"{version} steps"))
         return {
             "title": f"Review the new contract version {version}",
             "intro": f"{version} starts from {base or 'nothing'}. Senders follow it once their route_version names it.",
             "warnings": warnings,
             "route_changes": changes,
-            "diff_lines": contracts.diff_lines(before, routes, names=(str(base or "—"), version)),
+            "diff_lines": diff,
             "submit": f"Save {version}",
         }
 
@@ -227,6 +254,7 @@ class ContractVersionAdmin(ReviewedAddAdmin):
             detail={
                 "based_on": str(base or ""),
                 "changed": [f"{c.sender}→{c.receiver}: {c.change}" for c in changes][:50],
+                "steps_changed": obj.steps != (base.steps if base else None),
             },
         )
 
@@ -239,6 +267,12 @@ class ContractVersionAdmin(ReviewedAddAdmin):
     @admin.display(description="routes")
     def routes_document(self, obj: ContractVersion) -> str:
         return format_html("<pre>{}</pre>", json.dumps(obj.routes, indent=2, ensure_ascii=False))
+
+    @admin.display(description="steps")
+    def steps_document(self, obj: ContractVersion) -> str:
+        if obj.steps is None:
+            return "—"
+        return format_html("<pre>{}</pre>", json.dumps(obj.steps, indent=2, ensure_ascii=False))
 
 
 class WaitReasonForm(forms.ModelForm):

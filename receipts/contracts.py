@@ -69,11 +69,15 @@ for _model in (ContractVersion, WaitReason):
 
 
 def export_document() -> dict:
-    """The spec §2 document for every stored version and wait reason."""
-    return {
+    """The spec §2 document for every stored version and wait reason (`steps` only where a version has them)."""
+    versions = list(ContractVersion.objects.all())
+    document = {
         "wait_reasons": list(WaitReason.objects.values_list("code", flat=True)),
-        "routes": {cv.version: cv.routes for cv in ContractVersion.objects.all()},
+        "routes": {cv.version: cv.routes for cv in versions},
     }
+    if steps := {cv.version: cv.steps for cv in versions if cv.steps is not None}:
+        document["steps"] = steps
+    return document
 
 
 @dataclass(frozen=True)
@@ -96,19 +100,22 @@ def import_document(document: object) -> ImportResult:
     wanted = bundle.contracts_to_dict(contracts)
     existing = {cv.version: cv for cv in ContractVersion.objects.select_for_update()}
     added, updated, unchanged = [], [], []
+    wanted_steps = wanted.get("steps", {})
     for version, routes in wanted["routes"].items():
-        current = existing.get(version)
+        current, steps = existing.get(version), wanted_steps.get(version)
         if current is None:
-            ContractVersion.objects.create(version=version, routes=routes)
+            ContractVersion.objects.create(version=version, routes=routes, steps=steps)
             added.append(version)
-        elif _normalized(current.routes) == _normalized(routes):
+        elif (changed := _changed_field(current, routes, steps)) is None:
             unchanged.append(version)
         elif current.is_referenced():
-            msg = f"routes.{version}: is referenced by handoffs and cannot change; import it under a new version name"
+            msg = (
+                f"{changed}.{version}: is referenced by handoffs and cannot change; import it under a new version name"
+            )
             raise ContractConflict(msg)
         else:
-            current.routes = routes
-            current.save(update_fields=["routes"])
+            current.routes, current.steps = routes, steps
+            current.save(update_fields=["routes", "steps"])
             updated.append(version)
     codes = sorted(contracts.wait_reasons)
     WaitReason.objects.exclude(code__in=codes).delete()
@@ -117,10 +124,19 @@ def import_document(document: object) -> ImportResult:
     return ImportResult(tuple(added), tuple(updated), tuple(unchanged), tuple(codes))
 
 
-def _normalized(routes: object) -> dict:
-    return bundle.contracts_to_dict(bundle.parse_contracts({"wait_reasons": [], "routes": {"v": routes}}))["routes"][
-        "v"
-    ]
+def _changed_field(current: ContractVersion, routes: dict, steps: dict | None) -> str | None:
+    """Which part of a stored version the document changes ("routes" or "steps"), or None."""
+    before, after = _normalized(current.routes, current.steps), _normalized(routes, steps)
+    return next((name for name in ("routes", "steps") if before.get(name) != after.get(name)), None)
+
+
+def _normalized(routes: object, steps: object) -> dict:
+    """One version's routes and steps as the parser writes them back (steps absent when there are none)."""
+    document = {"wait_reasons": [], "routes": {"v": routes}}
+    if steps is not None:
+        document["steps"] = {"v": steps}
+    found = bundle.contracts_to_dict(bundle.parse_contracts(document))
+    return {"routes": found["routes"]["v"], **({"steps": found["steps"]["v"]} if "steps" in found else {})}
 
 
 # --- a new version in the admin: where it starts, what it changes ---------------

@@ -49,6 +49,10 @@ class ContractVersion(models.Model):
 
     version = models.CharField(max_length=200, unique=True)
     routes = models.JSONField(help_text='{"sender": {"receiver": ["required", "context", "keys"]}}')
+    # Spec §2 v1.2: a single-agent team's step variable and the tools each step's model call must get.
+    steps = models.JSONField(
+        null=True, blank=True, help_text='{"key": "current_step", "tools": {"step": ["tool", "names"]}}'
+    )
     note = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
