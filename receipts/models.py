@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
-from receipts import bundle
+from receipts import bundle, destinations
 from receipts.bundle import FINAL_STATUSES, PARTS, VERDICTS
 
 FINAL_STATUS_PART = "final_status"
@@ -539,6 +540,17 @@ class NotificationChannel(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    # issue 19: a webhook URL is http(s) without credentials, whatever saves it (receipts.destinations).
+    def clean(self) -> None:
+        super().clean()
+        if self.url and (problem := destinations.url_problem(self.url)):
+            raise ValidationError({"url": f"The URL {problem}."})
+
+    def save(self, *args, **kwargs) -> None:
+        if self.url and (problem := destinations.url_problem(self.url)):
+            raise ValidationError({"url": f"The URL {problem}."})
+        super().save(*args, **kwargs)
 
 
 class AlertRule(models.Model):

@@ -11,20 +11,28 @@ Payloads are minimized like events: ids, names, codes, times and a link to the p
 them passes `bundle.text_problem`; the link is built here from `SIDEWISP_BASE_URL` and a page path.
 
 A webhook's body is signed: `X-Sidewisp-Signature: sha256=<hex>` is the HMAC-SHA256, under the
-channel's secret, of `<X-Sidewisp-Timestamp>.<body>` (the timestamp header's value, a dot, the raw
-body bytes).
+channel's secret, of `<X-Sidewisp-Timestamp>.<X-Sidewisp-Delivery>.<body>` (the timestamp header's
+value, a dot, the delivery id header's value, a dot, the raw body bytes): a captured request replayed
+under another delivery id fails the check.
+
+Webhooks and Slack go only to the addresses `receipts.destinations` allows (public ones, or the
+networks of SIDEWISP_WEBHOOK_ALLOW_NETWORKS), to the address that was checked, and never follow a
+redirect. A delivery's `last_error` says "address not allowed", "connection failed" or an HTTP status,
+never the operating system's error text. Slack text escapes `&`, `<` and `>` in every value it
+interpolates, so an agent-chosen name cannot mention `<!channel>` or a user.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import http.client
 import json
 import logging
 import smtplib
+import socket
 import time
-import urllib.error
-import urllib.request
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -37,7 +45,7 @@ from django.dispatch import receiver
 from django.urls import reverse
 from django.utils import timezone
 
-from receipts import outbox
+from receipts import destinations, outbox
 from receipts.bundle import text_problem
 from receipts.models import Delivery, Handoff, NotificationChannel, OutboxIntent, Run
 from receipts.signals import HandoffState, handoff_changed
@@ -51,6 +59,7 @@ WAIT_DEFAULTED = "wait.defaulted"
 
 SIGNATURE_HEADER = "X-Sidewisp-Signature"
 TIMESTAMP_HEADER = "X-Sidewisp-Timestamp"
+DELIVERY_HEADER = "X-Sidewisp-Delivery"
 # A delivery's retries wait 2, 4, 8 … seconds, at most this long (below the broker's visibility timeout,
 # so a waiting retry is never handed to a second worker).
 MAX_RETRY_SECONDS = 16
@@ -69,9 +78,10 @@ _FINAL = {"channel removed", "channel inactive", "no e-mail address"}
 class DeliveryError(Exception):
     """A send that did not go through; `reason` is an error class or an HTTP status, never a URL or body."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, *, final: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason[:100]
+        self.final = final or reason in _FINAL  # no retry can fix it: the delivery fails at once
 
 
 # --- promising ----------------------------------------------------------------------------------
@@ -228,7 +238,7 @@ def deliver(delivery_id: int) -> str:
     try:
         _send(delivery)
     except DeliveryError as exc:
-        given_up = attempt >= settings.SIDEWISP_NOTIFY_ATTEMPTS or exc.reason in _FINAL
+        given_up = attempt >= settings.SIDEWISP_NOTIFY_ATTEMPTS or exc.final
         status = Delivery.Status.FAILED if given_up else Delivery.Status.QUEUED
         Delivery.objects.filter(pk=delivery.pk).update(status=status, last_error=exc.reason)
         log.warning("delivery %s (%s) attempt %s failed: %s", delivery.pk, delivery.event, attempt, exc.reason)
@@ -261,27 +271,36 @@ def retry_delay(retries: int) -> int:
     return min(2 ** (retries + 1), MAX_RETRY_SECONDS)
 
 
-def signature(secret: str, timestamp: str, body: bytes) -> str:
+def signature(secret: str, timestamp: str, delivery_id: str, body: bytes) -> str:
     """The value of the signature header (how a receiver checks it: README, Notifications and alerts)."""
-    digest = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
-    return f"sha256={digest}"
+    signed = f"{timestamp}.{delivery_id}.".encode() + body
+    return "sha256=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
 
 
-def summary(payload: dict[str, Any]) -> str:
-    """One line for people (e-mail subject and body, Slack text): the payload's codes and names."""
+def summary(payload: dict[str, Any], quote: Callable[[str], str] = str) -> str:
+    """One line for people (e-mail subject and body, Slack text): the payload's codes and names.
+
+    Every value taken from the payload passes through `quote` (Slack's escaping for Slack text).
+    """
     event = payload.get("event", "")
+    value = lambda name, default="": quote(str(payload.get(name) or default))  # noqa: E731
     if event.startswith("wait."):
         what = {
             WAIT_OPENED: "is waiting for your approval",
             WAIT_DUE_SOON: "is due soon",
-            WAIT_ESCALATED: f"was escalated to you from {payload.get('previous_owner') or 'nobody'}",
+            WAIT_ESCALATED: f"was escalated to you from {value('previous_owner', 'nobody')}",
             WAIT_DEFAULTED: "passed its deadline: the safe default was applied",
-        }.get(event, event)
-        due = f", due {payload['deadline_utc']}" if payload.get("deadline_utc") and event != WAIT_DEFAULTED else ""
-        reason = f" ({payload['reason']})" if payload.get("reason") else ""
-        return f"Sidewisp: a wait of {payload.get('operation_id')}{reason} {what}{due}."
+        }.get(event, quote(event))
+        due = f", due {value('deadline_utc')}" if payload.get("deadline_utc") and event != WAIT_DEFAULTED else ""
+        reason = f" ({value('reason')})" if payload.get("reason") else ""
+        return f"Sidewisp: a wait of {value('operation_id')}{reason} {what}{due}."
     state = "FIRING" if event.endswith("fired") else "resolved"
-    return f"Sidewisp alert {state}: {payload.get('rule')} ({payload.get('condition')})."
+    return f"Sidewisp alert {state}: {value('rule')} ({value('condition')})."
+
+
+def slack_escaped(text: str) -> str:
+    """Text as Slack shows it literally: `&`, `<` and `>` as entities, so `<!channel>` mentions nobody."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _send(delivery: Delivery) -> None:
@@ -290,17 +309,17 @@ def _send(delivery: Delivery) -> None:
         raise DeliveryError("channel removed")
     if not channel.active:
         raise DeliveryError("channel inactive")
-    text = f"{summary(delivery.payload)}\n{delivery.payload.get('link', '')}"
     if channel.kind == NotificationChannel.Kind.EMAIL:
-        _send_email(channel, delivery, text)
+        _send_email(channel, delivery, f"{summary(delivery.payload)}\n{delivery.payload.get('link', '')}")
     elif channel.kind == NotificationChannel.Kind.SLACK:
+        text = f"{summary(delivery.payload, slack_escaped)}\n{slack_escaped(str(delivery.payload.get('link', '')))}"
         _post(channel.url, json.dumps({"text": text}).encode(), {})
     else:
         body = json.dumps(delivery.payload, sort_keys=True, separators=(",", ":")).encode()
-        stamp = str(int(time.time()))
-        headers = {TIMESTAMP_HEADER: stamp, "X-Sidewisp-Delivery": str(delivery.pk)}
+        stamp, delivery_id = str(int(time.time())), str(delivery.pk)
+        headers = {TIMESTAMP_HEADER: stamp, DELIVERY_HEADER: delivery_id}
         if channel.secret:
-            headers[SIGNATURE_HEADER] = signature(channel.secret, stamp, body)
+            headers[SIGNATURE_HEADER] = signature(channel.secret, stamp, delivery_id, body)
         _post(channel.url, body, headers)
 
 
@@ -322,32 +341,53 @@ def _email_of(username: str) -> str:
     return found or ""
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    # A redirect is an answer we do not follow: the signed body goes only where the admin pointed it.
-    def redirect_request(self, *args, **kwargs):
-        return None
-
-
-_opener = urllib.request.build_opener(_NoRedirect)
-
-
 def _post(url: str, body: bytes, headers: dict[str, str]) -> None:
-    request = urllib.request.Request(
-        url,
-        data=body,
-        method="POST",
-        headers={"Content-Type": "application/json", "User-Agent": "Sidewisp-notifications", **headers},
-    )
+    """POST `body` to `url` over a connection to an address `receipts.destinations` allowed; any answer but
+    2xx (a redirect included: it is never followed) is a DeliveryError naming the status."""
     try:
-        with _opener.open(request, timeout=settings.SIDEWISP_NOTIFY_TIMEOUT) as response:
+        parts = destinations.target(url)
+        port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+        addresses = destinations.resolve(parts.hostname, port, settings.SIDEWISP_WEBHOOK_ALLOW_NETWORKS)
+    except destinations.Refused as exc:
+        raise DeliveryError(str(exc), final=True) from None
+    except (OSError, UnicodeError):
+        raise DeliveryError("host not found") from None
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    headers = {"Content-Type": "application/json", "User-Agent": "Sidewisp-notifications", **headers}
+    status = _post_to(addresses, parts, port, path, body, headers)
+    if not 200 <= status < 300:
+        raise DeliveryError(f"HTTP {status}")
+
+
+def _post_to(addresses: list[str], parts, port: int, path: str, body: bytes, headers: dict[str, str]) -> int:
+    """The answer's status from the first of `addresses` that takes the connection."""
+    https = parts.scheme.lower() == "https"
+    for address in addresses:
+        connection = _PinnedConnection(parts.hostname, port, address, https, settings.SIDEWISP_NOTIFY_TIMEOUT)
+        try:
+            connection.request("POST", path, body=body, headers=headers)
+            response = connection.getresponse()
             response.read(1024)
-    except urllib.error.HTTPError as exc:
-        raise DeliveryError(f"HTTP {exc.code}") from None
-    except urllib.error.URLError as exc:
-        reason = exc.reason
-        raise DeliveryError(type(reason).__name__ if isinstance(reason, BaseException) else "URLError") from None
-    except (OSError, ValueError) as exc:
-        raise DeliveryError(type(exc).__name__) from None
+            return response.status
+        except (OSError, http.client.HTTPException):
+            continue  # the operating system's words would tell a port scanner what is behind the address
+        finally:
+            connection.close()
+    raise DeliveryError("connection failed")
+
+
+class _PinnedConnection(http.client.HTTPSConnection):
+    """An HTTP(S) connection to one checked address: no DNS lookup of its own (the host name is only the
+    Host header and, over TLS, the name the certificate must carry)."""
+
+    def __init__(self, host: str, port: int, address: str, https: bool, timeout: float) -> None:
+        super().__init__(host, port, timeout=timeout)
+        self.address, self.https = address, https
+        self.default_port = 443 if https else 80  # the Host header names the port only when it is not this
+
+    def connect(self) -> None:
+        sock = socket.create_connection((self.address, self.port), self.timeout)
+        self.sock = self._context.wrap_socket(sock, server_hostname=self.host) if self.https else sock
 
 
 def iso(moment: datetime) -> str:

@@ -319,6 +319,9 @@ SIDEWISP_NOTIFY_LEAD_MINUTES = env_int("SIDEWISP_NOTIFY_LEAD_MINUTES", 10, minim
 # One webhook or e-mail attempt gives up after this long; a delivery is tried this many times in all.
 SIDEWISP_NOTIFY_TIMEOUT = env_float("SIDEWISP_NOTIFY_TIMEOUT", 5.0, minimum=0.1)
 SIDEWISP_NOTIFY_ATTEMPTS = env_int("SIDEWISP_NOTIFY_ATTEMPTS", 5, minimum=1)
+# Webhooks and Slack reach public addresses only (receipts.destinations); these networks too, e.g.
+# "10.20.0.0/16" for a receiver on the private network ("127.0.0.0/8" for a receiver on this host).
+SIDEWISP_WEBHOOK_ALLOW_NETWORKS = env_networks("SIDEWISP_WEBHOOK_ALLOW_NETWORKS")
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
