@@ -264,8 +264,11 @@ def _agent_namespace(config: dict) -> str:
 
 
 def _task_id(config: dict) -> str | None:
+    """The id of this node's own task (the model call's), or None outside a graph."""
     segments = _namespace_segments(config)
-    return segments[-1].partition(":")[2] or None if segments else None
+    if not segments:
+        return None
+    return segments[-1].partition(":")[2] or None
 
 
 def _config() -> dict:
