@@ -42,6 +42,7 @@ from langgraph.config import get_config
 from langgraph.types import Command
 
 from agents import evidence, writer
+from agents.tracking import context_key_names, scope_name
 from receipts import bundle, intake
 from receipts.contracts import current_contracts
 
@@ -158,8 +159,6 @@ class StepWatch:
             evidence.guarded(operation_id, "reduced", partial(self._proven, pending, request, tools, config, namespace))
 
     def _proven(self, pending: Pending, request: Any, tools: Iterable[str], config: dict, namespace: str) -> None:
-        from agents.observer import context_key_names  # the observer imports the middleware, which imports this
-
         step = self._step_in(request.state, pending.key)
         now = evidence.now_iso()
         reduced = {
@@ -215,7 +214,7 @@ class StepWatch:
 
 def graph_scope(namespace: str) -> str:
     """The agent graph's node path, task ids left out (`parent` at the root), as spec v1.2 names it."""
-    return "/".join(segment.split(":", 1)[0] for segment in namespace.split("|") if segment) or "parent"
+    return scope_name(tuple(segment for segment in namespace.split("|") if segment))
 
 
 def _contract_key(contracts: bundle.Contracts | None, version: str) -> str | None:
