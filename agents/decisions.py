@@ -19,7 +19,7 @@ from langgraph.types import Command
 
 from agents import evidence, remote
 from agents.observer import gated_tools
-from receipts import claims
+from receipts import claims, recording
 from receipts.models import Decision, Run
 
 DECISION_TYPES = ("approve", "reject", "edit")
@@ -109,6 +109,9 @@ def await_decision(
     In remote mode (`SIDEWISP_REMOTE_URL` set) the decision is fetched and claimed
     over the server's API with `SIDEWISP_REMOTE_TOKEN` (agents.remote); while the
     server does not answer there is simply no decision yet.
+
+    A run a remote source created is that source's: waiting on it here raises
+    `receipts.recording.RunNotOwned` naming the source (its decisions are not this app's).
     """
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
@@ -140,6 +143,9 @@ def _claim(operation_id: str, pending: Sequence[Any] | None) -> Command | None:
     run = Run.objects.filter(operation_id=operation_id).first()
     if run is None:
         return None
+    if problem := recording.owner_problem(run, "", act="claim its decisions"):
+        # A source's run (issue 19): its decisions are that source's, and waiting would only time out.
+        raise recording.RunNotOwned("operation_id", problem)
     for decision in claims.unclaimed(run):
         if decision.kind == Decision.Kind.EDIT and pending is None:
             raise ValueError(_EDIT_NEEDS_PENDING)

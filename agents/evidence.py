@@ -22,7 +22,7 @@ from agents import writer
 from receipts import intake
 from receipts.bundle import BundleError, text_problem
 from receipts.models import Handoff, MiddlewareReport
-from receipts.recording import OBSERVER, digest, record_report
+from receipts.recording import OBSERVER, RunNotOwned, digest, record_report
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -80,6 +80,8 @@ def guarded(operation_id: str, part: str, call: Callable[[], R], *, agent: str =
     """
     try:
         return call()
+    except RunNotOwned:
+        pass  # another side's run (issue 19): recording logged the refusal, and a report could not go there
     except BundleError as exc:
         report = dropped_report(operation_id, part, exc.field, agent=agent)
         _swallowing(add_report, report.operation_id, report.agent, report.report, dict(report.detail), report.attempt)

@@ -46,7 +46,7 @@ from agents import evidence, tracking, writer
 from agents.arguments import arg_schemas
 from agents.middleware import UNKNOWN_TOOL, model_failure_reports
 from agents.tracking import CONTROL_KEYS, STREAM_MODES, Tracker, context_key_names  # noqa: F401 - re-exported
-from receipts import bundle, runs
+from receipts import bundle, recording, runs
 from receipts.models import MiddlewareReport, Receipt, Run
 from receipts.recording import record
 
@@ -482,6 +482,9 @@ def _start_run(operation_id: str, config: dict, graph_input: Any) -> bool:
         operation_id=operation_id,
         defaults={"thread_id": str(thread_id), "mode": Run.Mode.OBSERVED, "source": Run.Source.AGENT},
     )
+    if problem := recording.owner_problem(run, ""):  # a remote source's run (issue 19): not this app's
+        logger.warning("run not observed: %s", problem)
+        raise recording.RunNotOwned("operation_id", problem)
     if not run.auto_continue:
         logger.info("run %s parked: auto-continue stopped", operation_id)
         runs.set_status(run, Run.Status.PARKED)

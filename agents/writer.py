@@ -44,8 +44,9 @@ from django.db import connection, transaction
 
 from agents import evidence
 from agents.transient import TRANSIENT
-from receipts import broadcast, intake
+from receipts import broadcast, intake, recording
 from receipts.bundle import BundleError
+from receipts.recording import RunNotOwned
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +69,8 @@ class LocalSink:
     """This process's database: one transaction per batch, its events published once after commit."""
 
     def write(self, entries: Sequence[intake.Entry]) -> None:
-        with broadcast.batched(), transaction.atomic():
+        # As a local app: a run a remote source created is not this app's (issue 19).
+        with broadcast.batched(), transaction.atomic(), recording.writing_as(""):
             intake.apply(entries)
 
 
@@ -224,6 +226,8 @@ class Writer:
         if len(batch) > 1:
             for entry in batch:
                 self._write([entry])
+        elif isinstance(exc, RunNotOwned):
+            self._count("dropped")  # another side's run (issue 19): recording logged the refusal; no report there
         elif isinstance(exc, BundleError) and (replacement := _replacement(batch[0], exc)) is not None:
             self._write([replacement])
         else:
@@ -314,6 +318,8 @@ def _write_in_callers_transaction(entries: list[intake.Entry]) -> bool:
     flush()  # in order: what the writer holds goes first
     try:
         LocalSink().write(entries)  # a savepoint in the caller's transaction
+    except RunNotOwned:
+        return False  # another side's run (issue 19): recording logged the refusal
     except BundleError as exc:
         replacement = _replacement(entries[0], exc)
         return replacement is not None and _write_in_callers_transaction([replacement])

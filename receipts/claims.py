@@ -27,7 +27,13 @@ def unclaimed(run: Run) -> QuerySet[Decision]:
 
 
 def claim(decision: Decision, *, resumed_by: str, source: str | None = None) -> bool:
-    """Mark `decision` applied and audit the resume; False when another caller claimed it first."""
+    """Mark `decision` applied and audit the resume; False when another caller claimed it first.
+
+    Only the run's own side claims: a local app (`source` None) a local run, a source its own runs;
+    anyone else gets `recording.RunNotOwned` naming the run's owner (issue 19).
+    """
+    if problem := recording.owner_problem(decision.run, source or "", act="claim its decisions"):
+        raise recording.RunNotOwned("operation_id", problem)
     with transaction.atomic():
         claimed = Decision.objects.filter(pk=decision.pk, applied_at__isnull=True).update(
             applied_at=timezone.now(), applications=F("applications") + 1

@@ -213,12 +213,15 @@ def store(token: SourceToken, entries: Sequence[intake.Entry]) -> list[bool]:
     entry and its field; nothing is written then.
     """
     # One transaction, one recording batch (contracts read once, health once per run), one publish.
-    with broadcast.batched(), transaction.atomic(), recording.batch():
+    # Recording as the source: a run of anyone else is refused again where the receipts are written.
+    with broadcast.batched(), transaction.atomic(), recording.writing_as(token.source_name), recording.batch():
         statuses = dict.fromkeys(_claim_runs(token, entries), Run.Status.RUNNING)
         stored = []
         for index, entry in enumerate(entries):
             try:
                 stored += intake.apply([entry])
+            except recording.RunNotOwned as exc:
+                raise OutOfScope(f"entries[{index}].operation_id", exc.message) from None
             except bundle.BundleError as exc:
                 raise bundle.BundleError(f"entries[{index}].{exc.field}", exc.message) from None
             if stored[-1] and isinstance(entry, intake.PartEntry) and entry.part == FINAL_STATUS_PART:
