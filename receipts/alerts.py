@@ -9,6 +9,11 @@ Each rule keeps its state (firing, announced, when the last firing was sent). A 
 condition, unless the rule is muted or its cooldown since the last firing sent has not passed; it is sent
 later, while the condition still holds, once they have. A resolve is sent when an announced condition
 ends (a muted rule sends it after the mute). Messages are deliveries (receipts.notifications).
+
+Rules act on settled verdicts only (spec v1.2): a handoff in progress (receipts.health.due_part: a failing
+verdict whose due part has not arrived and whose handoff is not settled) matches no rule. One that turns
+healthy before it settles never fires; one that settles still failing fires then, once (its latest verdict
+change is the settle).
 """
 
 from __future__ import annotations
@@ -96,13 +101,17 @@ def evaluate_all(*, now: datetime | None = None, workers_answering: Callable[[in
 
 @receiver(handoff_changed, dispatch_uid="receipts.alerts.react_to_verdict")
 def react_to_verdict(sender, handoff: Handoff, before: HandoffState | None, now: datetime, **kwargs) -> None:
-    """Verdict rules on the verdict this handoff just turned, evaluated in the recording transaction.
+    """Verdict rules on the verdict this handoff just turned, or just settled in, evaluated in the recording
+    transaction.
 
     Only a rule not yet announcing can change here (the handoff makes its condition hold): one cheap
-    query, usually empty. A condition that ends (the handoff left the verdict, or was settled) is
-    resolved by the beat evaluation, seconds later.
+    query, usually empty. A handoff in progress holds no condition. A condition that ends (the handoff
+    left the verdict, or an operator settled it) is resolved by the beat evaluation, seconds later.
     """
-    if before is not None and before.verdict == handoff.verdict:
+    after = HandoffState.of(handoff)
+    if not after.final:
+        return
+    if before is not None and before.verdict == after.verdict and before.final:
         return
     rules = (
         AlertRule.objects.filter(active=True, kind=AlertRule.Kind.VERDICT, verdict=handoff.verdict)
@@ -159,10 +168,12 @@ def recently_turned(verdicts: tuple[str, ...], agent: str, *, since: datetime) -
     """Handoffs whose latest verdict change, at or after `since`, gave them one of `verdicts`.
 
     A false completion an operator settled (accepted or resolved) no longer counts: its latest change is
-    the settlement.
+    the settlement. A handoff in progress does not count yet; the settle that makes its verdict final is a
+    change of its own (cause "settled").
     """
     latest = VerdictChange.objects.filter(handoff=OuterRef("pk")).order_by("-at", "-pk")
     found = _scoped(Handoff.objects.filter(verdict__in=verdicts, updated_at__gte=since), agent)
+    found = found.exclude(health.due_condition())
     found = found.annotate(
         changed_at=Subquery(latest.values("at")[:1]), latest_cause=Subquery(latest.values("cause")[:1])
     )

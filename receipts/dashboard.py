@@ -14,6 +14,10 @@ Counts at scale (issue 13), one rule each:
 - the overview's handoffs per verdict are counted up to `VERDICT_COUNT_BOUND` each,
   one short index range per verdict (`overview_counts`);
 - open waits are counted exactly: the partial index `handoff_open_waits` holds only them.
+
+Settled verdicts (spec v1.2): a handoff in progress (receipts.health.due_part) is shown as
+such, and the run page reads its run row in the same statement as its handoffs, so the
+run's health and the handoffs' verdicts always come from one snapshot.
 """
 
 from __future__ import annotations
@@ -154,10 +158,9 @@ def overview_counts(bound: int = VERDICT_COUNT_BOUND) -> list[tuple[str, Bounded
 
 
 def _handoffs() -> QuerySet[Handoff]:
-    # The JSON parts stay in the database: pages show names, codes and times only.
-    return Handoff.objects.select_related("run").defer(
-        "created_part", "reduced_part", "destination_part", "verification_part"
-    )
+    # The larger JSON parts stay in the database: pages show names, codes and times only. The reduced and
+    # destination parts are read: whether they are present decides a verdict in progress (health.due_part).
+    return Handoff.objects.select_related("run").defer("created_part", "verification_part")
 
 
 def newest_handoffs(limit: int = NEWEST_LIMIT) -> list[Handoff]:
@@ -214,7 +217,9 @@ def runs(filters: RunFilters) -> QuerySet[Run]:
     found = Run.objects.all()
     handoffs = Handoff.objects.filter(run=OuterRef("pk"))
     if filters.verdict:
-        found = found.filter(Exists(handoffs.filter(verdict=filters.verdict)))
+        # A handoff in progress has no verdict yet: the row shows it in progress, so the filter does not list it.
+        final = handoffs.filter(verdict=filters.verdict).exclude(run_health.due_condition())
+        found = found.filter(Exists(final))
     if filters.verdict == "HEALTHY":
         # A healthy handoff does not make a failing run look fine: a filter that claims health never lists one.
         found = found.exclude(health__in=run_health.ALARMING)
@@ -371,12 +376,18 @@ def keyset_page(
 
 def run_timeline(run: Run, limit: int = TIMELINE_LIMIT, page: int = 1) -> list[HandoffView]:
     """The run's handoffs in the order they were created, each with its grid: the latest `limit` on page 1,
-    the `limit` before those on page 2, and so on."""
+    the `limit` before those on page 2, and so on.
+
+    The run row is read in the same statement as the handoffs (one snapshot: the health that row stores was
+    computed from exactly these verdicts) and every handoff's `run` is that one object: a page shows it, not
+    the `run` it was given, which may be older (read before a receipt committed).
+    """
     start = (max(page, 1) - 1) * limit
-    recent = list(Handoff.objects.filter(run=run).order_by("-created_at", "-pk")[start : start + limit])
+    rows = Handoff.objects.filter(run=run).select_related("run").order_by("-created_at", "-pk")
+    recent = list(rows[start : start + limit])
     recent.reverse()
     for handoff in recent:
-        handoff.run = run  # already loaded: no query per row
+        handoff.run = recent[0].run  # one run object for the page, read with its handoffs
     return [HandoffView(h, grid) for h, grid in zip(recent, boundary_grids(recent), strict=True)]
 
 
@@ -443,20 +454,31 @@ def handoff_view(handoff: Handoff) -> HandoffView:
 
 
 def boundary_grids(handoffs: Iterable[Handoff]) -> list[list[BoundaryCell]]:
-    """Per handoff, each boundary's status and when the receipt proving it arrived; one query."""
+    """Per handoff, each boundary's status and when the receipt proving it arrived; one query.
+
+    The deciding boundary of a handoff in progress is "waiting" (for its due part), not "fail". Each handoff
+    gets `first_arrived` (part -> when its first receipt arrived), which dates a verdict in progress.
+    """
     handoffs = list(handoffs)
-    arrived: dict[tuple[int, str], datetime] = {
-        (row["handoff_id"], row["part"]): row["at"]
-        for row in Receipt.objects.filter(handoff__in=[h.pk for h in handoffs])
+    arrived: dict[tuple[int, str], datetime] = {}
+    first: dict[int, dict[str, datetime]] = {}
+    for row in (
+        Receipt.objects.filter(handoff__in=[h.pk for h in handoffs])
         .order_by()
         .values("handoff_id", "part")
-        .annotate(at=Max("recorded_at"))
-    }
+        .annotate(at=Max("recorded_at"), first=Min("recorded_at"))
+    ):
+        arrived[(row["handoff_id"], row["part"])] = row["at"]
+        first.setdefault(row["handoff_id"], {})[row["part"]] = row["first"]
     grids = []
     for handoff in handoffs:
+        handoff.first_arrived = first.get(handoff.pk, {})
+        due = run_health.due_part(handoff)
         grid = []
         for name, parts in BOUNDARY_PARTS.items():
             status = handoff.boundaries.get(name, "not_reached")
+            if due and name == handoff.boundary and status == "fail":
+                status = "waiting"
             # A boundary after the deciding one was not judged: no receipt time to show for it.
             times = [] if status == "not_reached" else [arrived[k] for p in parts if (k := (handoff.pk, p)) in arrived]
             grid.append(BoundaryCell(name, status, max(times, default=None)))

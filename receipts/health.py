@@ -21,6 +21,12 @@ indexed queries, stores the result on the run and announces a change.
 `refresh` also keeps the run's summary (`SUMMARY_FIELDS`: handoffs, problem handoffs,
 open false completions, the latest handoff's verdict) from the same verdict counts, so
 the runs list reads stored columns instead of counting every run's handoffs per request.
+
+Settled verdicts (spec v1.2): a failing verdict that lacks a part still due is *in
+progress*, not a problem, until its handoff is settled (`due_part`, the one rule every
+page, count, alert and export reads; `due_condition` is the same rule in SQL). Such a
+handoff is a reason of the in_progress level ("Handoff in progress — waiting for the
+reduced receipt") and not counted among the run's problem handoffs.
 """
 
 from __future__ import annotations
@@ -79,6 +85,78 @@ STATUS_REASONS: dict[str, tuple[str, str]] = {
 }
 
 
+# --- settled verdicts (spec v1.2) ------------------------------------------------------
+
+# A failing verdict whose boundary lacks this part is "not yet" while its handoff is unsettled: the spec's
+# due parts (`reduced` by the end of the step that applied the update, `destination` by the end of the next).
+DUE_PARTS: dict[str, str] = {"STALE_CONTROL": "reduced", "DESTINATION_NOT_STARTED": "destination"}
+# After a wait was resolved, the claim "waiting" predates the decision: the resumed run's next final status
+# is due, and UNCERTAIN ("final_status is waiting but no open wait receipt") is not yet a verdict.
+AWAITED_STATUS = "final_status"
+DUE_WORDS = {
+    "reduced": "the reduced receipt",
+    "destination": "the destination receipt",
+    AWAITED_STATUS: "the final status",
+}
+# Run.latest_verdict of a latest handoff in progress: "STALE_CONTROL:reduced" (`latest_code`, `split_latest`).
+_DUE_MARK = ":"
+
+
+def due_part(handoff) -> str | None:
+    """The part an unsettled handoff's failing verdict still waits for, or None when the verdict is final.
+
+    "reduced" (STALE_CONTROL without a reduced receipt), "destination" (DESTINATION_NOT_STARTED without a
+    destination receipt) or "final_status" (UNCERTAIN because the claim "waiting" outlived its resolved
+    wait). A verdict on evidence that is present and wrong is final at once; a settled handoff's always is.
+    """
+    if handoff.settled_at is not None:
+        return None
+    part = DUE_PARTS.get(handoff.verdict)
+    if part is not None:
+        return part if getattr(handoff, f"{part}_part") is None else None
+    resolved_wait = handoff.wait_part is not None and not handoff.wait_open
+    if handoff.verdict == "UNCERTAIN" and handoff.final_status == "waiting" and resolved_wait:
+        return AWAITED_STATUS
+    return None
+
+
+def due_condition():
+    """`due_part(handoff) is not None` as a query condition (a Q on Handoff): the same rule, in SQL."""
+    from django.db.models import Q
+
+    missing = Q(verdict="STALE_CONTROL", reduced_part__isnull=True) | Q(
+        verdict="DESTINATION_NOT_STARTED", destination_part__isnull=True
+    )
+    awaited = Q(verdict="UNCERTAIN", final_status="waiting", wait_part__isnull=False, wait_open=False)
+    return Q(settled_at__isnull=True) & (missing | awaited)
+
+
+def due_of_verdict(verdict: str) -> str:
+    """The part an in-progress handoff of `verdict` waits for (what `due_part` gives for it)."""
+    return DUE_PARTS.get(verdict, AWAITED_STATUS)
+
+
+def in_progress_words(part: str) -> str:
+    """What a page says of a handoff in progress: "In progress — waiting for the reduced receipt"."""
+    return f"In progress — waiting for {DUE_WORDS.get(part, part)}"
+
+
+def latest_code(verdict: str, due: str | None) -> str:
+    """The value stored in Run.latest_verdict: the verdict, with the part it waits for while in progress."""
+    return f"{verdict}{_DUE_MARK}{due}" if verdict and due else verdict
+
+
+def split_latest(code: str) -> tuple[str, str]:
+    """(verdict, due part or "") from a stored Run.latest_verdict."""
+    verdict, _, due = code.partition(_DUE_MARK)
+    return verdict, due
+
+
+def _settles(handoffs) -> bool:
+    # A data migration before 0016 passes a historical Handoff without settled_at: everything was final then.
+    return any(f.name == "settled_at" for f in handoffs._meta.get_fields())
+
+
 class Reason(TypedDict):
     level: str
     code: str
@@ -123,11 +201,16 @@ def assess(
     verdicts: Mapping[str, int] | None = None,
     reports: Iterable[tuple[str, Mapping | None, int]] = (),
     latest_verification: str | None = None,
+    in_progress: Mapping[str, int] | None = None,
 ) -> Health:
     """The run's health from its status and error, its handoffs' verdict counts, its middleware
     reports as (kind, detail, count) and, for a complete run, its latest verification result
-    ("settled" when an operator settled the latest handoff's false completion)."""
-    verdicts = {v: n for v, n in (verdicts or {}).items() if n}
+    ("settled" when an operator settled the latest handoff's false completion).
+
+    `in_progress` counts, per verdict, those of `verdicts` that are not final yet (`due_part`): each is a
+    reason of the in_progress level, never a failure."""
+    pending = {v: n for v, n in (in_progress or {}).items() if n}
+    verdicts = {v: left for v, n in (verdicts or {}).items() if (left := n - pending.get(v, 0)) > 0}
     reasons: list[Reason] = []
     if status in STATUS_REASONS:
         level, text = STATUS_REASONS[status]
@@ -138,14 +221,17 @@ def assess(
         if kind in REPORT_REASONS and count:
             details, total = by_kind.get(kind, ([], 0))
             by_kind[kind] = ([*details, detail or {}], total + count)
-    if status == "complete" and not verdicts and "no_handoff" not in by_kind:
+    if status == "complete" and not (verdicts or pending) and "no_handoff" not in by_kind:
         by_kind["no_handoff"] = ([{}], 1)
-    if status == "complete" and verdicts and latest_verification not in ("pass", "settled"):
+    if status == "complete" and (verdicts or pending) and latest_verification not in ("pass", "settled"):
         text = "Outcome not verified" if latest_verification is None else "Outcome verification failed"
         reasons.append(_reason(FAILING, "unverified", text))
     for verdict, (level, text) in VERDICT_REASONS.items():
         if verdicts.get(verdict):
             reasons.append(_reason(level, verdict.lower(), text, verdicts[verdict]))
+    for verdict, count in sorted(pending.items()):
+        words = in_progress_words(due_of_verdict(verdict))
+        reasons.append(_reason(IN_PROGRESS, f"in_progress_{verdict.lower()}", f"Handoff {words.lower()}", count))
     for kind, (level, text) in REPORT_REASONS.items():
         if kind in by_kind:
             details, total = by_kind[kind]
@@ -164,9 +250,13 @@ def inputs(run_id: int, status: str, error: str, *, handoffs, reports) -> dict:
     `handoffs` and `reports` are the Handoff and MiddlewareReport model classes (a
     migration passes its historical ones).
     """
-    from django.db.models import Count
+    from django.db.models import Count, Value
 
-    verdicts = dict(handoffs.objects.filter(run_id=run_id).order_by().values_list("verdict").annotate(n=Count("pk")))
+    counted = handoffs.objects.filter(run_id=run_id).order_by().values_list("verdict")
+    due = Count("pk", filter=due_condition()) if _settles(handoffs) else Value(0)
+    rows = list(counted.annotate(n=Count("pk"), due=due))
+    verdicts = {verdict: n for verdict, n, _ in rows}
+    in_progress = {verdict: pending for verdict, _, pending in rows if pending}
     settled: set[int] = set()
     if verdicts.get("FALSE_COMPLETE"):
         settled = _settled(run_id, handoffs)
@@ -193,6 +283,7 @@ def inputs(run_id: int, status: str, error: str, *, handoffs, reports) -> dict:
         "verdicts": verdicts,
         "reports": list(found),
         "latest_verification": latest,
+        "in_progress": in_progress,
     }
 
 
@@ -201,19 +292,27 @@ SUMMARY_FIELDS = ("handoff_count", "problem_count", "open_false_count", "latest_
 UNPROBLEMATIC = ("HEALTHY", "WAITING_ON_APPROVAL")
 
 
-def summary(run_id: int, verdicts: Mapping[str, int], *, handoffs) -> dict:
-    """The run's `SUMMARY_FIELDS` from its verdict counts as `inputs` gives them; one indexed query (the latest)."""
+def summary(
+    run_id: int, verdicts: Mapping[str, int], *, handoffs, in_progress: Mapping[str, int] | None = None
+) -> dict:
+    """The run's `SUMMARY_FIELDS` from its verdict counts as `inputs` gives them; one indexed query (the latest).
+
+    A handoff in progress is no problem (yet); the latest one's stored verdict names the part it waits for.
+    """
+    from django.db.models import BooleanField, ExpressionWrapper, Value
+
     total = sum(verdicts.values())
-    latest = (
-        handoffs.objects.filter(run_id=run_id).order_by("-updated_at", "-pk").values_list("verdict", flat=True).first()
-        if total
-        else None
-    )
+    latest = None
+    if total:
+        due = ExpressionWrapper(due_condition(), BooleanField()) if _settles(handoffs) else Value(False)
+        newest = handoffs.objects.filter(run_id=run_id).order_by("-updated_at", "-pk").annotate(due=due)
+        latest = newest.values_list("verdict", "due").first()
+    pending = sum((in_progress or {}).values())
     return {
         "handoff_count": total,
-        "problem_count": total - sum(verdicts.get(v, 0) for v in UNPROBLEMATIC),
+        "problem_count": total - sum(verdicts.get(v, 0) for v in UNPROBLEMATIC) - pending,
         "open_false_count": verdicts.get("FALSE_COMPLETE", 0),
-        "latest_verdict": latest or "",
+        "latest_verdict": latest_code(latest[0], due_of_verdict(latest[0]) if latest[1] else None) if latest else "",
     }
 
 
@@ -247,7 +346,7 @@ def refresh(run, *, now: datetime | None = None, publish: bool = True) -> bool:
         return False
     facts = inputs(run.pk, stored["status"], stored["error"], handoffs=Handoff, reports=MiddlewareReport)
     found = assess(**facts)
-    kept = summary(run.pk, facts["verdicts"], handoffs=Handoff)
+    kept = summary(run.pk, facts["verdicts"], handoffs=Handoff, in_progress=facts["in_progress"])
     run.health, run.health_reasons = found.level, found.reasons
     for name, value in kept.items():
         setattr(run, name, value)
@@ -286,7 +385,8 @@ def fill_summaries(*, run_model, handoffs, reports) -> int:
     filled = 0
     for pk, status, error in list(run_model.objects.order_by("pk").values_list("pk", "status", "error")):
         facts = inputs(pk, status, error, handoffs=handoffs, reports=reports)
-        filled += run_model.objects.filter(pk=pk).update(**summary(pk, facts["verdicts"], handoffs=handoffs))
+        kept = summary(pk, facts["verdicts"], handoffs=handoffs, in_progress=facts["in_progress"])
+        filled += run_model.objects.filter(pk=pk).update(**kept)
     return filled
 
 

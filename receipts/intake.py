@@ -15,6 +15,10 @@ An entry is either
   (fail closed: an outcome with no handoff proves nothing).
 - a **report**: `{"kind": "report", "operation_id", "agent", "report", "detail", "attempt"}`
   (a middleware report: `report` is a `MiddlewareReport.Kind`).
+- a **settle**: `{"kind": "settle", "operation_id", "handoff_id"}`: the step in which the
+  handoff's missing parts were due has finished, so no more evidence is due and its verdict
+  is final (spec v1.2 "Settled"). Idempotent; a settle for a handoff not stored yet stores
+  nothing and creates nothing (its flag is False).
 
 `parse` validates the shape only (types, names, which keys); the contents are
 minimized and validated by `recording` as for every other receipt. Errors name
@@ -54,7 +58,14 @@ class ReportEntry:
     kind: Literal["report"] = "report"
 
 
-Entry = PartEntry | ReportEntry
+@dataclass(frozen=True)
+class SettleEntry:
+    operation_id: str
+    handoff_id: str
+    kind: Literal["settle"] = "settle"
+
+
+Entry = PartEntry | ReportEntry | SettleEntry
 
 
 def to_json(entry: Entry) -> dict:
@@ -68,6 +79,8 @@ def to_json(entry: Entry) -> dict:
             "value": entry.value,
             "attempt": entry.attempt,
         }
+    if isinstance(entry, SettleEntry):
+        return {"kind": "settle", "operation_id": entry.operation_id, "handoff_id": entry.handoff_id}
     return {
         "kind": "report",
         "operation_id": entry.operation_id,
@@ -105,7 +118,9 @@ def parse(obj: object, where: str = "entry") -> Entry:
             if not isinstance(report, str):
                 raise bundle.BundleError("report", "must be a string")
             return ReportEntry(operation_id, bundle.parse_name(obj.get("agent"), "agent"), report, detail, attempt)
-        raise bundle.BundleError("kind", 'must be "part" or "report"')
+        if kind == "settle":
+            return SettleEntry(operation_id, bundle.parse_name(obj.get("handoff_id"), "handoff_id"))
+        raise bundle.BundleError("kind", 'must be "part", "report" or "settle"')
     except bundle.BundleError as exc:
         raise bundle.BundleError(f"{where}.{exc.field}", exc.message) from None
 
@@ -134,7 +149,7 @@ def apply(entries: Sequence[Entry]) -> list[bool]:
     with recording.batch():
         recording.prefetch(
             (entry.operation_id for entry in entries),
-            (entry.handoff_id for entry in entries if isinstance(entry, PartEntry) and entry.handoff_id),
+            (entry.handoff_id for entry in entries if isinstance(entry, PartEntry | SettleEntry) and entry.handoff_id),
         )
         return [_apply_one(entry) for entry in entries]
 
@@ -145,6 +160,8 @@ def _apply_one(entry: Entry) -> bool:
     if isinstance(entry, ReportEntry):
         report = (entry.operation_id, entry.agent, entry.report, dict(entry.detail), entry.attempt)
         return recording.record_report(*report)
+    if isinstance(entry, SettleEntry):
+        return recording.settle(handoff_id=entry.handoff_id, operation_id=entry.operation_id)
     handoff_id = entry.handoff_id or _latest_handoff_id(entry.operation_id)
     if handoff_id is None:
         return False

@@ -201,6 +201,9 @@ class Handoff(models.Model):
 
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now, db_index=True)
+    # Settled verdicts (spec v1.2): when no more evidence was due (a settle entry, or the run ended). Until
+    # then a verdict that lacks a part still due is shown as in progress (receipts.health.due_part).
+    settled_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-updated_at"]

@@ -11,15 +11,18 @@ from django.utils import timezone
 
 from receipts import broadcast, bundle, health
 from receipts.models import Run
-from receipts.recording import next_seq
+from receipts.recording import next_seq, settle_run
 
+# The statuses a run ends in: its handoffs are settled then (spec v1.2), nothing more is due. Queued, running,
+# waiting and parked runs go on.
 ENDED = (Run.Status.COMPLETE, Run.Status.FAILED)
 
 
 def set_status(run: Run, status: str, *, error: str = "", now: datetime | None = None) -> Run:
     """Move `run` to `status` (stamping start, end and heartbeat) and publish `run.changed` after commit.
 
-    `error` is a class name or a short code, never an exception's text.
+    A status in ENDED settles every handoff of the run (`recording.settle_run`): in-progress verdicts become
+    final and are announced. `error` is a class name or a short code, never an exception's text.
     """
     now = now or timezone.now()
     run.status = status
@@ -34,6 +37,8 @@ def set_status(run: Run, status: str, *, error: str = "", now: datetime | None =
         fields.append("finished_at")
     with transaction.atomic():
         run.save(update_fields=fields)
+        if status in ENDED:
+            settle_run(run, now)
         health.refresh(run, now=now, publish=False)  # announce carries it
         announce(run, now=now)
     return run

@@ -13,9 +13,12 @@ from dataclasses import dataclass
 
 from django.dispatch import Signal
 
+from receipts.health import due_part
+
 # Sent once per change to a handoff: a stored receipt part (cause = the part),
-# a time-dependent re-classification (cause = "reclassified"), or an operator's
-# settlement (cause = the settlement). kwargs: handoff, cause, before
+# a time-dependent re-classification (cause = "reclassified"), an operator's
+# settlement (cause = the settlement), or the settle that made an in-progress
+# verdict final (cause = "settled"; the verdict stays, `before.due` was set). kwargs: handoff, cause, before
 # (a HandoffState, None for a new handoff), now.
 handoff_changed = Signal()
 logger = logging.getLogger(__name__)
@@ -23,12 +26,17 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class HandoffState:
-    """What receivers compare before and after: verdict and wait, no evidence content."""
+    """What receivers compare before and after: verdict and wait, no evidence content.
+
+    `due` is the part an unsettled verdict still waits for (receipts.health.due_part), "" once the verdict is
+    final: a change from "reduced" to "" with the same verdict is that verdict's settlement.
+    """
 
     verdict: str
     wait_open: bool
     wait_owner: str
     wait_resolution: str
+    due: str = ""
 
     @classmethod
     def of(cls, handoff) -> HandoffState:
@@ -38,7 +46,13 @@ class HandoffState:
             wait_open=bool(handoff.wait_open),
             wait_owner=handoff.wait_owner or "",
             wait_resolution=str(wait.get("resolution") or ""),
+            due=due_part(handoff) or "",
         )
+
+    @property
+    def final(self) -> bool:
+        """Whether alerts, notifications and exported spans may act on this verdict (spec v1.2 Settled)."""
+        return not self.due
 
 
 def send_handoff_changed(handoff, *, cause: str, before: HandoffState | None, now) -> None:

@@ -1,10 +1,13 @@
 """Handoff verdict changes as OpenTelemetry spans, exported over OTLP/HTTP when configured.
 
 Off by default: unless SIDEWISP_OTLP_ENDPOINT is set nothing is built and
-nothing leaves the process. When set, every change of a handoff's verdict (its
-first classification included) and every operator settlement becomes one
-span, named `handoff <sender>→<receiver>`, lasting from the handoff's creation
-to the change. Its trace id is derived from the run's operation id, so the
+nothing leaves the process. When set, every change of a handoff's settled
+verdict (its first final classification included; spec v1.2 "Settled") and
+every operator settlement becomes one span: a verdict in progress (a failing
+verdict whose due part has not arrived, receipts.health.due_part) is exported
+once it is final, when its part arrives or when it settles. Each span is
+named `handoff <sender>→<receiver>`, lasting from the handoff's creation to
+the change. Its trace id is derived from the run's operation id, so the
 spans of one run's handoffs, and the successive changes of one handoff, form
 one trace. Attributes are names, ids, codes and times only (the span carries
 no receipt part, context values, tool arguments or message text).
@@ -97,7 +100,11 @@ def export_handoff_change(sender, *, handoff, cause: str, before: HandoffState |
     tracer = _exporting.tracer()
     if tracer is None:
         return
-    previous = before.verdict if before is not None else ""
+    after = HandoffState.of(handoff)
+    if not after.final:
+        return  # not yet a verdict: no span, and never an error span for "not yet"
+    # The previous verdict that was exported: one in progress never was.
+    previous = before.verdict if before is not None and before.final else ""
     if previous == handoff.verdict and cause not in health.SETTLEMENT_CAUSES:
         return
     span = HandoffSpan(

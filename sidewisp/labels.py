@@ -104,6 +104,7 @@ CAUSES: dict[str, str] = {
     "verification": "verification receipt",
     "final_status": "final status",
     "reclassified": "re-judged (time passed)",
+    "settled": "settled (no more evidence due)",
     "task.accept": "accepted as is",
     "task.resolve": "marked resolved",
 }

@@ -224,13 +224,17 @@ def run_context(run: Run, user: User, page: object = 1) -> dict:
     timeline_page = Paginator(range(handoff_count), dashboard.TIMELINE_LIMIT).get_page(page)
     timeline = dashboard.run_timeline(run, page=timeline_page.number)
     handoffs = [item.handoff for item in timeline]
-    stoppable = any(h.verdict in actions.STOPPABLE for h in handoffs)
-    offers = run_offers(run, user, stoppable=stoppable, verdicts={h.verdict for h in handoffs})
+    # Settled verdicts: the header shows the run row read with these handoffs, never an older copy.
+    run = handoffs[0].run if handoffs else run
+    # A verdict in progress is not one yet: nothing is offered or inspected for it.
+    final = [h for h in handoffs if not run_health.due_part(h)]
+    stoppable = any(h.verdict in actions.STOPPABLE for h in final)
+    offers = run_offers(run, user, stoppable=stoppable, verdicts={h.verdict for h in final})
     history = _verdict_history(handoffs)
     settled = actions.settlements(handoffs, history)
     for h in handoffs:
-        h.evidence = reconcile_evidence(h)
-        h.history = history.get(h.pk, [])
+        h.evidence = reconcile_evidence(h) if h in final else None
+        h.history = _dated_in_progress(h, history.get(h.pk, []))
         _offer_on_handoff(h, offers, user, settled.get(h.pk))
     with_stories(handoffs)
     missing = dashboard.missing_context_keys(handoffs)
@@ -383,7 +387,8 @@ def _inspect(run: Run, handoffs: list[Handoff], offers: Offers) -> list[dict[str
     """Where to look before a retry: each failing handoff's deciding boundary, then the run's reports."""
     if not (offers.retry or offers.retry_hint or run.status == Run.Status.PARKED):
         return []
-    failing = [h for h in handoffs if h.boundary and h.verdict not in ("HEALTHY", "WAITING_ON_APPROVAL")]
+    unproblematic = ("HEALTHY", "WAITING_ON_APPROVAL")
+    failing = [h for h in handoffs if h.boundary and h.verdict not in unproblematic and not run_health.due_part(h)]
     places = [
         {
             "anchor": f"handoff-{h.pk}-{h.boundary}",
@@ -392,6 +397,22 @@ def _inspect(run: Run, handoffs: list[Handoff], offers: Offers) -> list[dict[str
         for h in failing
     ]
     return [*places, {"anchor": f"run-{run.pk}-reports", "label": "what other middleware reported"}]
+
+
+def _dated_in_progress(h: Handoff, changes: list[VerdictChange]) -> list[VerdictChange]:
+    """`changes`, each with `due`: the part the verdict was waiting for then, "" where it was final.
+
+    The latest change is what the card shows now (receipts.health.due_part); an earlier one was in progress
+    when its verdict lacked a due part that arrived later, before the handoff settled.
+    """
+    for change in changes:
+        part = run_health.DUE_PARTS.get(change.verdict)
+        arrived = h.first_arrived.get(part) if part else None
+        unsettled = h.settled_at is None or change.at < h.settled_at
+        change.due = part if part and (arrived is None or change.at < arrived) and unsettled else ""
+    if changes:
+        changes[-1].due = run_health.due_part(h) or ""
+    return changes
 
 
 def _verdict_history(handoffs: list[Handoff]) -> dict[int, list[VerdictChange]]:
@@ -727,8 +748,9 @@ def _not_now(what: str, handoff: Handoff | None, decided: Decision | None, settl
 def result_context(result: actions.Result, user) -> dict:
     context: dict = {"result": result, "now": timezone.now()}
     if result.run is not None and result.ok and user.has_perm(VIEWER_PERMISSION):
-        # The run, live: the operator watches the resume, re-verification or parking happen.
-        context.update(run_context(result.run, user))
+        # The run, live: the operator watches the resume, re-verification or parking happen. Read again: the
+        # action's copy predates what its commit set off (a resume can record receipts meanwhile).
+        context.update(run_context(Run.objects.get(pk=result.run.pk), user))
         context["ws_url"] = PageScope("run", run_id=result.run.pk).ws_url()
     return context
 

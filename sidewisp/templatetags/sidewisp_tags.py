@@ -8,18 +8,40 @@ from django import template
 from django.utils import timezone
 from django.utils.timesince import timesince, timeuntil
 
+from receipts import health
 from sidewisp import labels
 
 register = template.Library()
 
 
 @register.inclusion_tag("sidewisp/_verdict.html")
-def verdict(code: str, run_health: str = "") -> dict:
-    """A handoff's verdict; given its run's health, a healthy handoff of an alarming run is not green."""
+def verdict(code: str, run_health: str = "", handoff=None, due: str = "") -> dict:
+    """A handoff's verdict; given its run's health, a healthy handoff of an alarming run is not green.
+
+    A verdict in progress (spec v1.2 Settled: `handoff` given and receipts.health.due_part names a part, or
+    `due` does, or `code` is a run's stored "VERDICT:part") says which part it waits for, never in red.
+    """
+    code, stored = health.split_latest(code or "")
+    due = due or stored or (health.due_part(handoff) or "" if handoff is not None else "")
+    if due:
+        icon, _, tone = labels.HEALTH[health.IN_PROGRESS]
+        return {"icon": icon, "label": health.in_progress_words(due), "tone": tone, "code": code, "due": due}
     icon, label, tone = labels.VERDICTS.get(code, labels.UNKNOWN)
     if code == "HEALTHY" and run_health in ("failing", "attention"):
         icon, label, tone = labels.HANDOFF_OK_IN_BAD_RUN
     return {"icon": icon, "label": label, "tone": tone, "code": code}
+
+
+@register.filter
+def due_part(handoff) -> str:
+    """The part a handoff in progress waits for ("" once its verdict is final): receipts.health.due_part."""
+    return health.due_part(handoff) or ""
+
+
+@register.filter
+def due_words(part: str) -> str:
+    """ "the reduced receipt" for "reduced"."""
+    return health.DUE_WORDS.get(part, part)
 
 
 @register.inclusion_tag("sidewisp/_health.html")

@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from receipts import traces
-from receipts.models import Handoff
+from receipts.models import Handoff, Run
 from receipts.recording import note_settlement
 from sidewisp.env import env_headers
 from tests.conftest import handoff_parts, record_wait_for
@@ -60,7 +60,14 @@ def attributes(span) -> dict:
     return dict(span.attributes)
 
 
+def ended_run(operation_id: str) -> Run:
+    """A run that has ended: every handoff recorded for it is settled, so each verdict it gets is final at once
+    (spec v1.2 Settled; an unsettled one in progress exports nothing: test_settled.py)."""
+    return Run.objects.create(operation_id=operation_id, thread_id=operation_id, status=Run.Status.COMPLETE)
+
+
 def test_a_verdict_change_is_a_span_with_the_handoffs_names_codes_and_times(exported, record_committed):
+    ended_run("op-1")
     handoff = record_committed("h-1", "op-1", "healthy")
 
     last = exported.get_finished_spans()[-1]
@@ -83,6 +90,7 @@ def test_a_verdict_change_is_a_span_with_the_handoffs_names_codes_and_times(expo
 
 
 def test_each_verdict_change_is_one_span(exported, record_committed):
+    ended_run("op-1")
     handoff = record_committed("h-1", "op-1", "healthy")
 
     verdicts = [attributes(span)["sidewisp.handoff.verdict"] for span in exported.get_finished_spans()]
