@@ -12,7 +12,6 @@ each touched run's health is refreshed once at the end instead of per receipt.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import hashlib
 import logging
 import threading
@@ -39,39 +38,11 @@ from receipts.models import (
 )
 
 RECLASSIFIED = "reclassified"
+# The cause of a settle (a settle entry, or the run's end) that made an in-progress verdict final.
+SETTLED = "settled"
 # The agent a report is filed under when the agent named in it is not a valid name.
 OBSERVER = "observer"
 logger = logging.getLogger(__name__)
-
-
-class RunNotOwned(BundleError):
-    """The run belongs to another side (issue 19): a local app may not record into a source's run, nor a source
-    into a local run or another source's. Nothing is written; the message names the run and its owner."""
-
-
-# Which app is recording: "" a local app (the evidence writer's LocalSink), a source's name (the receipts
-# API); None, the default, is the server itself (operator actions, sweeps), which writes any run.
-_side: contextvars.ContextVar[str | None] = contextvars.ContextVar("sidewisp_recording_side", default=None)
-
-
-@contextlib.contextmanager
-def writing_as(source_name: str) -> Iterator[None]:
-    """Record as a local app ("") or as the remote source `source_name`: only that side's runs accept it."""
-    reset = _side.set(source_name)
-    try:
-        yield
-    finally:
-        _side.reset(reset)
-
-
-def owner_problem(run: Run, side: str | None = None, *, act: str = "record into it") -> str:
-    """Why `side` (default: the current one) may not `act` on `run` ("" when it may): a run is its creator's."""
-    side = _side.get() if side is None else side
-    if side is None or run.source_name == side:
-        return ""
-    owner = f"was created by source {run.source_name}" if run.source_name else "is a local run"
-    writer = f"source {side}" if side else "a local app"
-    return f"run {run.operation_id} {owner}; {writer} may not {act}"
 
 
 @dataclass(frozen=True)
@@ -111,6 +82,7 @@ def record(
         before = None if new else handoff.verdict
         state_before = None if new else signals.HandoffState.of(handoff)
         changed = _apply(handoff, part, stored_value)
+        changed += _unsettled_by(handoff, part, stored_value)
         _classify_into(handoff, now)
         handoff.updated_at = now
         handoff.save(update_fields=[*changed, *CLASSIFIED_FIELDS, "updated_at"])
@@ -275,15 +247,12 @@ def _run_for(operation_id: str) -> Run:
     """The run of `operation_id`, created when new (call inside a batch)."""
     current = _current()
     if operation_id not in current.runs:
-        defaults = {"thread_id": operation_id, "source": Run.Source.AGENT, "source_name": _side.get() or ""}
+        defaults = {"thread_id": operation_id, "source": Run.Source.AGENT}
         current.runs[operation_id] = (
             _created(Run, {"operation_id": operation_id}, defaults)[0]
             if f"run:{operation_id}" in current.absent
             else Run.objects.get_or_create(operation_id=operation_id, defaults=defaults)[0]
         )
-    if problem := owner_problem(current.runs[operation_id]):
-        logger.warning("receipt refused: %s", problem)
-        raise RunNotOwned("operation_id", problem)
     return current.runs[operation_id]
 
 
@@ -307,13 +276,31 @@ def _locked_handoff(handoff_id: str, run: Run) -> tuple[Handoff, bool]:
         locked = Handoff.objects.select_for_update().filter(handoff_id=handoff_id).first()
     new = False
     if locked is None:
-        # A handoff with no evidence yet fails its first boundary; it is classified before commit.
-        locked, new = _created(Handoff, {"handoff_id": handoff_id}, {"run": run, "verdict": "ROUTE_REJECTED"})
+        # A handoff with no evidence yet fails its first boundary; it is classified before commit. One that
+        # arrives after its run ended is settled from the start: nothing more is due.
+        defaults = {"run": run, "verdict": "ROUTE_REJECTED", "settled_at": _ended_at(run)}
+        locked, new = _created(Handoff, {"handoff_id": handoff_id}, defaults)
     current.handoffs[handoff_id] = locked
     if locked.run_id != run.pk:
         raise bundle.BundleError("operation_id", "does not match the operation this handoff belongs to")
     locked.run = run
     return locked, new
+
+
+def _unsettled_by(handoff: Handoff, part: str, value: object) -> list[str]:
+    """A wait resolved on a run that goes on makes evidence due again (the resumed run's next final status):
+    the handoff is no longer settled. The fields it changed."""
+    resolved = part == "wait" and isinstance(value, dict) and value.get("resolved") is True
+    if not resolved or handoff.settled_at is None or _ended_at(handoff.run) is not None:
+        return []
+    handoff.settled_at = None
+    return ["settled_at"]
+
+
+def _ended_at(run: Run) -> datetime | None:
+    # receipts.runs.ENDED, read here: runs imports this module.
+    ended = run.status in (Run.Status.COMPLETE, Run.Status.FAILED)
+    return (run.finished_at or timezone.now()) if ended else None
 
 
 def _note_change(handoff: Handoff, before: str | None, cause: str, now: datetime) -> None:
@@ -462,6 +449,91 @@ def note_settlement(handoff: Handoff, cause: str, now: datetime) -> None:
     state = signals.HandoffState.of(handoff)
     signals.send_handoff_changed(handoff, cause=cause, before=state, now=now)
     _publish_after_commit(handoff, cause, now)
+
+
+# --- settled verdicts (spec v1.2) ------------------------------------------------------------------
+
+
+def settle(*, handoff_id: str, operation_id: str, now: datetime | None = None) -> bool:
+    """Settle one handoff: the agent side reports that the step its missing parts were due in has finished.
+
+    True when it was not settled before. A handoff (or run) that does not exist yet is not created and
+    nothing is stored (False): a settle proves nothing on its own. `bundle.BundleError` when the ids are not
+    valid or the handoff belongs to another operation. A verdict that was in progress becomes final:
+    history row, health, `handoff_changed` (alert rules fire now) and a live event; a handoff with nothing
+    due only keeps the time.
+    """
+    _validate_ids(handoff_id, operation_id, "1")
+    now = now or timezone.now()
+    with _atomic(), batch():
+        run = _existing_run(operation_id)
+        handoff = _existing_handoff(handoff_id) if run is not None else None
+        if handoff is None:
+            return False
+        if handoff.run_id != run.pk:
+            raise bundle.BundleError("operation_id", "does not match the operation this handoff belongs to")
+        handoff.run = run
+        if handoff.settled_at is not None:
+            return False
+        before = signals.HandoffState.of(handoff)
+        handoff.settled_at = now
+        if not before.due:
+            handoff.save(update_fields=["settled_at"])
+            return True
+        handoff.updated_at = now
+        handoff.save(update_fields=["settled_at", "updated_at"])
+        _announce_settled([(handoff, before)], now)
+        _refresh_health(run, now)
+    return True
+
+
+def settle_run(run: Run, now: datetime) -> int:
+    """Settle every handoff of `run`, which ended, in one UPDATE (call inside its transaction); how many were
+    in progress. Those become final as `settle` makes them: history, `handoff_changed` and a live event each."""
+    pending = list(Handoff.objects.select_for_update().filter(run=run).filter(health.due_condition()).order_by("pk"))
+    Handoff.objects.filter(run=run, settled_at__isnull=True).update(settled_at=now)
+    if pending:
+        Handoff.objects.filter(pk__in=[h.pk for h in pending]).update(updated_at=now)
+    changed = []
+    for handoff in pending:
+        handoff.run = run
+        before = signals.HandoffState.of(handoff)
+        handoff.settled_at, handoff.updated_at = now, now
+        changed.append((handoff, before))
+    current = _current()
+    for cached in current.handoffs.values() if current is not None else ():
+        if cached.run_id == run.pk and cached.settled_at is None:
+            cached.settled_at = now  # a batch that ends the run keeps its handoffs as they now are
+    _announce_settled(changed, now)
+    return len(changed)
+
+
+def _existing_run(operation_id: str) -> Run | None:
+    current = _current()
+    if operation_id in current.runs:
+        return current.runs[operation_id]
+    if f"run:{operation_id}" in current.absent:
+        return None
+    return Run.objects.filter(operation_id=operation_id).first()
+
+
+def _existing_handoff(handoff_id: str) -> Handoff | None:
+    current = _current()
+    if handoff_id not in current.handoffs and f"handoff:{handoff_id}" not in current.absent:
+        found = Handoff.objects.select_for_update().filter(handoff_id=handoff_id).first()
+        if found is not None:
+            current.handoffs[handoff_id] = found
+    return current.handoffs.get(handoff_id)
+
+
+def _announce_settled(changed: list[tuple[Handoff, signals.HandoffState]], now: datetime) -> None:
+    """What made verdicts final: a history row each (the verdict it keeps), the signal, the live event."""
+    VerdictChange.objects.bulk_create(
+        VerdictChange(handoff=h, verdict=h.verdict, boundary=h.boundary, cause=SETTLED, at=now) for h, _ in changed
+    )
+    for handoff, before in changed:
+        signals.send_handoff_changed(handoff, cause=SETTLED, before=before, now=now)
+        _publish_after_commit(handoff, SETTLED, now)
 
 
 def digest(*parts: object) -> str:
