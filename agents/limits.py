@@ -1,10 +1,14 @@
 """The limits document: every middleware setting, a global default plus per-agent overrides.
 
 A document is `{"default": {section: {...}}, "agents": {agent: {section: {...partial}}}}`.
-An agent's settings are the default deep-merged with its override (dicts merge,
-everything else replaces). `validate_document` mirrors the rules the installed
-LangChain middleware enforce in their constructors, adds Sidewisp's own rules,
-and names the offending field in every message. The stack builder
+An agent's settings are, from the bottom up: the runtime defaults here (no graph's
+names in them), the limits its own graph registers (`GraphDescription.limits`: the demo's
+retried exception class and its gated tools), what the document's default changes, then
+the agent's override (dicts merge, everything else replaces). A default setting equal to
+the runtime default changes nothing, so a stored copy of the defaults never hides a
+graph's own. `validate_document` mirrors the rules the installed LangChain
+middleware enforce in their constructors, adds Sidewisp's own rules, and names
+the offending field in every message. The stack builder
 (`agents.stack`) and the admin form both go through this module.
 
 The validation itself is pure: lookups that need the database (does this owner
@@ -44,8 +48,7 @@ MAX_INITIAL_DELAY = 1.0
 MAX_DELAY = 5.0
 MAX_RETRIES = 10
 MAX_DEADLINE_MINUTES = 30 * 24 * 60
-# The agents that work in a per-run workspace, and the tools their middleware registers there.
-WORKSPACE_AGENTS = frozenset({"coder"})
+# The tools a workspace agent's middleware registers there (its graph names such agents: GraphDescription).
 SHELL_TOOL = "shell"
 FILE_SEARCH_TOOLS = ("glob_search", "grep_search")
 SANDBOXES = ("namespace", "none")
@@ -62,7 +65,8 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "model_call_limit": {"thread_limit": 40, "run_limit": 12, "exit_behavior": "end"},
     "tool_retry": {
         "max_retries": 2,
-        "retry_on": ["TransientServiceError"],
+        # Any graph's: a lost connection or a timeout. A graph adds its own classes (the demo's limits).
+        "retry_on": ["ConnectionError", "TimeoutError"],
         "on_failure": "error",
         "backoff_factor": 2.0,
         "initial_delay": 0.01,
@@ -94,11 +98,8 @@ DEFAULT_SETTINGS: dict[str, Any] = {
         "clear_tool_inputs": False,
     },
     "approval": {
-        "tools": {
-            "place_order": {"allowed_decisions": list(DECISIONS), "reason": "purchase_approval", "threshold": 500},
-            "disclose_secret": {"allowed_decisions": list(DECISIONS), "reason": "secret_disclosure"},
-            "refund": {"allowed_decisions": list(DECISIONS), "reason": "irreversible_choice"},
-        },
+        # Sidewisp's own shell only (below); a graph gates its tools in its own limits.
+        "tools": {},
         "owner": "ops-lead",
         "backup_owner": "",
         "deadline_minutes": 24 * 60,
@@ -174,6 +175,8 @@ class Checks:
     effect_tools: frozenset[str] | None = None
     amount_tools: frozenset[str] | None = None
     retryable_errors: Mapping[str, type[Exception] | None] | None = None
+    graph_limits: Mapping[str, Mapping[str, Any]] | None = None
+    workspace_agents: frozenset[str] | None = None
     all_tools: set[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -185,11 +188,26 @@ class Checks:
             self.amount_tools = frozenset(amounts())
         if self.retryable_errors is None:
             self.retryable_errors = retryable_errors()
+        if self.graph_limits is None:
+            self.graph_limits = limits_by_agent()
+        if self.workspace_agents is None:
+            self.workspace_agents = workspace_agents()
         self.tools_by_agent = {agent: set(names) for agent, names in self.tools_by_agent.items()}
         # A workspace agent's tools come from its middleware, whichever settings turn them on.
-        for agent in WORKSPACE_AGENTS & set(self.tools_by_agent):
+        for agent in self.workspace_agents & set(self.tools_by_agent):
             self.tools_by_agent[agent] |= {SHELL_TOOL, *FILE_SEARCH_TOOLS}
         self.all_tools = set().union(*self.tools_by_agent.values()) if self.tools_by_agent else set()
+
+    def graph_of(self, agent: str) -> Mapping[str, Any]:
+        """The limits the agent's own graph registers ({} for an agent no graph describes)."""
+        return (self.graph_limits or {}).get(agent) or {}
+
+    def every_graph(self) -> dict[str, Any]:
+        """Every graph's own limits laid together: what "default" is checked over."""
+        combined: dict[str, Any] = {}
+        for layer in (self.graph_limits or {}).values():
+            combined = merge(combined, layer)
+        return combined
 
 
 # --- merging ------------------------------------------------------------------
@@ -206,9 +224,17 @@ def merge(base: Mapping[str, Any], override: Mapping[str, Any] | None) -> dict[s
     return merged
 
 
-def resolve(document: Mapping[str, Any], agent: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The settings of `agent`: default, then the agent's override, then `overrides` (scenario fixtures)."""
-    settings = merge(DEFAULT_SETTINGS, document.get("default") or {})
+def resolve(
+    document: Mapping[str, Any],
+    agent: str,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    graph: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The settings of `agent`: runtime defaults, its `graph`'s own limits, what the document's default
+    changes, the agent's override, then `overrides` (scenario fixtures)."""
+    settings = merge(DEFAULT_SETTINGS, graph or {})
+    settings = merge(settings, changes(DEFAULT_SETTINGS, document.get("default") or {}))
     settings = merge(settings, (document.get("agents") or {}).get(agent) or {})
     settings = merge(settings, overrides or {})
     # A null per-tool entry in an override removes the limit or the gate it inherited.
@@ -218,6 +244,20 @@ def resolve(document: Mapping[str, Any], agent: str, overrides: Mapping[str, Any
     if isinstance(approval, Mapping) and isinstance(approval.get("tools"), Mapping):
         approval["tools"] = {k: v for k, v in approval["tools"].items() if v is not None}
     return settings
+
+
+def changes(base: Mapping[str, Any], value: Mapping[str, Any]) -> dict[str, Any]:
+    """What `value` changes in `base`: its keys whose value differs, objects compared key by key."""
+    changed: dict[str, Any] = {}
+    for key, item in value.items():
+        if key not in base:
+            changed[key] = copy.deepcopy(item)
+        elif isinstance(item, Mapping) and isinstance(base[key], Mapping):
+            if inner := changes(base[key], item):
+                changed[key] = inner
+        elif item != base[key]:
+            changed[key] = copy.deepcopy(item)
+    return changed
 
 
 # --- validation ---------------------------------------------------------------
@@ -239,7 +279,7 @@ def validate_document(document: Any, checks: Checks) -> dict[str, Any]:
         errors.append("agents: must be an object of agent name → overrides")
         agents = {}
     errors += _unknown_keys(default, "default")
-    base = resolve({"default": default}, "")
+    base = resolve({"default": default}, "", graph=checks.every_graph())
     errors += check_settings(base, "default", checks, tools=checks.all_tools, gate_everything=True)
     inherited = {error.removeprefix("default") for error in errors}
     for agent, override in agents.items():
@@ -257,7 +297,7 @@ def validate_document(document: Any, checks: Checks) -> dict[str, Any]:
         ):
             if name not in own:
                 errors.append(f"{where}.per_tool_limits.{name}: {agent} has no tool {name!r}")
-        settings = resolve({"default": default, "agents": {agent: override}}, agent)
+        settings = resolve({"default": default, "agents": {agent: override}}, agent, graph=checks.graph_of(agent))
         found = check_settings(settings, where, checks, tools=own, gate_everything=False)
         # A problem of the default shows once, under "default", not again for every agent.
         errors += [error for error in found if error.removeprefix(where) not in inherited]
@@ -275,7 +315,8 @@ def _construct(document: Mapping[str, Any], checks: Checks) -> list[str]:
     errors = []
     for agent, tools in checks.tools_by_agent.items():
         try:
-            build_layers(AgentSettings(agent, resolve(document, agent)), sorted(tools), preview=True)
+            settings = AgentSettings(agent, resolve(document, agent, graph=checks.graph_of(agent)))
+            build_layers(settings, sorted(tools), preview=True)
         except (TypeError, ValueError) as exc:
             errors.append(f"agents.{agent}: the middleware refuses these settings: {exc}")
     return errors
@@ -313,7 +354,7 @@ def check_settings(
 
 def workspace_tool_names(agent: str, settings: Mapping[str, Any]) -> list[str]:
     """The tools an agent's workspace middleware registers with these settings."""
-    if agent not in WORKSPACE_AGENTS:
+    if agent not in workspace_agents():
         return []
     names = [SHELL_TOOL] if (settings.get("shell") or {}).get("enabled") else []
     return names + (list(FILE_SEARCH_TOOLS) if (settings.get("file_search") or {}).get("enabled") else [])
@@ -327,9 +368,9 @@ def _check_shell(config: Any, where: str, tools: set[str], *, per_agent: bool) -
     if not isinstance(enabled, bool):
         errors.append(f"{where}.enabled: must be true or false")
     elif enabled and not per_agent:
-        errors.append(f"{where}.enabled: turn the shell on for one agent (agents.coder.shell), not by default")
+        errors.append(f"{where}.enabled: turn the shell on for one agent (agents.<agent>.shell), not by default")
     elif enabled and SHELL_TOOL not in tools:
-        errors.append(f"{where}.enabled: only {_names(WORKSPACE_AGENTS)} works in a workspace with a shell")
+        errors.append(f"{where}.enabled: only {_names(workspace_agents())} works in a workspace with a shell")
     commands = config.get("startup_commands")
     if not isinstance(commands, list) or len(commands) > MAX_STARTUP_COMMANDS:
         errors.append(f"{where}.startup_commands: must be a list of at most {MAX_STARTUP_COMMANDS} commands")
@@ -575,7 +616,8 @@ def _check_approval(config: Any, where: str, checks: Checks, tools: set[str], ga
         errors.append(f"{where}.tools: {_names(missing)} must keep an approval (sensitive tools)")
     for name, rule in gated.items():
         at = f"{where}.tools.{name}"
-        if name not in checks.all_tools:
+        # The runtime's own gates (its shell) stand whichever graphs are registered.
+        if name not in checks.all_tools and name not in DEFAULT_SETTINGS["approval"]["tools"]:
             errors.append(f"{at}: unknown tool")
             continue
         if not isinstance(rule, Mapping):
@@ -667,7 +709,7 @@ def stopping_warnings(document: Mapping[str, Any], checks: Checks) -> list[str]:
     """
     found: dict[tuple[str, str], list[str]] = {}
     for agent in sorted(checks.tools_by_agent):
-        settings = resolve(document, agent)
+        settings = resolve(document, agent, graph=checks.graph_of(agent))
         tools = set(checks.tools_by_agent[agent])
         for where, effect in _agent_stoppers(settings, tools):
             found.setdefault((_source(document, agent, where), effect), []).append(agent)
@@ -818,6 +860,34 @@ def retryable_errors() -> dict[str, type[Exception] | None]:
     return {**RETRYABLE_ERRORS, **extra}
 
 
+def limits_by_agent() -> dict[str, Mapping[str, Any]]:
+    """Each described agent with the limits its own graph registers (the first graph that names it)."""
+    from agents import registry
+
+    found: dict[str, Mapping[str, Any]] = {}
+    for described in registry.descriptions():
+        for agent in described.agents:
+            found.setdefault(agent, described.limits)
+    return found
+
+
+def graph_limits(*, graph: str | None = None, agent: str = "") -> Mapping[str, Any]:
+    """The limits the registered `graph` sets for its agents; without a graph, those of `agent`'s graph."""
+    from agents import registry
+
+    if graph:
+        described = registry.description(graph)
+        return described.limits if described is not None else {}
+    return limits_by_agent().get(agent) or {}
+
+
+def workspace_agents() -> frozenset[str]:
+    """The agents their graphs say work in a per-run workspace (a shell and file search there)."""
+    from agents import registry
+
+    return frozenset().union(*(d.workspace_agents for d in registry.descriptions()))
+
+
 def variants() -> dict[str, Any]:
     """The named variants of the registered graphs (the demo's scenarios), by name."""
     from agents import registry
@@ -846,18 +916,25 @@ def _plain(agent: str) -> _Plain:
 
 
 def preview(
-    document: Mapping[str, Any], agent: str, scenario: Any = None, *, dry_run: bool = False
+    document: Mapping[str, Any],
+    agent: str,
+    scenario: Any = None,
+    *,
+    dry_run: bool = False,
+    graph: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """The middleware stack `agent` gets from `document`, in order: [{"middleware", "name", "args", "shown"}].
 
     With a scenario (a graph variant: `limits`, `route_version`, `tool_names(agent)`), its overrides and
     tools are included (what that scenario's next run gets).
-    A setting that is off or not applicable shows as a row whose name ends in "(off)".
+    A setting that is off or not applicable shows as a row whose name ends in "(off)". `graph` is the
+    limits of the agent's graph (default: the graph that describes `agent`).
     """
     from agents.stack import build_layers
 
     scenario = scenario if scenario is not None else _plain(agent)
-    settings = AgentSettings(agent, resolve(document, agent, scenario.limits.get(agent)))
+    own = graph if graph is not None else graph_limits(agent=agent)
+    settings = AgentSettings(agent, resolve(document, agent, scenario.limits.get(agent), graph=own))
     layers = build_layers(
         settings, scenario.tool_names(agent), route_version=scenario.route_version, dry_run=dry_run, preview=True
     )
@@ -883,8 +960,10 @@ def effective_stack(run: Any) -> dict[str, Any]:
     names = list(described.agents) if described is not None else []
     scenario = described.variants.get(getattr(run, "scenario", "")) if described is not None else None
     dry_run = bool(getattr(run, "dry_run", False))
+    own = described.limits if described is not None else {}
     agents = [
-        {"agent": agent, "stack": preview(pin.version.document, agent, scenario, dry_run=dry_run)} for agent in names
+        {"agent": agent, "stack": preview(pin.version.document, agent, scenario, dry_run=dry_run, graph=own)}
+        for agent in names
     ]
     return {"run": run.pk, "version": pin.version.number, "pinned_at": pin.pinned_at, "agents": agents}
 

@@ -70,6 +70,12 @@ class GraphDescription:
     name; `amounts` gives, per tool, the amount of a call (its arguments) for an
     approval threshold; `variants` are named versions of the graph (each with
     `limits`, `route_version` and `tool_names(agent)`), chosen by `configurable.scenario`.
+
+    `limits` are the graph's own settings for its agents (sections of the limits
+    document, e.g. the exception classes its tool retry retries and the approval
+    gates of its tools): laid over the runtime defaults for this graph only, under
+    what an admin changes. `workspace_agents` work in a per-run workspace (a shell
+    and file search); `todo_agents` get a to-do list.
     """
 
     agents: Mapping[str, Sequence[str]] = field(default_factory=dict)
@@ -79,6 +85,9 @@ class GraphDescription:
     amounts: Mapping[str, Callable[[Mapping[str, Any]], int]] = field(default_factory=dict)
     variants: Mapping[str, Any] = field(default_factory=dict)
     route_version: str = "routes/1"
+    limits: Mapping[str, Any] = field(default_factory=dict)
+    workspace_agents: frozenset[str] = frozenset()
+    todo_agents: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -101,12 +110,14 @@ class Host:
         return self.run.operation_id if self.run is not None else ""
 
     def settings(self, agent: str, overrides: Mapping[str, Any] | None = None):
-        """The agent's settings from the admin limits (the run's pinned version), with `overrides` laid over."""
-        from agents.limits import AgentSettings, resolve
+        """The agent's settings from the admin limits (the run's pinned version) over its graph's own limits,
+        with `overrides` laid over."""
+        from agents.limits import AgentSettings, graph_limits, resolve
         from agents.models import LimitsVersion
 
         version = self.limits_version or LimitsVersion.current()
-        return AgentSettings(agent, resolve(version.document, agent, overrides), version.number)
+        own = graph_limits(graph=self.run.graph if self.run is not None else None, agent=agent)
+        return AgentSettings(agent, resolve(version.document, agent, overrides, graph=own), version.number)
 
     def middleware(
         self,
@@ -122,15 +133,17 @@ class Host:
         e.g. an approval gate) inside it and SidewispMiddleware last, so it sees what the model really got.
 
         The approval waits of its gated tools take owner, reason and deadline from the same settings.
+        An agent keeps one approval gate: a HumanInTheLoopMiddleware in `extra` takes the limits' gates
+        of the tools it does not name (`agents.stack.with_extra`).
         """
-        from agents.stack import build_middleware, wait_policies
+        from agents.stack import build_middleware, wait_policies, with_extra
 
         settings_ = self.settings(agent, overrides)
         self.wait_policies.update(wait_policies(settings_, tool_names))
         stack = build_middleware(
             settings_, tool_names, route_version=route_version, workspace=workspace, dry_run=self.dry_run
         )
-        return [*stack[:-1], *extra, stack[-1]]
+        return with_extra(stack, extra, agent=agent)
 
     def workspace(self, seed: str | None) -> Path | None:
         """The run's workspace seeded from `seed` (created on first use); None without a seed, run or in a dry run."""

@@ -4,10 +4,18 @@ The graph is the run's registered graph (agents.registry), built for the run
 with Sidewisp's checkpointer and a `Host` (the run's pinned limits, dry run,
 the agents' middleware from the admin limits). Celery tasks call these
 (agents/tasks.py); `run_scenario --inline` calls them in-process.
+
+A hosted run's failure ends on the run, not in Celery: an exception from its
+graph (whether `observe` returns it as a failed outcome or raises it after
+recording it) or from building its graph fails the run with the class name and
+the task returns "failed". Only a transient error (agents.transient) escapes,
+for the task to retry from the checkpoint. The run's input is cleared as soon as
+the checkpoint holds it and on every path that ends the run (receipts.runs).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -22,7 +30,11 @@ from agents.models import LimitsVersion, RunLimits
 from agents.observer import Outcome, conclude, final_message_of, observe, verify
 from agents.registry import Host, HostedGraph
 from agents.transient import TRANSIENT
-from receipts.models import Run
+from receipts import runs
+from receipts.models import MiddlewareReport, Run
+from receipts.recording import OBSERVER
+
+logger = logging.getLogger(__name__)
 
 _STATUS = {
     "complete": Run.Status.COMPLETE,
@@ -37,22 +49,31 @@ def start_run(run: Run) -> str:
     _check_hosted(run)
     # Pinned on the first delivery; a re-delivery finds the same version.
     version = RunLimits.pin(run)
+    try:
+        outcome = _start(run, version)
+    except TRANSIENT:
+        raise  # the task retries; the input stays for the graph that has not taken it yet
+    except Exception as exc:  # noqa: BLE001 - e.g. the graph's factory raised: the run ends failed, not the task
+        outcome = _failed(run, exc)
+    return _finish(run, outcome)
+
+
+def _start(run: Run, version: LimitsVersion) -> Outcome:
     with built(run, version) as hosted:
         config = graph_config(run)
         snapshot = hosted.graph.get_state(config)
-        kwargs = {"wait_policies": hosted.wait_policies, "verifier": hosted.verifier, "retry_on": TRANSIENT}
+        kwargs = {"wait_policies": hosted.wait_policies, "verifier": hosted.verifier}
         if not snapshot.values:
-            outcome = observe(hosted.graph, run.input or {}, config, **kwargs)
+            outcome = _observed(run, hosted.graph, run.input or {}, config, **kwargs)
         elif snapshot.next and not snapshot.interrupts and not _held(hosted.graph, snapshot.next):
             # A re-delivered task: continue the interrupted step from the checkpoint.
-            outcome = observe(hosted.graph, None, config, **kwargs)
+            outcome = _observed(run, hosted.graph, None, config, **kwargs)
         else:
             outcome = conclude(hosted.graph, config, wait_policies=hosted.wait_policies, verifier=hosted.verifier)
         if run.input is not None and hosted.graph.get_state(config).values:
-            # The checkpoint holds the input now; the row keeps no copy of it.
-            run.input = None
-            Run.objects.filter(pk=run.pk).update(input=None)
-    return _finish(run, outcome)
+            _clear_input(run)  # the checkpoint holds the input now; the row keeps no copy of it
+        _say_if_unverified(run, hosted, outcome)
+    return outcome
 
 
 def resume_run(run: Run, decision: dict) -> str:
@@ -73,14 +94,15 @@ def resume_run(run: Run, decision: dict) -> str:
             msg = "this run has no pending approval to decide"
             raise ValueError(msg)
         # observe marks the waits resolved (with the decision's resolution) before it resumes the graph.
-        outcome = observe(
+        outcome = _observed(
+            run,
             hosted.graph,
             Command(resume=resume_value(pending, clean)),
             config,
             wait_policies=hosted.wait_policies,
             verifier=hosted.verifier,
-            retry_on=TRANSIENT,
         )
+        _say_if_unverified(run, hosted, outcome)
     return _finish(run, outcome)
 
 
@@ -171,6 +193,43 @@ def _pinned(run: Run) -> LimitsVersion | None:
 
 def _variant(run: Run) -> str:
     return f" (scenario {run.scenario!r})" if run.scenario else ""
+
+
+def _observed(run: Run, graph: Any, graph_input: Any, config: dict[str, Any], **kwargs: Any) -> Outcome:
+    """`observe` for a hosted run: a transient error escapes for a retry; any other ends the run failed.
+
+    `observe` records a graph's failure on the run and either returns it as an outcome or raises the
+    graph's exception (an observed app gets what its graph raised); here both end the same way.
+    """
+    try:
+        return observe(graph, graph_input, config, retry_on=TRANSIENT, **kwargs)
+    except TRANSIENT:
+        raise
+    except Exception as exc:  # noqa: BLE001 - recorded by observe; a hosted run's failure stays out of Celery
+        return _failed(run, exc)
+
+
+def _failed(run: Run, exc: Exception) -> Outcome:
+    """End the run failed with the exception's class name (unless it has ended already); clear its input."""
+    error = type(exc).__name__
+    logger.warning("hosted run %s (graph %s) failed: %s", run.operation_id, run.graph, error)
+    run.refresh_from_db(fields=["status", "input"])
+    if run.status not in runs.ENDED:
+        runs.set_status(run, Run.Status.FAILED, error=error)
+    _clear_input(run)
+    return Outcome("failed", error=error)
+
+
+def _clear_input(run: Run) -> None:
+    run.input = None
+    Run.objects.filter(pk=run.pk).update(input=None)
+
+
+def _say_if_unverified(run: Run, hosted: HostedGraph, outcome: Outcome) -> None:
+    # Without a verifier a completion claim is never proven (FALSE_COMPLETE, spec §1): say why on the run.
+    if hosted.verifier is None and outcome.status == "complete":
+        detail = {"graph": run.graph}
+        evidence.add_report(run.operation_id, OBSERVER, MiddlewareReport.Kind.NO_VERIFIER, detail, "graph")
 
 
 def _finish(run: Run, outcome: Outcome) -> str:

@@ -47,11 +47,12 @@ from agents.limits import (
     DEFAULT_SETTINGS,
     SHELL_TOOL,
     TOOL_SEARCH_PROVIDERS,
-    WORKSPACE_AGENTS,
     AgentSettings,
     amounts,
+    graph_limits,
     merge,
     retryable_errors,
+    workspace_agents,
     workspace_tool_names,
 )
 from agents.middleware import SidewispMiddleware
@@ -59,7 +60,6 @@ from agents.models import AgentLimits
 from agents.observer import WaitPolicy
 from agents.scripted import Say, ScriptedChatModel, emulator_model, model_choice, summarize
 
-TODO_AGENTS = frozenset({"support"})
 # A shell stopped this long after its timeout is killed (the library waits 10 s by default).
 SHELL_TERMINATION_SECONDS = 1.0
 PREVIEW_WORKSPACE = "_preview"
@@ -162,9 +162,9 @@ def build_layers(
     gated = _interrupt_on(s["approval"], tool_names)
     if gated:
         layers.append(Layer(HumanInTheLoopMiddleware(interrupt_on=gated), _approval_args(s["approval"], tool_names)))
-    if agent.agent in TODO_AGENTS:
+    if agent.agent in todo_agents():
         layers.append(Layer(TodoListMiddleware(), {}))
-    if agent.agent in WORKSPACE_AGENTS:
+    if agent.agent in workspace_agents():
         root = workspace or (Path(django_settings.VAR_DIR) / "workspaces" / PREVIEW_WORKSPACE if preview else None)
         shown = workspaces.display_path(workspace.name) if workspace else workspaces.display_path()
         layers += _workspace_layers(s, root, shown, dry_run=dry_run)
@@ -180,6 +180,42 @@ def build_layers(
         )
     )
     return layers
+
+
+def with_extra(stack: Sequence[AgentMiddleware], extra: Sequence[AgentMiddleware], *, agent: str) -> list:
+    """`stack` with the graph's own middleware `extra` inside it, SidewispMiddleware still last.
+
+    An agent has one approval gate: `create_agent` refuses a second HumanInTheLoopMiddleware ("Please
+    remove duplicate middleware instances"). When `extra` brings one, the limits' gates of the tools it
+    does not name join it, its own rules and options standing; Sidewisp's own gate is left out.
+    """
+    ours = next((m for m in stack if isinstance(m, HumanInTheLoopMiddleware)), None)
+    theirs = next((m for m in extra if isinstance(m, HumanInTheLoopMiddleware)), None)
+    if ours is None or theirs is None:
+        return [*stack[:-1], *extra, stack[-1]]
+    joined = theirs
+    if missing := {name: rule for name, rule in ours.interrupt_on.items() if name not in theirs.interrupt_on}:
+        if type(theirs) is not HumanInTheLoopMiddleware:
+            msg = (
+                f"agent {agent!r}: its {type(theirs).__name__} does not gate {', '.join(sorted(missing))}, "
+                "which the admin limits gate; gate them there too, or remove them from the limits"
+            )
+            raise ValueError(msg)
+        joined = HumanInTheLoopMiddleware(
+            interrupt_on={**missing, **theirs.interrupt_on},
+            description_prefix=theirs.description_prefix,
+            edit_notice=theirs.edit_notice,
+            interrupt_mode=theirs.interrupt_mode,
+        )
+    kept = [m for m in stack[:-1] if m is not ours]
+    return [*kept, *(joined if m is theirs else m for m in extra), stack[-1]]
+
+
+def todo_agents() -> frozenset[str]:
+    """The agents their graphs give a to-do list (GraphDescription.todo_agents)."""
+    from agents import registry
+
+    return frozenset().union(*(d.todo_agents for d in registry.descriptions()))
 
 
 def emulated_tools(settings: Mapping[str, Any], tool_names: Sequence[str]) -> list[str]:
@@ -296,12 +332,13 @@ def as_settings(limits: AgentSettings | AgentLimits) -> AgentSettings:
 
 
 def settings_from_agent_limits(limits: AgentLimits) -> AgentSettings:
-    """The settings a legacy `AgentLimits` row stands for."""
+    """The settings a legacy `AgentLimits` row stands for (over the limits of the graph that has the agent)."""
     reason = limits.approval_reason
+    base = merge(DEFAULT_SETTINGS, graph_limits(agent=limits.agent))
     gates = {
         name: {**rule, "reason": reason or rule["reason"]}
         | ({"threshold": limits.approval_threshold} if "threshold" in rule else {})
-        for name, rule in DEFAULT_SETTINGS["approval"]["tools"].items()
+        for name, rule in base["approval"]["tools"].items()
     }
     override = {
         "tool_call_limit": {"run_limit": limits.tool_run_limit, "thread_limit": limits.tool_thread_limit},
@@ -328,7 +365,7 @@ def settings_from_agent_limits(limits: AgentLimits) -> AgentSettings:
             "deadline_minutes": limits.approval_deadline_minutes,
         },
     }
-    return AgentSettings(agent=limits.agent, settings=merge(DEFAULT_SETTINGS, override))
+    return AgentSettings(agent=limits.agent, settings=merge(base, override))
 
 
 _PER_TOOL = {"thread_limit": None, "run_limit": None, "exit_behavior": "continue"}
@@ -351,7 +388,8 @@ def _retry_on(names: Sequence[str]) -> Any:
 
         return default_retry_on
     known = retryable_errors()
-    return tuple(known[name] for name in names)
+    # A class only an unregistered graph names matches nothing this process runs: retried by none.
+    return tuple(known[name] for name in names if known.get(name) is not None)
 
 
 def _tool_failure(attempts: int):

@@ -17,7 +17,7 @@ from typing import Any
 
 from agents import registry
 from agents.arguments import arg_schemas, redacted_values
-from agents.limits import DEFAULT_SETTINGS, resolve
+from agents.limits import DEFAULT_SETTINGS, graph_limits, resolve
 from agents.models import LimitsVersion, RunLimits
 from agents.observer import gated_tools, resume_token_id
 from receipts.models import Handoff, Run
@@ -64,7 +64,10 @@ def redaction_rules(run: Run) -> list[Mapping[str, Any]]:
     handoff = run.handoffs.filter(wait_open=True).order_by("created_at", "pk").last()
     if handoff is not None and handoff.receiver:
         version = _version_of(run) or LimitsVersion.current()
-        own = resolve(version.document, handoff.receiver, _overrides(run, handoff.receiver)).get("shell") or {}
+        settings = resolve(
+            version.document, handoff.receiver, _overrides(run, handoff.receiver), graph=graph_limits(graph=run.graph)
+        )
+        own = settings.get("shell") or {}
         rules += [rule for rule in own.get("redaction") or () if rule not in rules]
     return rules
 
@@ -101,7 +104,7 @@ def _approval_settings(handoff: Handoff) -> Mapping[str, Any]:
     variant = described.variants.get(run.scenario)
     overrides = getattr(variant, "limits", {}).get(handoff.receiver) if variant is not None else None
     version = _version_of(run) or LimitsVersion.current()
-    settings = resolve(version.document, handoff.receiver, overrides)
+    settings = resolve(version.document, handoff.receiver, overrides, graph=described.limits)
     approval = settings.get("approval")
     return approval if isinstance(approval, Mapping) else {}
 

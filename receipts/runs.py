@@ -35,6 +35,10 @@ def set_status(run: Run, status: str, *, error: str = "", now: datetime | None =
     if status in ENDED:
         run.finished_at = now
         fields.append("finished_at")
+    if status in (*ENDED, Run.Status.WAITING):
+        # A hosted run's input (a prompt) is kept only for a graph that has not taken it yet.
+        run.input = None
+        fields.append("input")
     with transaction.atomic():
         run.save(update_fields=fields)
         if status in ENDED:

@@ -56,6 +56,7 @@ REPORTS: dict[str, str] = {
     "model_failed": "Model failed",
     "evidence_dropped": "Evidence dropped",
     "no_handoff": "No handoff recorded",
+    "no_verifier": "No verifier registered",
 }
 
 
@@ -70,6 +71,12 @@ def report_text(kind: str, detail: dict | None) -> str:
         return f"{text} ({why})" if why else text
     if kind == "no_handoff":
         return "The run ended without recording any handoff"
+    if kind == "no_verifier":
+        return (
+            f"Graph {detail.get('graph') or '?'} has no verifier registered, so its completion claim is not proven "
+            "(false completion). Add one: a verifier in its SIDEWISP_GRAPHS entry, or HostedGraph(verifier=...) "
+            "from its factory (README, “Outcome verifiers”)"
+        )
     return " · ".join(f"{name}: {value}" for name, value in detail.items())
 
 

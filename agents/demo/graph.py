@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agents.demo import tools
+from agents.demo.limits import DEMO_LIMITS, TODO_AGENTS, WORKSPACE_AGENTS
 from agents.demo.scenarios import SCENARIOS
 from agents.demo.team import AGENT_TOOLS, ROUTE_VERSION, declared_transfers
 from agents.registry import GraphDescription, Host, HostedGraph
@@ -54,4 +55,7 @@ sidewisp_description = GraphDescription(
     amounts={"place_order": _order_amount},
     variants=SCENARIOS,
     route_version=ROUTE_VERSION,
+    limits=DEMO_LIMITS,
+    workspace_agents=WORKSPACE_AGENTS,
+    todo_agents=TODO_AGENTS,
 )

@@ -16,6 +16,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from agents import hosting
+from agents.demo.limits import DEMO_LIMITS
 from agents.demo.team import AGENT_TOOLS, AGENTS, ROUTE_VERSION, Team, Transfer, build_team, declared_transfers
 from agents.demo.verifiers import verifier
 from agents.handoffs import Fault
@@ -99,7 +100,9 @@ class Scenario:
 
     def agent_settings(self, version: LimitsVersion) -> dict[str, AgentSettings]:
         return {
-            agent: AgentSettings(agent, resolve(version.document, agent, self.limits.get(agent)), version.number)
+            agent: AgentSettings(
+                agent, resolve(version.document, agent, self.limits.get(agent), graph=DEMO_LIMITS), version.number
+            )
             for agent in AGENTS
         }
 

@@ -1,30 +1,42 @@
-"""Hosted mode: a user's registered graph (not the demo) driven by a real Celery worker process."""
+"""Hosted mode: users' registered graphs, without the demo, driven by a real Celery worker process (issue 18)."""
 
 from __future__ import annotations
 
 import io
 import json
+import re
 import uuid
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from django.urls import reverse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from langchain.agents import create_agent
+from langchain.agents.middleware import HumanInTheLoopMiddleware, ToolRetryMiddleware
+from langchain.tools import tool
 
-from agents import hosting, tasks
+from agents import hosting, runner, tasks
 from agents.contracts import team_contracts
+from agents.demo.tools import TransientServiceError
+from agents.limits import DEFAULT_SETTINGS, AgentSettings, merge
 from agents.models import Order
+from agents.registry import Host
+from agents.scripted import Say, chat_model
+from agents.stack import build_middleware, with_extra
 from receipts import actions, runtime
 from receipts.contracts import import_document
-from receipts.models import AuditEntry, Handoff, Receipt, Run
-from tests.agents.hosted_graph import CONTRACTS, INPUT
+from receipts.models import AuditEntry, Handoff, MiddlewareReport, Receipt, Run
+from tests.agents.hosted_graph import CONTRACTS, INPUT, SHOP_INPUT, place_order
 from tests.conftest import start_worker_process, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+HOSTED_GRAPH = "tests/agents/hosted_graph.py"
+# Users' graphs only: none of them needs the demo registered beside it.
 GRAPHS = json.dumps(
     {
-        "demo": "agents.demo.graph:make_graph",
         "support_desk": {
             "graph": "tests/agents/hosted_graph.py:make_graph",
             "verifier": "tests/agents/hosted_graph.py:invoice_paid",
@@ -32,8 +44,13 @@ GRAPHS = json.dumps(
                 "pay_invoice": {"owner": "ops-lead", "reason": "irreversible_choice", "deadline_minutes": 60}
             },
         },
+        "express_desk": {"graph": f"{HOSTED_GRAPH}:make_express_graph", "verifier": f"{HOSTED_GRAPH}:invoice_paid"},
+        "unverified_desk": f"{HOSTED_GRAPH}:make_express_graph",
+        "shop": f"{HOSTED_GRAPH}:make_shop_graph",
+        "broken": f"{HOSTED_GRAPH}:make_broken_graph",
     }
 )
+REGISTERED = ["broken", "express_desk", "shop", "support_desk", "unverified_desk"]
 
 
 @pytest.fixture(autouse=True)
@@ -116,6 +133,186 @@ def test_a_rejected_payment_claimed_as_paid_is_a_false_completion_that_reopening
     assert AuditEntry.objects.filter(action="task.reverify", outcome="done").exists()
 
 
+# --- users' graphs registered alone (issue 18) ------------------------------------------------
+
+
+def _readme(pattern: str) -> str:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    (found,) = re.findall(pattern, readme, re.MULTILINE)
+    return found
+
+
+@pytest.fixture
+def readme_worker(settings, celery_isolation):
+    """A worker registered with exactly the README's SIDEWISP_GRAPHS line (no demo)."""
+    graphs = _readme(r"^export SIDEWISP_GRAPHS='(.+)'$")
+    settings.SIDEWISP_GRAPHS = graphs
+    worker = start_worker_process(
+        f"readme{uuid.uuid4().hex[:6]}", celery_isolation, extra_env={"SIDEWISP_GRAPHS": graphs}
+    )
+    yield json.loads(graphs)
+    worker.stop()
+
+
+def test_the_readmes_registration_alone_starts_waits_resumes_and_finishes_on_the_worker(owner, readme_worker):
+    assert list(readme_worker) == ["desk"]
+    graph_input = json.loads(_readme(r"^python manage.py start_run desk --input '(.+)'$"))
+    run = hosting.start("desk", graph_input)
+
+    wait_until(lambda: _waiting(run), what="the README graph's approval wait")
+    assert (_run(run).input, _handoff(run).wait_owner) == (None, "ops-lead")
+    assert _decide(owner, _handoff(run), "approve").outcome == "done"
+
+    wait_until(lambda: _run(run).status == "complete", what="the approved README run to complete")
+    assert (_run(run).error, _handoff(run).verdict) == ("", "HEALTHY")
+    assert Order.objects.filter(operation_id=run.operation_id, sku="invoice").count() == 1
+
+
+def test_a_users_own_place_order_waits_for_its_own_approval_and_resumes_on_the_worker(owner, desk_worker):
+    run = hosting.start("shop", SHOP_INPUT)
+
+    wait_until(lambda: _waiting(run), what="the buyer's own approval of place_order")
+    wait = _handoff(run)
+    pending = runtime.current().pending_call(_run(run))
+    assert (wait.sender, wait.receiver, wait.wait_owner) == ("clerk", "buyer", "ops-lead")
+    # The buyer's own rule (approve or reject), not the demo's gate of a tool with the same name.
+    assert (pending.tool, pending.allowed_decisions) == ("place_order", ("approve", "reject"))
+    assert _decide(owner, wait, "approve").outcome == "done"
+
+    wait_until(lambda: _run(run).status == "complete", what="the approved restock to complete")
+    assert (_run(run).error, _handoff(run).verdict) == ("", "HEALTHY")
+    assert Order.objects.filter(operation_id=run.operation_id, sku="restock-widget").count() == 1
+
+
+def test_a_user_graph_without_an_approval_completes_healthy_on_the_worker(desk_worker):
+    run = hosting.start("express_desk", INPUT)
+
+    wait_until(lambda: _run(run).status == "complete", what="the express run to complete")
+
+    done = _handoff(run)
+    assert (_run(run).error, _run(run).input, done.verdict) == ("", None, "HEALTHY")
+    assert not done.wait_part
+    assert not MiddlewareReport.objects.filter(run=run, kind=MiddlewareReport.Kind.NO_VERIFIER).exists()
+
+
+def test_a_graph_without_a_verifier_is_a_false_completion_whose_page_says_how_to_add_one(viewer, client, desk_worker):
+    run = hosting.start("unverified_desk", INPUT)
+    wait_until(lambda: _run(run).status == "complete", what="the unverified run to complete")
+
+    client.force_login(viewer)
+    page = client.get(reverse("sidewisp:run-detail", args=[run.pk])).content.decode()
+
+    assert _handoff(run).verdict == "FALSE_COMPLETE"
+    assert "Graph unverified_desk has no verifier registered, so its completion claim is not proven" in page
+    assert "a verifier in its SIDEWISP_GRAPHS entry, or HostedGraph(verifier=...)" in page
+    assert "README, “Outcome verifiers”" in page
+
+
+def test_a_graph_that_fails_while_it_is_built_fails_its_run_and_keeps_no_input(desk_worker):
+    run = hosting.start("broken", INPUT)
+
+    wait_until(lambda: _run(run).status == "failed", what="the run whose graph cannot be built to fail")
+
+    assert (_run(run).error, _run(run).input) == ("ConfigServiceDown", None)
+
+
+def test_a_build_failure_ends_in_the_run_not_in_the_task(desk_graph):
+    run = hosting.start("broken", INPUT)
+
+    result = tasks.start_run.apply(args=(run.pk,), throw=True)
+
+    assert result.get() == "failed"
+    assert (_run(run).status, _run(run).error, _run(run).input) == ("failed", "ConfigServiceDown", None)
+
+
+def test_beside_the_demo_a_users_place_order_keeps_its_own_gate_alone(settings):
+    settings.SIDEWISP_GRAPHS = json.dumps(
+        {"demo": "agents.demo.graph:make_graph", "shop": f"{HOSTED_GRAPH}:make_shop_graph"}
+    )
+    run = hosting.start("shop", SHOP_INPUT)
+
+    # Building the buyer with two approval gates would raise "Please remove duplicate middleware instances".
+    assert runner.start_run(run) == "waiting"
+
+    assert runtime.current().pending_call(_run(run)).allowed_decisions == ("approve", "reject")
+
+
+DEMO = "agents.demo.graph:make_graph"
+SHOP = f"{HOSTED_GRAPH}:make_shop_graph"
+
+
+def _stack_for(graph: str, agent: str, tools: list[str]) -> list:
+    run = Run(operation_id=f"op-{graph}", thread_id=f"th-{graph}", graph=graph, mode=Run.Mode.HOSTED)
+    return Host(run=run).middleware(agent, tools)
+
+
+@pytest.mark.parametrize("graphs", [{"shop": SHOP}, {"demo": DEMO, "shop": SHOP}], ids=["alone", "beside the demo"])
+def test_a_users_agent_gets_no_gate_or_retried_error_of_another_graph(settings, graphs):
+    settings.SIDEWISP_GRAPHS = json.dumps(graphs)
+
+    stack = _stack_for("shop", "buyer", ["place_order", "refund", "disclose_secret"])
+
+    assert not [m for m in stack if isinstance(m, HumanInTheLoopMiddleware)]
+    (retry,) = [m for m in stack if isinstance(m, ToolRetryMiddleware)]
+    assert retry.retry_on == (ConnectionError, TimeoutError)
+
+
+def test_the_demo_brings_its_own_gates_and_retried_error(settings):
+    settings.SIDEWISP_GRAPHS = json.dumps({"demo": DEMO, "shop": SHOP})
+
+    stack = _stack_for("demo", "sales", ["check_inventory", "place_order"])
+
+    (gate,) = [m for m in stack if isinstance(m, HumanInTheLoopMiddleware)]
+    (retry,) = [m for m in stack if isinstance(m, ToolRetryMiddleware)]
+    assert list(gate.interrupt_on) == ["place_order"]
+    assert retry.retry_on == (TransientServiceError,)
+
+
+@tool
+def cancel_order(order_id: str) -> str:
+    """Cancel an order."""
+    return f"cancelled {order_id}"
+
+
+def _buyer_stack(gates: dict) -> list:
+    settings = AgentSettings("buyer", merge(DEFAULT_SETTINGS, {"approval": {"tools": gates}}))
+    return build_middleware(settings, ["place_order", "cancel_order"])
+
+
+ALL_DECISIONS = {"allowed_decisions": ["approve", "edit", "reject"], "reason": "purchase_approval"}
+
+
+def test_the_limits_gates_join_the_agents_own_approval_gate_instead_of_a_second_one():
+    own = HumanInTheLoopMiddleware(interrupt_on={"place_order": {"allowed_decisions": ["approve", "reject"]}})
+    stack = _buyer_stack({"place_order": ALL_DECISIONS, "cancel_order": ALL_DECISIONS})
+
+    joined = with_extra(stack, [own], agent="buyer")
+
+    (gate,) = [m for m in joined if isinstance(m, HumanInTheLoopMiddleware)]
+    assert gate.interrupt_on["place_order"]["allowed_decisions"] == ["approve", "reject"]
+    assert gate.interrupt_on["cancel_order"]["allowed_decisions"] == ["approve", "edit", "reject"]
+    assert joined[-1].name == "SidewispMiddleware"
+    create_agent(chat_model(lambda *_: Say("ok")), tools=[place_order, cancel_order], middleware=joined)
+
+
+def test_an_own_gate_that_names_every_gated_tool_is_kept_as_it_is():
+    own = HumanInTheLoopMiddleware(interrupt_on={"place_order": True, "cancel_order": True})
+
+    joined = with_extra(_buyer_stack({"place_order": ALL_DECISIONS}), [own], agent="buyer")
+
+    assert [m for m in joined if isinstance(m, HumanInTheLoopMiddleware)] == [own]
+
+
+def test_an_own_gate_of_another_kind_that_misses_a_gated_tool_is_refused_by_name():
+    class StrictGate(HumanInTheLoopMiddleware):
+        pass
+
+    own = StrictGate(interrupt_on={"place_order": True})
+
+    with pytest.raises(ValueError, match="agent 'buyer': its StrictGate does not gate cancel_order"):
+        with_extra(_buyer_stack({"cancel_order": ALL_DECISIONS}), [own], agent="buyer")
+
+
 def test_the_runtime_says_who_resumes_each_kind_of_run(desk_graph):
     hosted = Run.objects.create(operation_id="op-h", thread_id="th-h", graph="support_desk", mode=Run.Mode.HOSTED)
     observed = Run.objects.create(operation_id="op-o", thread_id="th-o", mode=Run.Mode.OBSERVED)
@@ -126,7 +323,7 @@ def test_the_runtime_says_who_resumes_each_kind_of_run(desk_graph):
     assert [current.can_drive(r) for r in (hosted, observed, imported)] == [True, False, False]
     assert current.resumer(hosted) == "A Sidewisp worker resumes it from its checkpoint (graph support_desk)."
     assert "await_decision(operation_id)" in current.resumer(observed)
-    assert current.graphs() == ["demo", "support_desk"]
+    assert current.graphs() == REGISTERED
 
 
 def test_an_observed_runs_pending_call_comes_from_the_run(desk_graph):
@@ -170,7 +367,10 @@ def test_start_run_queues_a_run_and_prints_its_operation_id(desk_graph, capsys, 
 @pytest.mark.parametrize(
     ("arguments", "complaint"),
     [
-        (["nobody_registered", "--input", "{}"], "unknown graph 'nobody_registered'; registered: demo, support_desk"),
+        (
+            ["nobody_registered", "--input", "{}"],
+            f"unknown graph 'nobody_registered'; registered: {', '.join(REGISTERED)}",
+        ),
         (["support_desk", "--input", "{not json"], "--input: not valid JSON"),
         (["support_desk", "--input", "{}", "--operation-id", "op-taken"], "'op-taken' exists already"),
         (["support_desk", "--input", "[" * 50_000 + "]" * 50_000], "--input: not valid JSON (nested too deeply)"),

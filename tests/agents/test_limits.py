@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import importlib
 
 import pytest
 from langchain.agents.middleware import (
@@ -18,6 +19,7 @@ from langchain.agents.middleware import (
 
 from agents import limits, runner
 from agents.contracts import install_team_contracts
+from agents.demo.limits import DEMO_LIMITS
 from agents.demo.scenarios import SCENARIOS, create_run
 from agents.demo.team import AGENT_TOOLS
 from agents.demo.tools import TransientServiceError
@@ -52,7 +54,8 @@ def _refused(document) -> list[str]:
 
 
 def _sales(document) -> list:
-    return build_middleware(AgentSettings("sales", resolve(document, "sales")), SALES_TOOLS)
+    # The demo's sales agent: its graph's own limits (the retried error, the order gate) under the document.
+    return build_middleware(AgentSettings("sales", resolve(document, "sales", graph=DEMO_LIMITS)), SALES_TOOLS)
 
 
 def _one(stack: list, cls: type):
@@ -282,7 +285,7 @@ def test_approval_settings_reach_the_middleware_and_the_wait_policy():
     document = _with("default.approval.tools.place_order.allowed_decisions", ["approve", "reject"])
     document["default"]["approval"]["owner"] = "dana"
     validate_document(document, CHECKS)
-    settings = AgentSettings("sales", resolve(document, "sales"))
+    settings = AgentSettings("sales", resolve(document, "sales", graph=DEMO_LIMITS))
 
     gate = _one(build_middleware(settings, SALES_TOOLS), HumanInTheLoopMiddleware)
 
@@ -399,3 +402,67 @@ def test_the_run_fragment_shows_the_version_and_each_agents_stack(contracts):
     assert f'<strong id="run-{run.pk}-limits-version">v{version.number}</strong>' in html
     assert f'id="run-{run.pk}-limits-sales"' in html
     assert "<code>run_limit</code> = <code>1</code>" in html
+
+
+# --- the runtime defaults are any graph's; a graph brings its own (issue 18) --------------------
+
+
+def test_a_stored_copy_of_the_defaults_does_not_hide_the_demos_own_limits():
+    settings = resolve(DEFAULT_DOCUMENT, "sales", graph=DEMO_LIMITS)
+
+    assert settings["tool_retry"]["retry_on"] == ["TransientServiceError"]
+    assert settings["approval"]["tools"]["place_order"]["threshold"] == 500
+
+
+def test_a_default_the_admin_changed_beats_a_graphs_own_setting():
+    document = _with("default.approval.tools.place_order.threshold", 300)
+
+    settings = resolve(document, "sales", graph=DEMO_LIMITS)
+
+    assert settings["approval"]["tools"]["place_order"] == {
+        **DEMO_LIMITS["approval"]["tools"]["place_order"],
+        "threshold": 300,
+    }
+
+
+def test_an_agent_no_graph_describes_gets_the_runtime_defaults_only():
+    settings = resolve(DEFAULT_DOCUMENT, "buyer")
+
+    assert list(settings["approval"]["tools"]) == ["shell"]
+    assert settings["tool_retry"]["retry_on"] == ["ConnectionError", "TimeoutError"]
+
+
+def test_a_retried_error_no_registered_graph_names_retries_nothing(settings):
+    settings.SIDEWISP_GRAPHS = '{"desk": "tests/agents/hosted_graph.py:make_graph"}'
+    old = _with("default.tool_retry.retry_on", ["TransientServiceError"])
+
+    retry = _one(
+        build_middleware(AgentSettings("desk", resolve(old, "desk")), ["transfer_to_payments"]), ToolRetryMiddleware
+    )
+
+    assert retry.retry_on == ()
+
+
+_MOVE = importlib.import_module("agents.migrations.0007_reserved")
+
+
+def test_the_migration_moves_the_old_built_in_demo_limits_out_of_a_stored_version():
+    old_gates = _MOVE.OLD_BUILT_INS["approval"]["tools"]
+    stored = _with(
+        "default.approval.tools", {**old_gates, "shell": DEFAULT_DOCUMENT["default"]["approval"]["tools"]["shell"]}
+    )
+    stored["default"]["tool_retry"]["retry_on"] = ["TransientServiceError"]
+    stored["agents"]["billing"] = {
+        "approval": {"tools": {"refund": {**old_gates["refund"], "reason": "made_by_admin"}}}
+    }
+
+    moved = _MOVE._moved(stored)
+
+    assert moved["default"] == DEFAULT_DOCUMENT["default"] | {"tool_retry": _without_retry_on()}
+    assert moved["agents"]["billing"] == {"approval": {"tools": {"refund": {"reason": "made_by_admin"}}}}
+    assert resolve(moved, "sales", graph=DEMO_LIMITS)["tool_retry"]["retry_on"] == ["TransientServiceError"]
+    assert resolve(moved, "buyer")["tool_retry"]["retry_on"] == ["ConnectionError", "TimeoutError"]
+
+
+def _without_retry_on() -> dict:
+    return {k: v for k, v in DEFAULT_DOCUMENT["default"]["tool_retry"].items() if k != "retry_on"}

@@ -12,6 +12,7 @@ from django.utils import timezone
 from agents import execution, runner, tasks
 from agents.contracts import install_team_contracts
 from agents.demo.scenarios import create_run
+from receipts import runs
 from receipts.models import Decision, Handoff, Run
 
 # Transactional: a lost connection is closed before the retry, which a test transaction would not survive.
@@ -88,6 +89,93 @@ def test_an_error_after_the_run_completed_leaves_it_complete():
     with mock.patch.object(runner, "reverify", side_effect=GraphExploded):
         tasks.reverify.apply(args=(run.pk,))
     assert _run(run).status == Run.Status.COMPLETE
+
+
+# --- observe raising what the graph raised (an observed app gets it; a hosted run ends in the run) -------
+
+
+def _raising_after_recording(exc: Exception):
+    """`observe` as it behaves when it re-raises the graph's exception after recording the run as failed."""
+
+    def observe(graph, graph_input, config, **kwargs):
+        run = Run.objects.get(operation_id=config["configurable"]["operation_id"])
+        runs.set_status(run, Run.Status.FAILED, error=type(exc).__name__)
+        raise exc
+
+    return observe
+
+
+def test_a_graph_exception_that_observe_raises_fails_the_run_without_reaching_celery():
+    run = create_run("healthy_purchase")
+
+    with mock.patch.object(runner, "observe", side_effect=_raising_after_recording(GraphExploded("secret detail"))):
+        result = tasks.start_run.apply(args=(run.pk,), throw=True)
+
+    assert result.get() == Run.Status.FAILED
+    assert (_run(run).status, _run(run).error, _run(run).input) == (Run.Status.FAILED, "GraphExploded", None)
+
+
+def test_a_graph_exception_raised_before_observe_recorded_it_still_fails_the_run():
+    run = create_run("healthy_purchase")
+
+    with mock.patch.object(runner, "observe", side_effect=GraphExploded("secret detail")):
+        assert tasks.start_run.apply(args=(run.pk,), throw=True).get() == Run.Status.FAILED
+
+    assert (_run(run).status, _run(run).error, _run(run).input) == (Run.Status.FAILED, "GraphExploded", None)
+
+
+def test_a_resumed_graph_exception_that_observe_raises_fails_the_waiting_run():
+    run = create_run("waiting_on_approval")
+    tasks.start_run.apply(args=(run.pk,))
+    handoff = Handoff.objects.get(run=run, wait_open=True)
+    decision = Decision.objects.create(
+        run=run, handoff=handoff, resume_token_id=handoff.wait_part["resume_token_id"], kind=Decision.Kind.APPROVE
+    )
+
+    with mock.patch.object(runner, "observe", side_effect=_raising_after_recording(GraphExploded("secret"))):
+        tasks.resume_run.apply(args=(decision.pk,), throw=True)
+
+    assert (_run(run).status, _run(run).error) == (Run.Status.FAILED, "GraphExploded")
+
+
+def test_a_lost_connection_that_observe_raises_is_still_retried_and_the_run_completes():
+    from agents.observer import observe
+
+    run = create_run("healthy_purchase")
+    failures = iter([OperationalError("terminated")])
+
+    def flaky(*args, **kwargs):
+        if (exc := next(failures, None)) is not None:
+            raise exc
+        return observe(*args, **kwargs)
+
+    with mock.patch.object(runner, "observe", side_effect=flaky) as observed:
+        tasks.start_run.apply(args=(run.pk,))
+
+    assert observed.call_count == 2
+    assert (_run(run).status, _run(run).error, _run(run).deliveries) == (Run.Status.COMPLETE, "", 2)
+
+
+def test_a_graph_that_fails_while_it_is_built_fails_the_run_and_clears_its_input():
+    run = create_run("healthy_purchase")
+    assert _run(run).input is not None
+
+    with mock.patch.object(runner, "_build", side_effect=GraphExploded("cannot import the graph")):
+        assert tasks.start_run.apply(args=(run.pk,), throw=True).get() == Run.Status.FAILED
+
+    assert (_run(run).status, _run(run).error, _run(run).input) == (Run.Status.FAILED, "GraphExploded", None)
+
+
+def test_every_ending_clears_the_input_but_a_park_keeps_it():
+    ended = {status: create_run("healthy_purchase") for status in (Run.Status.COMPLETE, Run.Status.WAITING)}
+    parked = create_run("healthy_purchase")
+
+    for status, run in ended.items():
+        runs.set_status(run, status)
+    runs.set_status(parked, Run.Status.PARKED)
+
+    assert [_run(run).input for run in ended.values()] == [None, None]
+    assert _run(parked).input is not None
 
 
 # --- the stall sweep -------------------------------------------------------------
