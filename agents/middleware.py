@@ -47,6 +47,8 @@ logger = logging.getLogger(__name__)
 CLEARED_PLACEHOLDER = "[cleared]"
 # What a report says for a tool the model named that is not bound to the agent: never the made-up name.
 UNKNOWN_TOOL = "unknown_tool"
+# The configurable key `agents.observer.observe` marks its runs with: a transfer without it is streamed unobserved.
+OBSERVED_KEY = "sidewisp_observed"
 _RETRIES_EXHAUSTED = re.compile(r"failed after (\d+) attempts")
 _MODEL_FAILED = re.compile(r"^Model call failed after (\d+) attempts")
 _CALL_LIMIT = "Tool call limit exceeded"
@@ -175,6 +177,10 @@ class SidewispMiddleware(AgentMiddleware):
             "turn_ids": context["turn_ids"],
         }
         evidence.guarded(context["operation_id"], "reduced", lambda: get_stream_writer()(event))
+        if not (_config().get("configurable") or {}).get(OBSERVED_KEY):
+            # Only the observer sees the parent apply a transfer and start its destination: say so, once a run.
+            kind = Kind.UNOBSERVED_STREAM
+            evidence.submit_report(context["operation_id"], evidence.OBSERVER, kind, {}, "unobserved")
 
     # --- model ---------------------------------------------------------------
 

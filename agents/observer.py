@@ -32,19 +32,23 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections import deque
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import partial
 from typing import Any, NamedTuple
 
 from django.utils import timezone
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.runnables import Runnable
+from langgraph.pregel._messages import StreamMessagesHandler, graph_namespace
 from langgraph.types import Command, Interrupt
 
 from agents import evidence, tracking, writer
 from agents.arguments import arg_schemas
-from agents.middleware import UNKNOWN_TOOL, model_failure_reports
+from agents.middleware import OBSERVED_KEY, UNKNOWN_TOOL, model_failure_reports
 from agents.tracking import CONTROL_KEYS, STREAM_MODES, Tracker, context_key_names  # noqa: F401 - re-exported
 from receipts import bundle, recording, runs
 from receipts.models import MiddlewareReport, Receipt, Run
@@ -128,39 +132,25 @@ def observe(
     retry_on: tuple[type[BaseException], ...] = (),
     route_version: str | None = None,
 ) -> Outcome:
-    """Run `graph` to its end or its next wait, recording receipts and the run's status; never raises for a failed run.
+    """Run `graph` to its end or its next wait, recording receipts and the run's status.
 
     The Run of `configurable.operation_id` (or the thread id) is created as an
     observed run when it is new. Pass `Command(resume=...)` to resume a wait (the
     wait is marked resolved first). Works on a thread that runs an event loop too.
-    An error of a `retry_on` type escapes instead, the run left running for the
-    caller to retry from the checkpoint (the hosted runner passes the transient ones).
+
+    What the graph raises reaches the caller as unobserved `invoke` raises it (the
+    same exception), after the failure is recorded: the run is failed with the
+    exception's class name and a `graph_error` report names the class and where
+    it was raised (the node path, the tool), never its message. An error of a
+    `retry_on` type means the caller retries from the checkpoint: the run is set
+    back to `queued` with the class name (a retry is expected, never left
+    `running`); its next `observe` sets it running again. The hosted runner
+    passes the transient errors and its task retries them.
+    `observe.stream(...)` runs the same way and gives the caller the chunks of
+    their own stream modes on the way.
     """
-    operation_id = _operation_id(config)
-    local = not writer.remote()
-    if not local:
-        _remember_resume(operation_id, graph_input)
-    if local and evidence.run_orm(_begin, operation_id, config, graph_input):
-        return Outcome("parked")
-    tracker = _tracker_for(graph, operation_id, route_version)
-    try:
-        writer.submit_all(tracker.on_start(graph, config))
-        for ns, mode, chunk in graph.stream(graph_input, config, **_stream_options(tracker)):
-            if local and _root_start(ns, mode, chunk) and evidence.run_orm(_parked_now, operation_id):
-                return Outcome("parked")
-            writer.submit_all(tracker.on_event(ns, mode, chunk))
-        writer.submit_all(tracker.on_end())
-        snapshot = _snapshot(graph, config, tracker)
-        schemas = _schemas(graph, snapshot)
-    except retry_on:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a failing graph is an outcome to record, not a crash
-        logger.warning("run %s failed: %s", operation_id, type(exc).__name__)
-        evidence.run_orm(_failed, operation_id, type(exc).__name__)
-        return Outcome("failed", error=type(exc).__name__)
-    return evidence.run_orm(
-        _conclude, operation_id, snapshot, wait_policies or {}, verifier, tracker.checkpointed, schemas
-    )
+    policy = _Policy(wait_policies or {}, verifier, retry_on, route_version)
+    return _exhausted(_observed(graph, graph_input, config, policy, _UserStream()))
 
 
 async def aobserve(
@@ -173,32 +163,12 @@ async def aobserve(
     retry_on: tuple[type[BaseException], ...] = (),
     route_version: str | None = None,
 ) -> Outcome:
-    """`observe` on `graph.astream` (async tools and hooks; the ORM in worker threads)."""
-    operation_id = _operation_id(config)
-    local = not writer.remote()
-    if not local:
-        _remember_resume(operation_id, graph_input)
-    if local and await evidence.arun_orm(_begin, operation_id, config, graph_input):
-        return Outcome("parked")
-    tracker = _tracker_for(graph, operation_id, route_version)
-    try:
-        writer.submit_all(await tracker.aon_start(graph, config))
-        async for ns, mode, chunk in graph.astream(graph_input, config, **_stream_options(tracker)):
-            if local and _root_start(ns, mode, chunk) and await evidence.arun_orm(_parked_now, operation_id):
-                return Outcome("parked")
-            writer.submit_all(tracker.on_event(ns, mode, chunk))
-        writer.submit_all(tracker.on_end())
-        snapshot = await _asnapshot(graph, config, tracker)
-        schemas = _schemas(graph, snapshot)
-    except retry_on:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a failing graph is an outcome to record, not a crash
-        logger.warning("run %s failed: %s", operation_id, type(exc).__name__)
-        await evidence.arun_orm(_failed, operation_id, type(exc).__name__)
-        return Outcome("failed", error=type(exc).__name__)
-    return await evidence.arun_orm(
-        _conclude, operation_id, snapshot, wait_policies or {}, verifier, tracker.checkpointed, schemas
-    )
+    """`observe` on `graph.astream` (async tools and hooks; the ORM in worker threads); `aobserve.astream` streams."""
+    ended = _Ended()
+    policy = _Policy(wait_policies or {}, verifier, retry_on, route_version)
+    async for _ in _aobserved(graph, graph_input, config, policy, _UserStream(), ended):
+        pass
+    return ended.outcome
 
 
 def auto_continue_stopped(operation_id: str) -> bool:
@@ -566,3 +536,459 @@ def _finish(operation_id: str, outcome: Outcome) -> None:
 
 def _record_final(operation_id: str, status: str, attempt: str) -> None:
     evidence.submit_outcome(operation_id, "final_status", status, attempt=f"{status}-{attempt}")
+
+
+# --- driving the graph: observe, aobserve and their streams ----------------------------------
+
+# What a run that raised says when its caller closed the stream before the run ended.
+STREAM_CLOSED = "StreamClosed"
+_NODE_SEPARATOR = " › "  # noqa: RUF001 - a single guillemet between node names is meant
+_REMEMBERED_TOOL_CALLS = 1000
+
+
+@dataclass(frozen=True)
+class _Policy:
+    wait_policies: Mapping[str, WaitPolicy]
+    verifier: Verifier | None
+    retry_on: tuple[type[BaseException], ...]
+    route_version: str | None = None
+
+
+@dataclass
+class _Ended:
+    outcome: Outcome | None = None
+
+
+def _observed(
+    graph: Any, graph_input: Any, config: dict, policy: _Policy, user: _UserStream
+) -> Generator[Any, None, Outcome]:
+    """The one driver of `observe` and `observe.stream`: yields the caller's chunks, returns the Outcome."""
+    operation_id = _operation_id(config)
+    config = user.configure(marked(config))
+    local = not writer.remote()
+    if not local:
+        _remember_resume(operation_id, graph_input)
+    if local and evidence.run_orm(_begin, operation_id, config, graph_input):
+        return Outcome("parked")
+    tracker = _tracker_for(graph, operation_id, policy.route_version)
+    options = _stream_options(tracker)
+    culprit = _Culprit()
+    try:
+        writer.submit_all(tracker.on_start(graph, config))
+        for ns, mode, chunk in graph.stream(graph_input, config, **user.options(options)):
+            if local and _root_start(ns, mode, chunk) and evidence.run_orm(_parked_now, operation_id):
+                return Outcome("parked")
+            if mode in options["stream_mode"]:
+                writer.submit_all(tracker.on_event(ns, mode, chunk))
+            culprit.see(ns, mode, chunk)
+            yield from user.chunks(ns, mode, chunk)
+        yield from user.chunks()
+        writer.submit_all(tracker.on_end())
+        snapshot = _snapshot(graph, config, tracker)
+        schemas = _schemas(graph, snapshot)
+    except BaseException as exc:
+        evidence.run_orm(_raised, operation_id, exc, culprit, retry=isinstance(exc, policy.retry_on))
+        raise
+    return evidence.run_orm(
+        _conclude, operation_id, snapshot, policy.wait_policies, policy.verifier, tracker.checkpointed, schemas
+    )
+
+
+async def _aobserved(
+    graph: Any, graph_input: Any, config: dict, policy: _Policy, user: _UserStream, ended: _Ended
+) -> AsyncGenerator[Any, None]:
+    """`_observed` on `graph.astream`; the Outcome goes to `ended` (an async generator returns nothing)."""
+    operation_id = _operation_id(config)
+    config = user.configure(marked(config))
+    local = not writer.remote()
+    if not local:
+        _remember_resume(operation_id, graph_input)
+    if local and await evidence.arun_orm(_begin, operation_id, config, graph_input):
+        ended.outcome = Outcome("parked")
+        return
+    tracker = _tracker_for(graph, operation_id, policy.route_version)
+    options = _stream_options(tracker)
+    culprit = _Culprit()
+    try:
+        writer.submit_all(await tracker.aon_start(graph, config))
+        async for ns, mode, chunk in graph.astream(graph_input, config, **user.options(options)):
+            if local and _root_start(ns, mode, chunk) and await evidence.arun_orm(_parked_now, operation_id):
+                ended.outcome = Outcome("parked")
+                return
+            if mode in options["stream_mode"]:
+                writer.submit_all(tracker.on_event(ns, mode, chunk))
+            culprit.see(ns, mode, chunk)
+            for item in user.chunks(ns, mode, chunk):
+                yield item
+        for item in user.chunks():
+            yield item
+        writer.submit_all(tracker.on_end())
+        snapshot = await _asnapshot(graph, config, tracker)
+        schemas = _schemas(graph, snapshot)
+    except BaseException as exc:
+        await evidence.arun_orm(_raised, operation_id, exc, culprit, retry=isinstance(exc, policy.retry_on))
+        raise
+    ended.outcome = await evidence.arun_orm(
+        _conclude, operation_id, snapshot, policy.wait_policies, policy.verifier, tracker.checkpointed, schemas
+    )
+
+
+def _exhausted(chunks: Generator[Any, None, Outcome]) -> Outcome:
+    while True:
+        try:
+            next(chunks)
+        except StopIteration as stop:
+            return stop.value
+
+
+def marked(config: dict) -> dict:
+    """`config` with the observer's mark, which tells `SidewispMiddleware` that this run is observed."""
+    return {**config, "configurable": {**(config.get("configurable") or {}), OBSERVED_KEY: True}}
+
+
+def _raised(operation_id: str, exc: BaseException, culprit: _Culprit, *, retry: bool) -> None:
+    """Record what the caller is about to get: a retry expected, a closed stream, or a failure and where."""
+    error = type(exc).__name__
+    if isinstance(exc, GeneratorExit):
+        logger.info("run %s: its caller closed the stream before the run ended", operation_id)
+        _failed(operation_id, STREAM_CLOSED)
+    elif retry:
+        logger.warning("run %s: %s, a retry is expected", operation_id, error)
+        _retry_expected(operation_id, error)
+    else:
+        logger.warning("run %s failed: %s", operation_id, error)
+        if isinstance(exc, Exception):
+            detail = culprit.detail(error)
+            attempt = f"error-{evidence.digest(*detail.values())}"
+            evidence.submit_report(operation_id, evidence.OBSERVER, MiddlewareReport.Kind.GRAPH_ERROR, detail, attempt)
+        _failed(operation_id, error)
+
+
+def _retry_expected(operation_id: str, error: str) -> None:
+    writer.flush()
+    if writer.remote():
+        return
+    evidence.guarded(operation_id, "run", partial(_requeue, operation_id, error))
+
+
+def _requeue(operation_id: str, error: str) -> None:
+    run = Run.objects.filter(operation_id=operation_id).first()
+    if run is not None:
+        runs.set_status(run, Run.Status.QUEUED, error=error)
+
+
+@dataclass
+class _Culprit:
+    """Where a run raised, from its `tasks` and `tools` streams: the failing node's path and tool, names only.
+
+    A tool error whose ToolMessage a later task result carries was handled (ToolNode, ToolRetryMiddleware)
+    and names nothing.
+    """
+
+    node: tuple[str, ...] = ()
+    tool: str | None = None
+    started: dict[str, str] = field(default_factory=dict)  # tool call id -> tool name
+    tool_errors: dict[tuple[str, ...], tuple[str, str]] = field(default_factory=dict)  # ns -> (call id, tool)
+
+    def see(self, ns: tuple[str, ...], mode: str, chunk: Any) -> None:
+        if not isinstance(chunk, Mapping):
+            return
+        if mode == "tools":
+            self._see_tool(ns, chunk)
+        elif mode == "tasks" and "input" not in chunk:
+            if chunk.get("error") is not None:
+                self._see_error(ns, str(chunk.get("name")))
+            else:
+                answered = _tool_call_ids_in(chunk.get("result"))
+                for key, (call_id, _) in list(self.tool_errors.items()):
+                    if call_id in answered:
+                        del self.tool_errors[key]
+
+    def _see_tool(self, ns: tuple[str, ...], chunk: Mapping) -> None:
+        call_id, event = str(chunk.get("tool_call_id")), chunk.get("event")
+        if event == "tool-started" and len(self.started) < _REMEMBERED_TOOL_CALLS:
+            self.started[call_id] = str(chunk.get("tool_name") or "")
+        elif event == "tool-error":
+            self.tool_errors[ns] = (call_id, self.started.pop(call_id, ""))
+        elif event == "tool-finished":
+            self.started.pop(call_id, None)
+
+    def _see_error(self, ns: tuple[str, ...], name: str) -> None:
+        path = (*(tracking.node_of(segment) for segment in ns), name)
+        # The innermost failing task is seen first; the tasks around it fail with the same error.
+        if self.node and path[: len(self.node)] != self.node:
+            return
+        self.node = path
+        _, tool = self.tool_errors.get(ns, ("", None))
+        self.tool = (UNKNOWN_TOOL if bundle.text_problem(tool) else tool) if tool else None
+
+    def detail(self, error: str) -> dict[str, str]:
+        detail = {"error": error}
+        if self.node:
+            detail["node"] = _NODE_SEPARATOR.join(self.node)[: bundle.MAX_STRING_LENGTH]
+        if self.tool:
+            detail["tool"] = self.tool
+        return detail
+
+
+def _tool_call_ids_in(result: Any) -> set[str]:
+    writes = result.items() if isinstance(result, Mapping) else result if isinstance(result, list | tuple) else ()
+    ids = set()
+    for write in writes:
+        value = write[1] if isinstance(write, tuple) and len(write) == 2 else write
+        for message in value if isinstance(value, list | tuple) else [value]:
+            if isinstance(message, ToolMessage):
+                ids.add(message.tool_call_id)
+    return ids
+
+
+@dataclass
+class _UserStream:
+    """The stream the caller of `observe.stream` asked for, given as `graph.stream` would give it.
+
+    LangGraph is always asked for the observer's modes with subgraphs; the caller gets only their own
+    modes, below the root graph only with `subgraphs=True`, shaped by `version` and by whether
+    `stream_mode` was a list. `messages` without subgraphs comes from a handler of its own (`_RootMessages`).
+    """
+
+    modes: frozenset[str] = frozenset()
+    listed: bool = False
+    subgraphs: bool = False
+    version: str = "v1"
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    graph: Any = None
+    relay: deque | None = None
+
+    @classmethod
+    def asked(cls, graph: Any, stream_mode: Any, subgraphs: bool, version: str, kwargs: dict[str, Any]) -> _UserStream:
+        if stream_mode is None:
+            stream_mode = getattr(graph, "stream_mode", "values")
+        modes = frozenset([stream_mode] if isinstance(stream_mode, str) else stream_mode)
+        relay = deque() if "messages" in modes and not subgraphs else None
+        return cls(modes, isinstance(stream_mode, list), subgraphs, version, dict(kwargs), graph, relay)
+
+    def configure(self, config: dict) -> dict:
+        if self.relay is None:
+            return config
+        return {**config, "callbacks": _with_handler(config.get("callbacks"), _RootMessages(self.relay.append))}
+
+    def options(self, observer: dict[str, Any]) -> dict[str, Any]:
+        # "tools" names the tool that raised; "messages" wakes the stream for each token of the relay.
+        modes = list(dict.fromkeys([*observer["stream_mode"], "tools", *sorted(self.modes)]))
+        return {**self.kwargs, **observer, "stream_mode": modes, "subgraphs": True}
+
+    def chunks(self, ns: tuple[str, ...] = (), mode: str | None = None, chunk: Any = None) -> list[Any]:
+        shaped = []
+        while self.relay:
+            shaped.append(self._shape(*self.relay.popleft()))
+        relayed = mode == "messages" and self.relay is not None
+        if mode in self.modes and (self.subgraphs or not ns) and not relayed:
+            shaped.append(self._shape(ns, mode, chunk))
+        return shaped
+
+    def _shape(self, ns: tuple[str, ...], mode: str, chunk: Any) -> Any:
+        if self.version == "v2":
+            return _v2_part(self.graph, ns, mode, chunk)
+        if self.listed:
+            return (ns, mode, chunk) if self.subgraphs else (mode, chunk)
+        return (ns, chunk) if self.subgraphs else chunk
+
+
+def _v2_part(graph: Any, ns: tuple[str, ...], mode: str, chunk: Any) -> dict[str, Any]:
+    """A `version="v2"` stream part, as LangGraph makes it (state coerced to the graph's schema)."""
+    if mode == "values":
+        interrupts: tuple = ()
+        if isinstance(chunk, dict):
+            chunk = dict(chunk)
+            interrupts = chunk.pop("__interrupt__", ())
+            if (mapper := getattr(graph, "_output_mapper", None)) is not None:
+                chunk = mapper(chunk)
+        return {"type": mode, "ns": ns, "data": chunk, "interrupts": interrupts}
+    if mode in ("checkpoints", "debug") and (mapper := getattr(graph, "_state_mapper", None)) is not None:
+        chunk = _coerced(chunk, mapper)
+    return {"type": mode, "ns": ns, "data": chunk}
+
+
+def _coerced(payload: Any, mapper: Callable[[Any], Any]) -> Any:
+    if not isinstance(payload, dict):
+        return payload
+    if payload.get("type") == "checkpoint" and isinstance(payload.get("payload"), dict):
+        return {**payload, "payload": _coerced(payload["payload"], mapper)}
+    if isinstance(payload.get("values"), dict) and "__start__" not in payload.get("next", ()):
+        return {**payload, "values": mapper(payload["values"])}
+    return payload
+
+
+class _RootMessages(StreamMessagesHandler):
+    """LangGraph's `messages` handler as `graph.stream(..., subgraphs=False)` attaches it.
+
+    The observer streams subgraphs; LangGraph's own handler would then drop the root nodes' messages
+    that a subgraph streamed already (a swarm's final answer would never reach the caller). This one
+    ignores every call below the root graph, and says it streams subgraphs only because LangGraph
+    removes a caller's handler that does not.
+    """
+
+    def __init__(self, put: Callable[[Any], None]) -> None:
+        super().__init__(put, subgraphs=True)
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any, **kwargs: Any) -> Any:
+        if _below_root(kwargs.get("metadata")):
+            return None
+        return super().on_chat_model_start(serialized, messages, run_id=run_id, **kwargs)
+
+    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: Any, **kwargs: Any) -> Any:
+        if _below_root(kwargs.get("metadata")):
+            return None
+        return super().on_chain_start(serialized, inputs, run_id=run_id, **kwargs)
+
+
+def _below_root(metadata: Mapping[str, Any] | None) -> bool:
+    return bool(metadata and metadata.get("langgraph_checkpoint_ns") and graph_namespace(metadata))
+
+
+def _with_handler(callbacks: Any, handler: BaseCallbackHandler) -> Any:
+    if isinstance(callbacks, BaseCallbackManager):
+        manager = callbacks.copy()
+        manager.add_handler(handler, inherit=True)
+        return manager
+    return [*(callbacks or ()), handler]
+
+
+class ObservedStream(Iterator[Any]):
+    """The caller's chunks of an observed run; `outcome` once it ended (also its StopIteration value)."""
+
+    def __init__(self, chunks: Generator[Any, None, Outcome]) -> None:
+        self._chunks = chunks
+        self.outcome: Outcome | None = None
+
+    def __iter__(self) -> ObservedStream:
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            return next(self._chunks)
+        except StopIteration as stop:
+            self.outcome = stop.value
+            raise
+
+    def close(self) -> None:
+        """Stop the run where it is (recorded as failed with `StreamClosed`), as closing `graph.stream` would."""
+        self._chunks.close()
+
+
+class AsyncObservedStream(AsyncIterator[Any]):
+    """The async twin of `ObservedStream`: `outcome` once the run ended."""
+
+    def __init__(self, chunks: AsyncGenerator[Any, None], ended: _Ended) -> None:
+        self._chunks = chunks
+        self._ended = ended
+
+    @property
+    def outcome(self) -> Outcome | None:
+        return self._ended.outcome
+
+    def __aiter__(self) -> AsyncObservedStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        return await self._chunks.__anext__()
+
+    async def aclose(self) -> None:
+        await self._chunks.aclose()
+
+
+def observe_stream(
+    graph: Any,
+    graph_input: Any,
+    config: dict,
+    *,
+    stream_mode: Any = None,
+    subgraphs: bool = False,
+    version: str = "v1",
+    wait_policies: Mapping[str, WaitPolicy] | None = None,
+    verifier: Verifier | None = None,
+    retry_on: tuple[type[BaseException], ...] = (),
+    route_version: str | None = None,
+    **kwargs: Any,
+) -> ObservedStream:
+    """`observe.stream`: `observe`, giving the caller the chunks `graph.stream(graph_input, config,
+    stream_mode=..., subgraphs=..., version=..., **kwargs)` would give, while Sidewisp records as `observe` does.
+
+    Exceptions and `retry_on` as `observe`. With a checkpointer the observer streams with durability "sync".
+    """
+    policy = _Policy(wait_policies or {}, verifier, retry_on, route_version)
+    user = _UserStream.asked(graph, stream_mode, subgraphs, version, kwargs)
+    return ObservedStream(_observed(graph, graph_input, config, policy, user))
+
+
+def aobserve_stream(
+    graph: Any,
+    graph_input: Any,
+    config: dict,
+    *,
+    stream_mode: Any = None,
+    subgraphs: bool = False,
+    version: str = "v1",
+    wait_policies: Mapping[str, WaitPolicy] | None = None,
+    verifier: Verifier | None = None,
+    retry_on: tuple[type[BaseException], ...] = (),
+    route_version: str | None = None,
+    **kwargs: Any,
+) -> AsyncObservedStream:
+    """`aobserve.astream`: `observe.stream` on `graph.astream` (`async for chunk in ...`)."""
+    policy = _Policy(wait_policies or {}, verifier, retry_on, route_version)
+    user = _UserStream.asked(graph, stream_mode, subgraphs, version, kwargs)
+    ended = _Ended()
+    return AsyncObservedStream(_aobserved(graph, graph_input, config, policy, user, ended), ended)
+
+
+class _ObservedRunnable(Runnable):
+    """A graph as `astream_events` drives it, its `astream` observed (LangChain's event streamer taps it)."""
+
+    def __init__(self, graph: Any, observing: dict[str, Any]) -> None:
+        self.graph = graph
+        self.observing = observing
+        self.ended = _Ended()
+
+    def get_name(self, suffix: str | None = None, *, name: str | None = None) -> str:
+        return self.graph.get_name(suffix, name=name)
+
+    def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        msg = "an observed graph streams its events with aobserve.astream_events"
+        raise TypeError(msg)
+
+    async def astream(self, input: Any, config: Any = None, **kwargs: Any) -> AsyncIterator[Any]:
+        chunks = aobserve_stream(self.graph, input, config or {}, **self.observing, **kwargs)
+        async for chunk in chunks:
+            yield chunk
+        self.ended.outcome = chunks.outcome
+
+
+def aobserve_events(
+    graph: Any,
+    graph_input: Any,
+    config: dict,
+    *,
+    version: str = "v2",
+    wait_policies: Mapping[str, WaitPolicy] | None = None,
+    verifier: Verifier | None = None,
+    retry_on: tuple[type[BaseException], ...] = (),
+    route_version: str | None = None,
+    **kwargs: Any,
+) -> AsyncObservedStream:
+    """`aobserve.astream_events`: the events `graph.astream_events(graph_input, config, version=...)` gives
+    ("v1" or "v2"), while Sidewisp records as `observe` does; `outcome` once the run ended."""
+    observing = {
+        "wait_policies": wait_policies,
+        "verifier": verifier,
+        "retry_on": retry_on,
+        "route_version": route_version,
+    }
+    runnable = _ObservedRunnable(graph, observing)
+    events = runnable.astream_events(graph_input, config, version=version, **kwargs)
+    return AsyncObservedStream(events, runnable.ended)
+
+
+observe.stream = observe_stream  # type: ignore[attr-defined]
+aobserve.astream = aobserve_stream  # type: ignore[attr-defined]
+aobserve.astream_events = aobserve_events  # type: ignore[attr-defined]

@@ -57,6 +57,8 @@ REPORTS: dict[str, str] = {
     "evidence_dropped": "Evidence dropped",
     "no_handoff": "No handoff recorded",
     "no_verifier": "No verifier registered",
+    "graph_error": "Graph error",
+    "unobserved_stream": "Not driven through observe",
 }
 
 
@@ -71,6 +73,13 @@ def report_text(kind: str, detail: dict | None) -> str:
         return f"{text} ({why})" if why else text
     if kind == "no_handoff":
         return "The run ended without recording any handoff"
+    if kind == "graph_error":
+        return _graph_error_text(detail)
+    if kind == "unobserved_stream":
+        return (
+            "This run was not driven through observe: the reduced and destination receipts, which only the "
+            "observer sees, are missing — run it with agents.observer.observe(...) or observe.stream(...)"
+        )
     if kind == "no_verifier":
         return (
             f"Graph {detail.get('graph') or '?'} has no verifier registered, so its completion claim is not proven "
@@ -78,6 +87,16 @@ def report_text(kind: str, detail: dict | None) -> str:
             "from its factory (README, “Outcome verifiers”)"
         )
     return " · ".join(f"{name}: {value}" for name, value in detail.items())
+
+
+def _graph_error_text(detail: dict) -> str:
+    # The exception's message stays with the caller (it can carry arguments): class and place only.
+    text = f"The graph raised {detail.get('error') or 'an exception'}"
+    if detail.get("node"):
+        text += f" in node {detail['node']}"
+    if detail.get("tool"):
+        text += f", tool {detail['tool']}"
+    return text
 
 
 # Each permission in words (receipts.actions keeps them, for the messages it writes): never a codename.

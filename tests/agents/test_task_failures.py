@@ -260,19 +260,23 @@ def test_a_lost_connection_inside_the_graph_escapes_observe_for_a_retry_when_ask
     graph, config = _flaky_graph([1]), {"configurable": {"thread_id": "th-flaky", "operation_id": "op-flaky"}}
     with pytest.raises(OperationalError):
         observe(graph, {"messages": [{"role": "user", "content": "go"}]}, config, retry_on=TRANSIENT)
-    assert Run.objects.get(operation_id="op-flaky").status == Run.Status.RUNNING
+    # Never left running: queued again, a retry expected, with the class name.
+    run = Run.objects.get(operation_id="op-flaky")
+    assert (run.status, run.error) == (Run.Status.QUEUED, "OperationalError")
 
-    observe(graph, None, config, retry_on=TRANSIENT)
+    outcome = observe(graph, None, config, retry_on=TRANSIENT)
     assert graph.get_state(config).values["messages"][-1].content == "done"
+    assert (outcome.status, Run.objects.get(operation_id="op-flaky").status) == ("complete", Run.Status.COMPLETE)
 
 
 def test_without_retry_on_a_lost_connection_inside_the_graph_fails_the_observed_run():
     from agents.observer import observe
 
     graph, config = _flaky_graph([1]), {"configurable": {"thread_id": "th-flaky2", "operation_id": "op-flaky2"}}
-    outcome = observe(graph, {"messages": [{"role": "user", "content": "go"}]}, config)
+    with pytest.raises(OperationalError):
+        observe(graph, {"messages": [{"role": "user", "content": "go"}]}, config)
     run = Run.objects.get(operation_id="op-flaky2")
-    assert (outcome.status, run.status, run.error) == ("failed", Run.Status.FAILED, "OperationalError")
+    assert (run.status, run.error) == (Run.Status.FAILED, "OperationalError")
 
 
 @pytest.mark.parametrize(
