@@ -57,6 +57,7 @@ REPORTS: dict[str, str] = {
     "evidence_dropped": "Evidence dropped",
     "no_handoff": "No handoff recorded",
     "no_verifier": "No verifier registered",
+    "unseen_without_middleware": "Agent observed without SidewispMiddleware",
     "graph_error": "Graph error",
     "unobserved_stream": "Not driven through observe",
 }
@@ -79,6 +80,12 @@ def report_text(kind: str, detail: dict | None) -> str:
         return (
             "This run was not driven through observe: the reduced and destination receipts, which only the "
             "observer sees, are missing — run it with agents.observer.observe(...) or observe.stream(...)"
+        )
+    if kind == "unseen_without_middleware":
+        return (
+            f"Agent {detail.get('agent') or '?'} runs without SidewispMiddleware: its transfers are proven from the "
+            "graph's stream, but its retries, tool errors, call limits, summaries and single-agent steps are not "
+            "seen. Add SidewispMiddleware() last in its middleware (README, “Bring your own agents”)"
         )
     if kind == "no_verifier":
         return (
