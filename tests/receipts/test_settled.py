@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
-from django.db import connection
+from django.db import connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -44,6 +44,12 @@ def receive(part: str, value: object, handoff_id: str = "h-1", operation_id: str
 
 def settle(handoff_id: str = "h-1", operation_id: str = OP) -> list[bool]:
     return intake.apply([intake.SettleEntry(operation_id, handoff_id)])
+
+
+def settle_committed(handoff_id: str = "h-1", operation_id: str = OP) -> list[bool]:
+    """A settle as the writer and the API apply it: in a transaction of its own, announced once it commits."""
+    with transaction.atomic():
+        return settle(handoff_id, operation_id)
 
 
 def fresh(handoff_id: str = "h-1") -> Handoff:
@@ -337,7 +343,7 @@ def test_a_settle_that_makes_a_verdict_final_is_published(contracts):
         layer = get_channel_layer()
         channel = await layer.new_channel()
         await layer.group_add(HEALTH_GROUP, channel)
-        await sync_to_async(settle)()
+        await sync_to_async(settle_committed)()
         while True:
             message = await asyncio.wait_for(layer.receive(channel), timeout=5)
             if message["event"]["type"] == "handoff.changed":
