@@ -17,14 +17,14 @@ import logging
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
 from agents import leases, runner
 from agents.transient import TRANSIENT
-from receipts import audit, runs
-from receipts.models import AuditEntry, Decision, Run
+from receipts import audit, outbox, runs
+from receipts.models import AuditEntry, Decision, OutboxIntent, Run
 
 logger = logging.getLogger(__name__)
 
@@ -54,11 +54,13 @@ def start(run_id: int) -> str:
     if run is None:
         return _missing("run", run_id)
     if run.status in SETTLED:
+        _taken(OutboxIntent.Kind.START, run.pk)
         return run.status  # a re-delivery after the run already settled
     with leases.hold(run.pk) as held:
         if not held:
             raise LeaseBusy(run.operation_id)
         run.refresh_from_db()
+        _taken(OutboxIntent.Kind.START, run.pk)
         if run.status in SETTLED:
             return run.status
         # Counted under the lease, so waiting for a busy lease is not a delivery.
@@ -72,6 +74,7 @@ def resume(decision_id: int) -> str:
     if decision is None:
         return _missing("decision", decision_id)
     if decision.applied_at is not None:
+        _taken(OutboxIntent.Kind.RESUME, decision.pk)
         return decision.run.status  # the token was already used
     with leases.hold(decision.run_id) as held:
         if not held:
@@ -79,11 +82,15 @@ def resume(decision_id: int) -> str:
         decision.refresh_from_db()
         decision.run.refresh_from_db()
         if decision.applied_at is not None:
+            _taken(OutboxIntent.Kind.RESUME, decision.pk)
             return decision.run.status
         if not decision.run.auto_continue:
-            # Kept, not applied: resuming auto-continue applies it (receipts.actions).
+            # Kept, not applied: resuming auto-continue applies it (receipts.actions) through a new intent.
+            _taken(OutboxIntent.Kind.RESUME, decision.pk)
             return "held"
-        Decision.objects.filter(pk=decision.pk).update(applications=F("applications") + 1)
+        with transaction.atomic():
+            Decision.objects.filter(pk=decision.pk).update(applications=F("applications") + 1)
+            _taken(OutboxIntent.Kind.RESUME, decision.pk)
         status = runner.resume_run(decision.run, decision.as_resume())
         Decision.objects.filter(pk=decision.pk).update(applied_at=timezone.now())
         _audit_system("wait.resume", decision.run, decision.handoff, {"decision": decision.pk, "status": status})
@@ -97,6 +104,7 @@ def reverify(run_id: int) -> str:
     with leases.hold(run.pk) as held:
         if not held:
             raise LeaseBusy(run.operation_id)
+        _taken(OutboxIntent.Kind.REVERIFY, run.pk)
         result = runner.reverify(run)
         _audit_system("task.reverify", run, run.handoffs.order_by("created_at", "pk").last(), {"result": result})
         return result
@@ -175,6 +183,11 @@ def take_over_stalled(now=None) -> int:
             logger.warning("taking over stalled run %s: resume decision %s again", run.pk, decision.pk)
             tasks.resume_run.delay(decision.pk)
     return taken
+
+
+def _taken(kind: str, object_id: int) -> None:
+    # issue 19 §1: this worker has the work now (its lease held): the outbox stops sending it again.
+    outbox.mark_applied(kind, object_id)
 
 
 def _audit_system(action: str, run: Run, handoff, detail: dict) -> None:

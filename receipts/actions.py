@@ -223,6 +223,10 @@ def decide(
         handoff = Handoff.objects.select_for_update().select_related("run").get(pk=found.handoff.pk)
         if (earlier := _decision_for(handoff, token)) is not None:
             return _already_decided(user, action, handoff, earlier, key)
+        if not may(user, DECIDE_WAIT, handoff):
+            # Checked again under the row lock: a reassignment that committed first took the wait away.
+            refusal = f"This wait was reassigned to {handoff.wait_owner or 'nobody'} meanwhile; nothing changed."
+            return _refuse(user, DECIDE_WAIT, handoff, key, refusal, action=action)
         if refusal := _decision_refusal(handoff, kind, token, reason, edited_args, now):
             return _refuse(user, DECIDE_WAIT, handoff, key, refusal, action=action)
         try:
@@ -343,7 +347,9 @@ def reassign(
         handoff = _locked_handoff(found.handoff.pk)
         if _replayed(REASSIGN_WAIT, handoff, key):
             return _noop(user, REASSIGN_WAIT, handoff, key, "This reassignment was already made; nothing changed.")
-        refusal = "This wait is no longer open." if not handoff.wait_open else _owner_refusal(owner, handoff, user)
+        refusal = _decided_refusal(handoff, "reassigned")
+        if not refusal:
+            refusal = "This wait is no longer open." if not handoff.wait_open else _owner_refusal(owner, handoff, user)
         if refusal:
             return _refuse(user, REASSIGN_WAIT, handoff, key, refusal, detail={"owner": owner[:150]})
         deadline = now + timedelta(minutes=deadline_minutes)
@@ -361,6 +367,29 @@ def reassign(
             detail={"owner": owner, "deadline_utc": _iso(deadline), "verdict_before": before},
         )
     return Result(Outcome.DONE, f"The wait now belongs to {owner}, due {_iso(deadline)}.", handoff.run, handoff)
+
+
+def decision_on_open_wait(handoff: Handoff) -> Decision | None:
+    """The decision answering `handoff`'s open wait (its current token), if one was made; None otherwise.
+
+    Such a wait is decided: its resume is on the way to the run (receipts.outbox sends it until a worker
+    applies it), so it is not decided, reassigned, cancelled or escalated again.
+    """
+    token = (handoff.wait_part or {}).get("resume_token_id")
+    if not handoff.wait_open or not token:
+        return None
+    return _decision_for(handoff, token, any_handoff=True)
+
+
+def _decided_refusal(handoff: Handoff, done: str) -> str:
+    decision = decision_on_open_wait(handoff)
+    if decision is None:
+        return ""
+    who = _name(decision.decided_by)
+    return (
+        f"This wait is already decided ({decision.kind}) by {who} at {decision.decided_at:%Y-%m-%d %H:%M:%S} UTC "
+        f"and cannot be {done}; its run is waiting for a worker to apply the decision."
+    )
 
 
 def may_decide_as_owner(candidate: User | None, handoff: Handoff, *, by: User | None) -> bool:
@@ -417,9 +446,9 @@ def cancel(*, user: User, handoff_id: object, key: str, reason: str, now: dateti
         handoff = _locked_handoff(found.handoff.pk)
         if _replayed(CANCEL_WAIT, handoff, key):
             return _noop(user, CANCEL_WAIT, handoff, key, "This wait was already cancelled; nothing changed.")
-        if not handoff.wait_open:
-            refusal = "This wait is no longer open."
-            return _refuse(user, CANCEL_WAIT, handoff, key, refusal)
+        refusal = _decided_refusal(handoff, "cancelled")
+        if refusal or not handoff.wait_open:
+            return _refuse(user, CANCEL_WAIT, handoff, key, refusal or "This wait is no longer open.")
         cancelled = {**handoff.wait_part, "resolved": True, "resolution": "cancelled"}
         handoff = _record_wait(handoff, cancelled, f"cancel-{key}", now)
         runs.set_status(handoff.run, Run.Status.FAILED, error="Cancelled", now=now)
@@ -703,6 +732,8 @@ def expire_overdue_waits(*, now: datetime | None = None) -> int:
 def _expire(handoff: Handoff, escalation: runtime.Escalation, now: datetime) -> int:
     wait = handoff.wait_part or {}
     token = wait.get("resume_token_id") or ""
+    if decision_on_open_wait(handoff) is not None:
+        return 0  # decided before its deadline: that decision is on its way (the outbox sends it until applied)
     if escalation.backup_owner and handoff.wait_owner != escalation.backup_owner:
         deadline = now + timedelta(minutes=escalation.deadline_minutes)
         before = handoff.wait_owner

@@ -33,7 +33,7 @@ from django.utils import timezone
 from kombu.exceptions import KombuError
 from redis import RedisError
 
-from receipts import health, notifications
+from receipts import health, notifications, outbox
 from receipts.bundle import VERDICTS
 from receipts.models import AlertRule, Handoff, VerdictChange
 from receipts.signals import HandoffState, handoff_changed
@@ -150,6 +150,8 @@ def condition_of(rule: AlertRule, now: datetime, *, workers: int | None = None) 
         expected = max(rule.threshold, 1)
         answering = workers or 0
         return Condition(answering < expected, answering, f"{answering} of {expected} workers answering")
+    if rule.kind == AlertRule.Kind.UNAPPLIED:
+        return _unapplied(rule, now)
     if rule.kind == AlertRule.Kind.OVERDUE:
         found = _scoped(Handoff.objects.filter(wait_open=True, wait_deadline__lte=now), rule.agent)
         words = "waits overdue"
@@ -162,6 +164,15 @@ def condition_of(rule: AlertRule, now: datetime, *, workers: int | None = None) 
     newest = found.select_related("run").order_by("-updated_at", "-pk").first() if count else None
     agent = f" on {rule.agent}" if rule.agent else ""
     return Condition(count > rule.threshold, count, f"{count} {words}{agent} (more than {rule.threshold})", newest)
+
+
+def _unapplied(rule: AlertRule, now: datetime) -> Condition:
+    # issue 19 §1: starts, resumes and re-verifications promised longer ago than the apply bound that no
+    # worker has taken on (the outbox keeps sending them; this says nobody is taking them).
+    count = outbox.unapplied(now=now).count()
+    bound = settings.SIDEWISP_INTENT_APPLY_SECONDS
+    words = f"{count} promised starts, resumes or re-verifications not applied by a worker within {bound} s"
+    return Condition(count > rule.threshold, count, f"{words} (more than {rule.threshold})")
 
 
 def recently_turned(verdicts: tuple[str, ...], agent: str, *, since: datetime) -> QuerySet[Handoff]:
@@ -228,4 +239,5 @@ def _page(rule: AlertRule, newest: Handoff | None) -> str:
     return {
         AlertRule.Kind.OVERDUE: reverse("sidewisp:waits"),
         AlertRule.Kind.HEARTBEAT: reverse("sidewisp:system"),
+        AlertRule.Kind.UNAPPLIED: reverse("sidewisp:system"),
     }.get(rule.kind, reverse("sidewisp:runs"))

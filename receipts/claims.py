@@ -12,8 +12,8 @@ from django.db import transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from receipts import audit, recording
-from receipts.models import AuditEntry, Decision, Run
+from receipts import audit, outbox, recording
+from receipts.models import AuditEntry, Decision, OutboxIntent, Run
 
 # A wait's `resolution` (spec §1 v1.1) after a decision of each kind.
 RESOLUTION_OF = {Decision.Kind.APPROVE: "approved", Decision.Kind.EDIT: "edited", Decision.Kind.REJECT: "rejected"}
@@ -40,6 +40,8 @@ def claim(decision: Decision, *, resumed_by: str, source: str | None = None) -> 
         )
         if not claimed:
             return False
+        # issue 19 §1: the app that claims the decision is the one that carries it out.
+        outbox.mark_applied(OutboxIntent.Kind.RESUME, decision.pk)
         detail: dict = {"decision": decision.pk, "resumed_by": resumed_by}
         if source is not None:
             detail["source"] = source

@@ -441,15 +441,47 @@ class OutboxIntent(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     sent_at = models.DateTimeField(null=True, blank=True)
     last_error = models.CharField(max_length=200, blank=True)
+    # --- issue 19 §1: set by the worker that carried the intent out, in its own transaction. Until then
+    # the sweep sends it again once `due_at` passes (a sent intent is due again SIDEWISP_INTENT_APPLY_SECONDS
+    # after its send): a message another deployment's worker took, or a broker lost, is not the end of it.
+    applied_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [
-            models.Index(fields=["due_at"], condition=models.Q(sent_at__isnull=True), name="outbox_unsent_by_due"),
+            models.Index(
+                fields=["due_at"], condition=models.Q(applied_at__isnull=True), name="outbox_unapplied_by_due"
+            ),
         ]
 
     def __str__(self) -> str:
         state = f"sent {self.sent_at:%Y-%m-%d %H:%M:%S}" if self.sent_at else f"unsent after {self.attempts}"
+        if self.applied_at:
+            state = f"applied {self.applied_at:%Y-%m-%d %H:%M:%S}"
         return f"{self.kind} {self.object_id} ({state})"
+
+
+# --- issue 19 §1: the deployment a database belongs to (receipts.deployment) ----------------------
+
+
+class Deployment(models.Model):
+    """The one row naming this database's deployment: a random id made by the first migration.
+
+    Every task message carries it (sidewisp.envelope); a worker leaves a message of another deployment
+    for that deployment's workers, so deployments sharing a Redis and a queue never act on each other's
+    rows. `make run`'s default queue is derived from it.
+    """
+
+    key = models.CharField(max_length=32, unique=True, editable=False)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=models.Q(pk=1), name="one_deployment")]
+
+    def __str__(self) -> str:
+        return self.key
+
+
+# --- end issue 19 §1
 
 
 # --- issue 14 §4: per-source API tokens (receipts.sources, sidewisp.api) --------------------
@@ -568,6 +600,8 @@ class AlertRule(models.Model):
         WINDOW = "window", "More than N non-healthy handoffs in M minutes"
         OVERDUE = "overdue", "A wait overdue"
         HEARTBEAT = "heartbeat", "Worker heartbeat lost"
+        # issue 19 §1: promised work (starts, resumes, re-verifications) no worker applied in time.
+        UNAPPLIED = "unapplied", "Work no worker applied in time"
 
     name = models.CharField(max_length=100, unique=True)
     kind = models.CharField(max_length=10, choices=Kind.choices)

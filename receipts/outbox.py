@@ -4,9 +4,14 @@
 transaction, beside its decision and audit entry, and sends it once that commits. A send that fails
 (the broker is down, a connection broke) leaves the intent unsent, logs one line and never raises into the
 action: the decision is taken either way. `send_overdue()`, run by Celery beat every few seconds, sends
-again whatever is unsent and due. Sending is at least once (the broker may have taken a message whose
-send then failed), so the workers apply idempotently: a decision once (`Decision.applied_at` under the
-run's lease), a start not again once the run settled.
+again whatever is due.
+
+Sent is not done (issue 19 §1): an intent is *applied* once the worker that carried it out has said so in
+its own transaction (`mark_applied`, called by the worker when it takes the work on). A sent intent is due
+again `SIDEWISP_INTENT_APPLY_SECONDS` after its send, so one that a broker lost, or a worker of another
+deployment took, is sent again (later re-sends back off up to `MAX_RESEND_SECONDS`). Sending is at least
+once, so the workers apply idempotently: a decision once (`Decision.applied_at` under the run's lease), a
+start not again once the run settled.
 
 Two senders never send one intent at the same time: each attempt first claims the intent by raising its
 attempt count from the value it read (a compare-and-set that works on SQLite and PostgreSQL alike).
@@ -19,7 +24,9 @@ import re
 from datetime import datetime, timedelta
 from functools import partial
 
+from django.conf import settings
 from django.db import DatabaseError, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 from kombu.exceptions import KombuError
 from redis import RedisError
@@ -33,6 +40,10 @@ log = logging.getLogger(__name__)
 CLAIM_SECONDS = 30
 # After a failed send the sweep retries after 2, 4, 8 … seconds, at most this long.
 MAX_RETRY_SECONDS = 60
+# A sent intent no worker applied is sent again after the apply bound, then after twice that … at most this long.
+MAX_RESEND_SECONDS = 300
+# What a worker carries out for a run (a delivery is a message, not work on a run).
+WORK_KINDS = (OutboxIntent.Kind.START, OutboxIntent.Kind.RESUME, OutboxIntent.Kind.REVERIFY)
 SWEEP_BATCH = 200
 # What a broken or unreachable broker raises: the sweep stops there instead of trying every intent.
 BROKER_ERRORS = (KombuError, RedisError, OSError)
@@ -57,6 +68,29 @@ def is_sent(intent: OutboxIntent) -> bool:
     return OutboxIntent.objects.filter(pk=intent.pk, sent_at__isnull=False).exists()
 
 
+def mark_applied(kind: str, object_id: int, *, now: datetime | None = None) -> int:
+    """The worker carrying out `kind` for `object_id` says so: every unapplied such intent is applied.
+
+    Call it in the worker's own transaction, with the write that takes the work on (the run's lease held,
+    a decision's application counted): from then on the work is the worker's, and at-least-once delivery of
+    its message (acks late) covers a worker that dies. Returns how many intents it applied.
+    """
+    return OutboxIntent.objects.filter(kind=kind, object_id=object_id, applied_at__isnull=True).update(
+        applied_at=now or timezone.now()
+    )
+
+
+def unapplied(*, now: datetime | None = None) -> QuerySet[OutboxIntent]:
+    """Work intents no worker applied within the apply bound of their promise (sent or not)."""
+    now = now or timezone.now()
+    late = now - apply_bound()
+    return OutboxIntent.objects.filter(kind__in=WORK_KINDS, applied_at__isnull=True, created_at__lte=late)
+
+
+def apply_bound() -> timedelta:
+    return timedelta(seconds=settings.SIDEWISP_INTENT_APPLY_SECONDS)
+
+
 def dispatch(intent_id: int) -> bool:
     """Send one intent now, if nobody has tried it yet; True when the broker took it. Never raises."""
     try:
@@ -67,15 +101,18 @@ def dispatch(intent_id: int) -> bool:
 
 
 def send_overdue(*, now: datetime | None = None, limit: int = SWEEP_BATCH) -> int:
-    """Send the unsent intents that are due, oldest first; returns how many the broker took.
+    """Send the unapplied intents that are due (unsent, or sent and not applied in time), oldest first;
+    returns how many the broker took.
 
     Stops at the first broker failure (the broker is down: the next sweep tries again).
     """
     now = now or timezone.now()
-    due = OutboxIntent.objects.filter(sent_at__isnull=True, due_at__lte=now).order_by("due_at", "pk")
+    due = OutboxIntent.objects.filter(applied_at__isnull=True, due_at__lte=now).order_by("due_at", "pk")
     sent = 0
-    for pk, attempts in due.values_list("pk", "attempts")[:limit]:
-        outcome = _attempt(pk, seen_attempts=attempts)
+    for pk, attempts, sent_at in due.values_list("pk", "attempts", "sent_at")[:limit]:
+        if sent_at is not None:
+            log.warning("outbox: intent %s was sent but no worker applied it in time; sending it again", pk)
+        outcome = _attempt(pk, seen_attempts=attempts, now=now)
         if outcome is BrokerDown:
             break
         if outcome is True:
@@ -87,10 +124,13 @@ class BrokerDown:
     """An attempt's outcome when the broker could not be reached."""
 
 
-def _attempt(intent_id: int, *, seen_attempts: int) -> bool | type[BrokerDown] | None:
-    """Claim the intent (None when someone else has it or it is sent), send it, record the outcome."""
-    now = timezone.now()
-    claimed = OutboxIntent.objects.filter(pk=intent_id, sent_at__isnull=True, attempts=seen_attempts).update(
+def _attempt(intent_id: int, *, seen_attempts: int, now: datetime | None = None) -> bool | type[BrokerDown] | None:
+    """Claim the intent (None when someone else has it or it is applied), send it, record the outcome.
+
+    `now` is the sweep's clock: the claim, a retry and the next check count from it.
+    """
+    now = now or timezone.now()
+    claimed = OutboxIntent.objects.filter(pk=intent_id, applied_at__isnull=True, attempts=seen_attempts).update(
         attempts=seen_attempts + 1, due_at=now + _claim()
     )
     if not claimed:
@@ -110,7 +150,13 @@ def _attempt(intent_id: int, *, seen_attempts: int) -> bool | type[BrokerDown] |
             f"{retry:%H:%M:%S}",
         )
         return BrokerDown if isinstance(exc, BROKER_ERRORS) else False
-    OutboxIntent.objects.filter(pk=intent_id).update(sent_at=timezone.now(), last_error="")
+    sent = timezone.now()
+    # Due again if no worker applies it in time (the worker marks it applied: mark_applied).
+    OutboxIntent.objects.filter(pk=intent_id, applied_at__isnull=True).update(
+        sent_at=sent, due_at=max(sent, now) + _resend_after(intent), last_error=""
+    )
+    # A quick worker may have applied it before this line: it was sent all the same.
+    OutboxIntent.objects.filter(pk=intent_id, applied_at__isnull=False, sent_at__isnull=True).update(sent_at=sent)
     return True
 
 
@@ -130,6 +176,13 @@ def _sender(kind: str):
 
 def _claim() -> timedelta:
     return timedelta(seconds=CLAIM_SECONDS)
+
+
+def _resend_after(intent: OutboxIntent) -> timedelta:
+    # The first send is checked after the bound; the next after twice the bound … (a worker busy for long).
+    sends = max(intent.attempts, 1)
+    seconds = settings.SIDEWISP_INTENT_APPLY_SECONDS * 2 ** min(sends - 1, 10)
+    return timedelta(seconds=min(seconds, MAX_RESEND_SECONDS))
 
 
 def _say(exc: BaseException) -> str:

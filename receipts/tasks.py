@@ -9,6 +9,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from receipts import actions, alerts, notifications, outbox, recording
+from receipts.models import OutboxIntent
 
 
 @shared_task
@@ -48,6 +49,8 @@ def beat_heartbeat() -> None:
 @shared_task(bind=True, max_retries=None)
 def deliver_notification(self, delivery_id: int) -> str:
     """Send one promised message; retried with backoff until it is sent or given up (both recorded)."""
+    # This worker has the delivery now (its own retries follow): the outbox stops sending it again.
+    outbox.mark_applied(OutboxIntent.Kind.DELIVER, delivery_id)
     outcome = notifications.deliver(delivery_id)
     if outcome == notifications.RETRY:
         raise self.retry(countdown=notifications.retry_delay(self.request.retries))

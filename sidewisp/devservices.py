@@ -3,6 +3,12 @@
 Runs before Django is configured (it decides REDIS_URL), so it imports no
 settings. Every child it starts is stopped again on exit or Ctrl-C.
 
+`make run` says which Redis it uses (REDIS_URL, one found at the default
+address, or an embedded one) and which queue: unless SIDEWISP_QUEUE is set,
+a queue of this database's own, named after its deployment id, so two
+deployments on one Redis never take each other's tasks. It prints the
+address to open once the web server answers there.
+
     python -m sidewisp.devservices run          # web, worker, beat, demo traffic
     python -m sidewisp.devservices test [ARGS]  # pytest with ARGS
 """
@@ -16,8 +22,11 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
@@ -93,19 +102,57 @@ def embedded_redis(name: str) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def redis_url(name: str) -> Iterator[str]:
-    """REDIS_URL if it answers; otherwise an embedded server for the duration."""
+def redis_url(name: str, *, told: Callable[[str], None] | None = None) -> Iterator[str]:
+    """REDIS_URL if it answers; otherwise one at the default address; otherwise an embedded server for the
+    duration. `told` hears which, in words (never a password)."""
+    told = told or (lambda words: None)
     configured = os.environ.get("REDIS_URL")
     if configured:
         if not redis_answers(configured):
             sys.exit("sidewisp: REDIS_URL is set but Redis does not answer there")
+        told(f"{shown_url(configured)} (REDIS_URL)")
         yield configured
         return
     if redis_answers(DEFAULT_REDIS_URL):
+        told(f"{shown_url(DEFAULT_REDIS_URL)} (found at {urlsplit(DEFAULT_REDIS_URL).netloc}; set REDIS_URL to choose)")
         yield DEFAULT_REDIS_URL
         return
     with embedded_redis(name) as url:
+        told(f"{shown_url(url)} (embedded)")
         yield url
+
+
+def shown_url(url: str) -> str:
+    """`url` without its password (a user name stays): what a log line may say."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{parts.username + '@' if parts.username else ''}{host}{f':{parts.port}' if parts.port else ''}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def http_answers(url: str) -> bool:
+    """The web server at `url` answers an HTTP request (any status)."""
+    try:
+        with urllib.request.urlopen(url, timeout=2):
+            return True
+    except urllib.error.HTTPError:
+        return True  # it answered, with an error status (a login redirect's target, a 503 while starting)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def default_queue(env: dict[str, str]) -> str:
+    """SIDEWISP_QUEUE if set; otherwise the queue named after this database's deployment id."""
+    if configured := env.get("SIDEWISP_QUEUE", "").strip():
+        return configured
+    found = subprocess.run(
+        _manage("deployment_id", "--queue"), env=env, cwd=BASE_DIR, check=True, capture_output=True, text=True
+    )
+    return found.stdout.strip().splitlines()[-1]
 
 
 def _wait_for(predicate, *, what: str, timeout: float) -> None:
@@ -136,10 +183,13 @@ def run() -> int:
     os.environ.setdefault("DEBUG", "1")
     os.environ.setdefault("SIDEWISP_DEMO_RATE", "0.1")
     VAR_DIR.mkdir(parents=True, exist_ok=True)
-    with redis_url("run") as url:
+    with redis_url("run", told=lambda words: print(f"sidewisp: Redis {words}", flush=True)) as url:
         env = {**os.environ, "REDIS_URL": url}
         for step in (_manage("migrate", "--no-input", "-v", "0"), _manage("ensure_demo_user")):
             subprocess.run(step, env=env, check=True, cwd=BASE_DIR)
+        env["SIDEWISP_QUEUE"] = queue = default_queue(env)
+        how = "SIDEWISP_QUEUE" if os.environ.get("SIDEWISP_QUEUE", "").strip() else "this database's own"
+        print(f"sidewisp: queue {queue} ({how}); the worker and beat use it", flush=True)
         port = os.environ.get("PORT", "8000")
         celery = [sys.executable, "-m", "celery", "-A", "sidewisp"]
         children = {
@@ -147,10 +197,10 @@ def run() -> int:
             "worker": [*celery, "worker", "-l", "INFO", "-c", os.environ.get("SIDEWISP_WORKER_CONCURRENCY", "2")],
             "beat": [*celery, "beat", "-l", "INFO", "-s", str(VAR_DIR / "celerybeat-schedule")],
         }
-        print(f"sidewisp: open http://127.0.0.1:{port}/  (Ctrl-C stops everything)", flush=True)
         supervisor = Supervisor(children, env=env)
+        address = f"http://127.0.0.1:{port}/"
         try:
-            supervisor.run()
+            supervisor.run(when_ready=(lambda: http_answers(f"{address}login/"), _say_open(address)))
         except KeyboardInterrupt:
             return 0
         finally:
@@ -181,12 +231,24 @@ class Supervisor:
         self.restart_at: dict[str, float] = {}
         self.restarts = dict.fromkeys(children, 0)
 
-    def run(self, *, until: float | None = None, interval: float = 0.5) -> None:
-        """Supervise until interrupted (or until the monotonic time `until`, for tests)."""
+    def run(
+        self,
+        *,
+        until: float | None = None,
+        interval: float = 0.5,
+        when_ready: tuple[Callable[[], bool], Callable[[], None]] | None = None,
+    ) -> None:
+        """Supervise until interrupted (or until the monotonic time `until`, for tests).
+
+        `when_ready` is (ready, then): `then()` is called once, at the first tick where `ready()` holds.
+        """
         for name in self.children:
             self._start(name)
         while until is None or time.monotonic() < until:
             self.tick()
+            if when_ready is not None and when_ready[0]():
+                when_ready[1]()
+                when_ready = None
             time.sleep(interval)
 
     def tick(self) -> None:
@@ -213,6 +275,10 @@ class Supervisor:
     def _start(self, name: str) -> None:
         self.processes[name] = subprocess.Popen(self.children[name], env=self.env, cwd=self.cwd)
         self.started_at[name] = time.monotonic()
+
+
+def _say_open(address: str) -> Callable[[], None]:
+    return lambda: print(f"sidewisp: open {address}  (Ctrl-C stops everything)", flush=True)
 
 
 def test(pytest_args: list[str]) -> int:

@@ -1,6 +1,6 @@
 """The Prometheus endpoint: what the database and Redis hold, read at scrape time.
 
-A custom collector queries the database on every scrape (six aggregate
+A custom collector queries the database on every scrape (seven aggregate
 queries, however many handoffs there are), so the numbers are the
 database's own and no process keeps counters of its own that a multi-process
 deployment would have to merge. What lives outside the database comes from
@@ -38,7 +38,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import choose_encoder
 
 from agents import writer
-from receipts import dashboard
+from receipts import dashboard, outbox
 from receipts.models import Handoff, Receipt
 from receipts.tasks import beat_heartbeat_key
 from sidewisp import health
@@ -117,6 +117,7 @@ class SidewispCollector:
         yield self._open_false_completions()
         yield from self._waits()
         yield self._receipts()
+        yield self._unapplied_intents()
         yield from self._recording_latency()
         yield from self._redis_facts()
         yield from self._heartbeats()
@@ -175,6 +176,19 @@ class SidewispCollector:
         counts = dict(Receipt.objects.order_by().values_list("part").annotate(n=Count("pk")))
         for part in sorted(counts):
             metric.add_metric([part], counts[part])
+        return metric
+
+    def _unapplied_intents(self) -> Metric:
+        # issue 19 §1: promised work no worker has taken on within the apply bound (sent or not).
+        counts = dict(outbox.unapplied(now=self.now).values("kind").annotate(n=Count("pk")).values_list("kind", "n"))
+        metric = GaugeMetricFamily(
+            "sidewisp_intents_unapplied",
+            f"Starts, resumes and re-verifications promised more than {settings.SIDEWISP_INTENT_APPLY_SECONDS} s "
+            "ago that no worker has applied yet (the outbox keeps sending them).",
+            labels=["kind"],
+        )
+        for kind in outbox.WORK_KINDS:
+            metric.add_metric([kind], counts.get(kind, 0))
         return metric
 
     def _recording_latency(self) -> Iterator[Metric]:

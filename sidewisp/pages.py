@@ -318,6 +318,7 @@ def resolved_waits(username: str | None = None) -> list[Handoff]:
     if username is not None:
         found = found.filter(wait_owner=username)
     handoffs = list(found.order_by("-updated_at", "-pk")[:RESOLVED_LIMIT])
+    _expiring(handoffs)
     return with_stories(handoffs)
 
 
@@ -544,9 +545,11 @@ def with_offers(handoffs: list[Handoff], user: User) -> list[Handoff]:
     """`handoffs` (their runs loaded), each with its run's offers and its own links (asked once per run)."""
     by_run: dict[int, Offers] = {}
     settled = actions.settlements([h for h in handoffs if h.verdict == "FALSE_COMPLETE"])
+    decided = decisions_on_open_waits(handoffs)
     for handoff in handoffs:
         if handoff.run_id not in by_run:
             by_run[handoff.run_id] = run_offers(handoff.run, user, verdicts=set())
+        handoff.decided = decided.get(handoff.pk)
         _offer_on_handoff(handoff, by_run[handoff.run_id], user, settled.get(handoff.pk))
     return handoffs
 
@@ -558,6 +561,65 @@ class Link:
     url: str
 
 
+# --- issue 19 §1: a decided wait is shown as such until its run has the decision ------------------
+
+
+@dataclass(frozen=True)
+class Decided:
+    """A decision on a wait that its run does not have yet, as the pages say it."""
+
+    by: str
+    kind: str
+    at: object
+    words: str  # "Decided by ops-lead, waiting for a worker"
+
+
+def decisions_on_open_waits(handoffs: list[Handoff]) -> dict[int, Decided]:
+    """The decisions answering these handoffs' open waits (by their current token), by handoff pk: one query."""
+    tokens = {h.pk: (h.wait_part or {}).get("resume_token_id") for h in handoffs if h.wait_open}
+    tokens = {pk: token for pk, token in tokens.items() if token}
+    if not tokens:
+        return {}
+    found: dict[int, Decided] = {}
+    decisions = Decision.objects.select_related("decided_by", "run").filter(handoff_id__in=tokens)
+    for decision in decisions.order_by("decided_at", "pk"):
+        if decision.resume_token_id == tokens[decision.handoff_id]:
+            found.setdefault(decision.handoff_id, decided(decision))
+    return found
+
+
+def decided(decision: Decision, *, expired: bool = False) -> Decided:
+    """How a decision its run does not have yet reads: who decided, and what it waits for."""
+    by = decision.decided_by.get_username() if decision.decided_by else "the system"
+    if decision.applied_at is not None or decision.applications:
+        waiting = "being applied by a worker"
+    elif not decision.run.auto_continue:
+        waiting = "held until auto-continue is resumed"
+    elif decision.run.mode == Run.Mode.OBSERVED:
+        waiting = "waiting for the app to claim it"
+    else:
+        waiting = "waiting for a worker"
+    words = f"Expiring, {waiting}" if expired else f"Decided by {by}, {waiting}"
+    return Decided(by=by, kind=decision.kind, at=decision.decided_at, words=words)
+
+
+def _expiring(handoffs: list[Handoff]) -> None:
+    """Set `expiring` on closed waits the deadline sweep decided whose decision no worker has taken yet."""
+    expired = {h.pk: h for h in handoffs if not h.wait_open and (h.wait_part or {}).get("resolution") == "expired"}
+    for h in handoffs:
+        h.expiring = None
+    if not expired:
+        return
+    waiting = Decision.objects.select_related("run").filter(
+        handoff_id__in=expired, decided_by__isnull=True, applied_at__isnull=True, applications=0
+    )
+    for decision in waiting:
+        expired[decision.handoff_id].expiring = decided(decision, expired=True)
+
+
+# --- end issue 19 §1
+
+
 @dataclass(frozen=True)
 class Note:
     what: str
@@ -567,6 +629,8 @@ class Note:
 def _offer_on_handoff(h: Handoff, offers: Offers, user: User, settlement: actions.Settlement | None) -> None:
     """Set `h.offers`, `h.links` (what this user may do to it now), `h.notes` and `h.settlement`."""
     h.offers, h.settlement = offers, settlement
+    if "decided" not in h.__dict__:  # with_offers asks for a whole list at once
+        h.decided = decisions_on_open_waits([h]).get(h.pk)
     h.links, h.notes = handoff_links(h, offers, user, settled=settlement is not None)
 
 
@@ -579,7 +643,9 @@ def handoff_links(h: Handoff, offers: Offers, user: User, *, settled: bool = Fal
         links.append(Link(what, label, reverse("sidewisp:confirm", args=[what, h.pk])))
 
     reassigns = actions.REASSIGN_WAIT.name in offers.may
-    if h.wait_open and h.verdict == "WAITING_ON_APPROVAL":
+    if h.wait_open and getattr(h, "decided", None) is not None:
+        pass  # decided: nothing is decided, reassigned or cancelled again (its run is getting the decision)
+    elif h.wait_open and h.verdict == "WAITING_ON_APPROVAL":
         if actions.may(user, actions.DECIDE_WAIT, h):
             if offers.decide:
                 link("approve", "Approve…")
@@ -688,7 +754,7 @@ def confirm_context(what: str, found: actions.Result, form) -> dict:
     handoff, run = found.handoff, found.run
     target = handoff if handoff is not None else run
     offers = run_offers(run, found.actor)
-    decided = _decision_on(handoff) if what in actions.DECISION_KINDS else None
+    decided = _decision_on(handoff) if what in (*actions.DECISION_KINDS, "reassign", "cancel") else None
     settled = actions.settlement(handoff) if what in SETTLING else None
     pending = pending_call(run) if what in actions.DECISION_KINDS and decided is None else None
     if what == "reassign":
@@ -700,6 +766,8 @@ def confirm_context(what: str, found: actions.Result, form) -> dict:
         "title": labels.CONFIRM_TITLES.get(what, what.capitalize()),
         "offers": offers,
         "decided": decided,
+        # issue 19 §1: a decision on a wait still open is on its way to the run: say what it waits for.
+        "decided_words": decided_words(handoff, decided),
         "settled": settled,
         "offered": offers.allows(what) and not not_now,
         "not_offered": not_now or offers.why_not(what),
@@ -728,6 +796,13 @@ def _decision_on(handoff: Handoff) -> Decision | None:
     return decisions.first()
 
 
+def decided_words(handoff: Handoff | None, decision: Decision | None) -> str:
+    """ "Decided by X, waiting for a worker" while the run does not have `decision` yet; "" otherwise."""
+    if handoff is None or decision is None or not handoff.wait_open:
+        return ""
+    return decided(decision).words
+
+
 def _not_now(what: str, handoff: Handoff | None, decided: Decision | None, settled) -> str:
     """Why the handoff's state no longer permits `what` (the page then shows that, and no form)."""
     if what in actions.DECISION_KINDS:
@@ -736,6 +811,8 @@ def _not_now(what: str, handoff: Handoff | None, decided: Decision | None, settl
         return "" if handoff.wait_open else "This wait is no longer open; nothing is left to decide."
     if what in ("reassign", "cancel") and not handoff.wait_open:
         return "This wait is no longer open."
+    if what in ("reassign", "cancel") and decided is not None:
+        return "This wait is already decided; it is not reassigned or cancelled any more."
     if what in SETTLING:
         if settled is not None:
             return "This false completion is already settled."

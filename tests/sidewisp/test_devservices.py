@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
 import sys
 import time
 
-from sidewisp.devservices import Supervisor
+import redis
+
+from sidewisp.devservices import Supervisor, _free_port, default_queue, http_answers, shown_url
+from tests.conftest import wait_until
 
 
 def test_a_dying_child_is_restarted_with_a_log_line_while_the_others_keep_running(tmp_path, capsys):
@@ -37,3 +43,57 @@ def test_the_backoff_doubles_while_a_child_keeps_dying_up_to_its_cap(tmp_path):
         supervisor.stop()
     assert supervisor.backoff["beat"] == Supervisor.MAX_BACKOFF
     assert supervisor.restarts["beat"] == 0  # still waiting out the first 20 s
+
+
+# --- issue 19 §1: make run says which Redis and queue it uses, and "open" only once the server answers ----
+
+
+def test_a_redis_url_is_shown_without_its_password():
+    assert shown_url("redis://:s3cret@cache.example:6380/2") == "redis://cache.example:6380/2"
+    assert shown_url("rediss://app:s3cret@[::1]:6379/0") == "rediss://app@[::1]:6379/0"
+    assert shown_url("redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/0"
+
+
+def test_the_queue_is_sidewisp_queue_when_set():
+    assert default_queue({"SIDEWISP_QUEUE": "ours"}) == "ours"
+
+
+def test_make_run_names_its_redis_and_its_databases_own_queue_and_says_open_once_the_server_answers(tmp_path):
+    from django.conf import settings
+
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("SIDEWISP_QUEUE", "DEBUG")}
+    env |= {
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'run.sqlite3'}",
+        "SIDEWISP_VAR_DIR": str(tmp_path / "var"),
+        "REDIS_URL": settings.REDIS_URL,
+        "PORT": str(port),
+        "SIDEWISP_DEMO_RATE": "0",
+        "SIDEWISP_WORKER_CONCURRENCY": "1",
+    }
+    command = [sys.executable, "-m", "sidewisp.devservices", "run"]
+    process = subprocess.Popen(command, env=env, cwd=settings.BASE_DIR, stdout=subprocess.PIPE, text=True)
+    said: list[str] = []
+    try:
+        for line in process.stdout:
+            said.append(line.rstrip())
+            if line.startswith("sidewisp: open"):
+                answered = http_answers(f"http://127.0.0.1:{port}/login/")
+                break
+        queue = next(line.split()[2] for line in said if line.startswith("sidewisp: queue "))
+        client = redis.Redis.from_url(settings.REDIS_URL)
+        try:
+            # The worker and beat that make run started declared (and use) the queue it named.
+            wait_until(lambda: client.exists(f"_kombu.binding.{queue}"), what="make run's processes to use its queue")
+        finally:
+            client.delete(queue, f"_kombu.binding.{queue}")
+            client.close()
+    finally:
+        process.terminate()  # make run stops every child it started
+        process.wait(timeout=60)
+    redis_line = next(line for line in said if line.startswith("sidewisp: Redis "))
+    assert redis_line == f"sidewisp: Redis {settings.REDIS_URL} (REDIS_URL)"
+    assert re.fullmatch(r"sidewisp-[0-9a-f]{12}", queue)
+    assert said.index(redis_line) < next(i for i, line in enumerate(said) if line.startswith("sidewisp: queue "))
+    assert said[-1] == f"sidewisp: open http://127.0.0.1:{port}/  (Ctrl-C stops everything)"
+    assert answered
