@@ -42,7 +42,7 @@ from typing import Protocol, TypedDict
 from django.conf import settings
 from django.db import connection, transaction
 
-from agents import evidence
+from agents import evidence, faults
 from agents.transient import TRANSIENT
 from receipts import broadcast, intake, recording
 from receipts.bundle import BundleError
@@ -215,6 +215,7 @@ class Writer:
                 logger.warning("%d entries not written (%s); retry in %.2f s", len(batch), type(exc).__name__, delay)
                 time.sleep(delay)
                 continue
+            faults.stored(batch)  # tests/faults only (off unless SIDEWISP_FAULT_KILL)
             with self._cond:
                 self._counts["written"] += len(batch)
                 self._counts["batches"] += 1
@@ -279,6 +280,7 @@ def get() -> Writer:
 
 def submit(entry: intake.Entry) -> bool:
     """Hand one entry to this process's writer (see the module docstring); never raises for the entry."""
+    faults.submitted(entry)  # tests/faults only (off unless SIDEWISP_FAULT_KILL)
     if not remote() and connection.in_atomic_block:
         return _write_in_callers_transaction([entry])
     return get().submit(entry)

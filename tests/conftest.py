@@ -118,11 +118,13 @@ def start_worker_process(
     extra_env: dict[str, str] | None = None,
     redis_url: str | None = None,
     beat: bool = False,
+    pool: str = "threads",
 ) -> WorkerProcess:
     """A Celery worker process on this test run's queue; `extra_env` adds settings (e.g. SIDEWISP_GRAPHS).
 
     `redis_url` points it at another Redis than the tests' (a fault test's private one: point this process
-    at it too, with `point_celery_at`); `beat` embeds Celery beat, so the periodic sweeps run as in production.
+    at it too, with `point_celery_at`); `beat` embeds Celery beat, so the periodic sweeps run as in production;
+    `pool="prefork"` runs tasks in child processes, as `make run` does (a killed child's task comes back at once).
     """
     from django.conf import settings
 
@@ -145,7 +147,7 @@ def start_worker_process(
         "sidewisp",
         "worker",
         "-P",
-        "threads",
+        pool,
         "-c",
         str(concurrency),
         "-n",

@@ -1,0 +1,163 @@
+"""A worker killed at any receipt boundary of a two-handoff hosted run leaves the verdicts an uninterrupted run gets.
+
+The run (tests/faults/two_handoffs_graph.py: intake → analyst → reporter) is driven by a real prefork Celery
+worker with acks_late. `SIDEWISP_FAULT_KILL` (agents/faults.py) makes the pool process that drives it SIGKILL
+itself at one boundary, once: as a receipt is handed to the evidence writer (`submitted`) or right after the
+batch holding it committed (`stored`). The worker's main process sees its child lost and puts the task back
+at once (reject_on_worker_lost); a new child waits out the dead one's lease and resumes the run from its
+checkpoint. Each case then compares what an operator sees with an uninterrupted run: each handoff's verdict,
+the run's status and health, its reports, and whether an alert on non-healthy handoffs would fire.
+
+A `submitted` kill is exact (it runs on the graph's own thread). A `stored` kill runs on the writer's thread:
+the graph goes on for the moment the batch takes to commit, so the checkpoint may be a little further on
+when the process dies, and a case can land in a slightly different place from one run to the next.
+
+Each case starts its own worker (the kill point is its environment) and costs about the worker's start-up
+plus the lease of the killed child (`SIDEWISP_LEASE_SECONDS=3`, the smallest the settings allow).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+
+import pytest
+from django.utils import timezone
+
+from agents import hosting
+from agents.contracts import team_contracts
+from agents.models import Order
+from receipts import alerts, runs
+from receipts.contracts import import_document
+from receipts.models import AlertRule, NotificationChannel, Run
+from tests.conftest import start_worker_process, wait_until
+from tests.faults.two_handoffs_graph import CONTRACTS, INPUT, REPORT_SKU
+
+pytestmark = [pytest.mark.faults, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+GRAPH = "two_handoffs"
+GRAPHS = json.dumps(
+    {
+        # The default limits name the demo's exception classes (issue 18 item 8): registered beside ours.
+        "demo": "agents.demo.graph:make_graph",
+        GRAPH: {
+            "graph": "tests/faults/two_handoffs_graph.py:make_graph",
+            "verifier": "tests/faults/two_handoffs_graph.py:report_filed",
+        },
+    }
+)
+BOUNDARIES = [
+    *(
+        f"{when}:{part}:{n}"
+        for when in ("submitted", "stored")
+        for n in (1, 2)
+        for part in ("created", "reduced", "destination")
+    ),
+    "stored:verification:1",
+    "stored:final_status:1",
+]
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What an operator sees of a run once it ended."""
+
+    handoffs: tuple[tuple[str, str, str], ...]  # (sender, receiver, verdict) in the order they happened
+    status: str
+    health: str
+    reports: tuple[tuple[str, str], ...]  # (agent, kind)
+    alerting: bool  # a rule on any non-healthy handoff would fire
+    reports_filed: int
+
+
+UNINTERRUPTED = Seen(
+    handoffs=(("intake", "analyst", "HEALTHY"), ("analyst", "reporter", "HEALTHY")),
+    status=Run.Status.COMPLETE,
+    health="healthy",
+    reports=(),
+    alerting=False,
+    reports_filed=1,
+)
+
+
+@pytest.fixture(autouse=True)
+def case_contracts(transactional_db, settings):
+    document = team_contracts()
+    import_document({**document, "routes": {**document["routes"], **CONTRACTS}})
+    settings.SIDEWISP_GRAPHS = GRAPHS
+
+
+@pytest.fixture
+def problem_alert(transactional_db) -> AlertRule:
+    """Ops' rule on any non-healthy handoff; inactive, so the runs promise no deliveries: the test asks it."""
+    channel = NotificationChannel.objects.create(
+        name="ops", kind=NotificationChannel.Kind.WEBHOOK, url="http://127.0.0.1:9/hook", secret="s3cret-for-tests"
+    )
+    return AlertRule.objects.create(
+        name="any problem", kind=AlertRule.Kind.WINDOW, threshold=0, window_minutes=60, channel=channel, active=False
+    )
+
+
+def drive(celery_isolation: str, extra_env: dict[str, str] | None = None, *, until=None) -> Run:
+    """Start the graph's run on a worker of its own and return it once it ended (after `until` held)."""
+    worker = start_worker_process(
+        f"kill{uuid.uuid4().hex[:6]}",
+        celery_isolation,
+        concurrency=1,
+        pool="prefork",
+        extra_env={"SIDEWISP_GRAPHS": GRAPHS, "SIDEWISP_LEASE_SECONDS": "3", **(extra_env or {})},
+    )
+    try:
+        run = hosting.start(GRAPH, INPUT)
+        if until is not None:
+            wait_until(until, what="the worker to be killed at its boundary", timeout=60)
+        ended = lambda: Run.objects.filter(pk=run.pk, status__in=runs.ENDED).exists()  # noqa: E731
+        wait_until(ended, what="the run to end", timeout=60)
+    finally:
+        worker.stop()
+    return Run.objects.get(pk=run.pk)
+
+
+def seen(run: Run, rule: AlertRule) -> Seen:
+    handoffs = run.handoffs.order_by("created_at", "pk").values_list("sender", "receiver", "verdict")
+    return Seen(
+        handoffs=tuple(handoffs),
+        status=run.status,
+        health=run.health,
+        reports=tuple(run.reports.order_by("pk").values_list("agent", "kind")),
+        alerting=alerts.condition_of(rule, timezone.now()).holds,
+        reports_filed=Order.objects.filter(operation_id=run.operation_id, sku=REPORT_SKU).count(),
+    )
+
+
+def diagnosis(run: Run) -> str:
+    """Why the run differs, in names and codes: its error, and each handoff's verdict reason and receipts."""
+    lines = [f"error={run.error or '-'}"]
+    for h in run.handoffs.order_by("created_at", "pk"):
+        parts = ",".join(f"{r.part}@{r.attempt}" for r in h.receipts.order_by("pk"))
+        route = (h.created_part or {}).get("route_version")
+        lines.append(f"{h.sender}->{h.receiver} {h.verdict} ({h.reason}) route={route} receipts={parts}")
+    return "; ".join(lines)
+
+
+def test_an_uninterrupted_two_handoff_run_is_healthy_and_complete(celery_isolation, problem_alert):
+    run = drive(celery_isolation)
+
+    assert seen(run, problem_alert) == UNINTERRUPTED
+    assert run.deliveries == 1
+
+
+@pytest.mark.parametrize("boundary", BOUNDARIES, ids=[b.replace(":", "-") for b in BOUNDARIES])
+def test_a_run_whose_worker_is_killed_at_a_receipt_boundary_ends_as_an_uninterrupted_run(
+    celery_isolation, problem_alert, tmp_path, boundary
+):
+    once = tmp_path / "killed"
+    env = {"SIDEWISP_FAULT_KILL": boundary, "SIDEWISP_FAULT_ONCE_FILE": str(once)}
+
+    run = drive(celery_isolation, env, until=once.exists)
+
+    print(f"\n{boundary}: {seen(run, problem_alert)} after {run.deliveries} deliveries; {diagnosis(run)}")
+    assert seen(run, problem_alert) == UNINTERRUPTED
+    assert once.read_text().startswith(boundary)
+    assert run.deliveries == 2  # killed in its first delivery, ended in the second
