@@ -73,10 +73,16 @@ def seed_pages() -> Seeded:
     parts = handoff_parts("healthy", sender="triage", receiver="sales")
     parts[1] = ("reduced", {**parts[1][1], "context_keys": parts[1][1]["context_keys"][:1]})
     context = _record("h-phone-context", "op-phone-context", parts[:3])
-    # The longest verdict label, on a run with a long operation id: the runs list's widest row.
+    # The longest verdict label, on a run with a long operation id: the runs list's widest row. Settled: its
+    # destination is no longer due, so the verdict is final (an unsettled one reads "in progress").
     long_run = Run.objects.create(operation_id="op-phone-destination-never-started", thread_id="t-phone-dns")
     Handoff.objects.create(
-        handoff_id="h-phone-dns", run=long_run, sender="triage", receiver="sales", verdict="DESTINATION_NOT_STARTED"
+        handoff_id="h-phone-dns",
+        run=long_run,
+        sender="triage",
+        receiver="sales",
+        verdict="DESTINATION_NOT_STARTED",
+        settled_at=datetime.now(UTC),
     )
     health.refresh(long_run, publish=False)  # what recording does: the runs list reads the stored summary
     audit.log(actor=None, action="wait.escalate", object_type="handoff", object_id=waits[0].pk, outcome="done")

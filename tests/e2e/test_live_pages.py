@@ -77,6 +77,19 @@ def record_parts(handoff_id: str, operation_id: str, parts: list, attempt: str =
     return in_db_thread(_record)
 
 
+def settle_handoff(handoff_id: str, operation_id: str) -> None:
+    """A settle entry for the handoff, as the evidence writer applies one (spec v1.2 Settled)."""
+    from django.db import transaction
+
+    from receipts import intake
+
+    def _settle():
+        with transaction.atomic():
+            intake.apply([intake.SettleEntry(operation_id, handoff_id)])
+
+    in_db_thread(_settle)
+
+
 def run_of(handoff_pk: int) -> int:
     from receipts.models import Handoff
 
@@ -212,7 +225,9 @@ def test_a_new_handoff_appears_and_reaches_its_verdict_without_reload(page, serv
     pk = record_parts("h-e2e-live", "op-e2e-live", parts[:1])  # created only: control is not proven yet
     row = page.locator(f"#newest-{pk}")
     expect(row).to_contain_text("h-e2e-live", timeout=LIVE_TIMEOUT_MS)
-    expect(row).to_contain_text("Stale control")
+    expect(row).to_contain_text("In progress — waiting for the reduced receipt")
+    settle_handoff("h-e2e-live", "op-e2e-live")  # its step ended without the reduced receipt: a verdict now
+    expect(row).to_contain_text("Stale control", timeout=LIVE_TIMEOUT_MS)
     record_parts("h-e2e-live", "op-e2e-live", parts[1:])
     expect(row).to_contain_text("Healthy", timeout=LIVE_TIMEOUT_MS)
     expect(page.locator("[data-count=HEALTHY]")).to_have_text("1")
