@@ -27,6 +27,7 @@ super-step.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable, Collection, Sequence
@@ -38,7 +39,7 @@ from langgraph.config import get_config, get_stream_writer
 from langgraph.prebuilt import ToolNode
 from langgraph.types import Command
 
-from agents import evidence, steps
+from agents import evidence, steps, writer
 from agents.handoffs import handoff_target
 from agents.tracking import HANDOFF_EVENT, messages_in, transfer_gotos, transfer_handoff_ids, turn_call_ids
 from receipts.models import MiddlewareReport
@@ -101,8 +102,8 @@ class SidewispMiddleware(AgentMiddleware):
             self._record_created(context, context["receiver"], context["handoff_id"])
         result = handler(request)
         self._steps.after_tool(request, result)
-        if context is not None:
-            self._record_transfer(context, result)
+        if context is not None and self._record_transfer(context, result):
+            writer.flush()  # `created` is stored before the parent can checkpoint past the transfer
         return result
 
     async def awrap_tool_call(
@@ -113,8 +114,8 @@ class SidewispMiddleware(AgentMiddleware):
             self._record_created(context, context["receiver"], context["handoff_id"])
         result = await handler(request)
         await self._steps.aafter_tool(request, result)
-        if context is not None:
-            self._record_transfer(context, result)
+        if context is not None and self._record_transfer(context, result):
+            await asyncio.to_thread(writer.flush)  # as in wrap_tool_call, off the event loop
         return result
 
     def _tool_context(self, request: ToolCallRequest) -> dict | None:
@@ -137,22 +138,26 @@ class SidewispMiddleware(AgentMiddleware):
             "attempt": str(getattr(info, "node_attempt", None) or 1),
         }
 
-    def _record_transfer(self, context: dict, result: Any) -> None:
-        """When the tool returned a Command to the parent graph: `created` per destination, then the announcement.
+    def _record_transfer(self, context: dict, result: Any) -> bool:
+        """When the tool returned a Command to the parent graph: `created` per destination, the announcement, True.
 
         A goto list is one handoff per destination (the first keeps the call's own handoff id, which a
         declared receiver's `created` already used); a Command to END only is no handoff (spec v1.2).
+        The caller flushes the writer then: a worker killed after LangGraph saved the step that applies the
+        transfer still leaves its `created` (with this middleware's route version) for the resumed run's
+        observer to complete from the checkpoint history (`agents.reconcile`).
         """
         if not isinstance(result, Command) or result.graph != Command.PARENT:
-            return
+            return False
         gotos = transfer_gotos(result.goto)
         if not gotos:
-            return
+            return False
         handoff_ids = transfer_handoff_ids(context["operation_id"], context["tool_call_id"], len(gotos))
         for index, (goto, handoff_id) in enumerate(zip(gotos, handoff_ids, strict=True)):
             if not (context["declared"] and index == 0):
                 self._record_created(context, goto, handoff_id)
         self._announce(context)
+        return True
 
     def _record_created(self, context: dict, receiver: str, handoff_id: str) -> None:
         created = {
