@@ -80,7 +80,7 @@ def entries(tracker: Tracker, graph: Any, config: dict) -> list[Entry]:
         if not snapshot.values:
             return []  # a new thread: nothing happened before
         known = evidence.run_orm(evidence.closes_own_connection(known_parts), tracker.operation_id)
-        stopped_midway = bool(snapshot.next) and not snapshot.interrupts
+        stopped_midway = bool(snapshot.next or snapshot.tasks) and not snapshot.interrupts
         incomplete = any(not set(PARTS) <= parts for parts in known.values())
         if not (stopped_midway or incomplete):
             return []
@@ -141,13 +141,18 @@ def derive(tracker: Tracker, found: dict[Namespace, list[Step]], known: dict[str
     """The missing parts of every transfer in `found`; destinations due in the resumed step are awaited."""
     out: list[Entry] = []
     for ns, steps in found.items():
-        for k, step in enumerate(steps[:-1]):
+        for k, step in enumerate(steps):
             for name, task_id in step.tasks:
                 child = found.get((*ns, f"{name}:{task_id}"))
                 if not child or not child[-1].next:
                     continue  # not a subgraph, or one that ended on its own: no transfer left it
                 for transfer in _transfers(tracker, ns, name, task_id, child[-1], step.writes.get(task_id, []), known):
-                    out += _missing(tracker, transfer, steps, k, known)
+                    if k + 1 < len(steps):
+                        out += _missing(tracker, transfer, steps, k, known)
+                    else:
+                        # Its writes were saved, the step's checkpoint was not: the resumed stream applies them.
+                        transfer.announced = "created" in known.get(transfer.handoff_ids(tracker.operation_id)[0], ())
+                        tracker.expect(transfer)
     return out
 
 

@@ -65,7 +65,7 @@ def _start(run: Run, version: LimitsVersion) -> Outcome:
         kwargs = {"wait_policies": hosted.wait_policies, "verifier": hosted.verifier}
         if not snapshot.values:
             outcome = _observed(run, hosted.graph, run.input or {}, config, **kwargs)
-        elif snapshot.next and not snapshot.interrupts and not _held(hosted.graph, snapshot.next):
+        elif _in_flight(hosted.graph, snapshot):
             # A re-delivered task: continue the interrupted step from the checkpoint.
             outcome = _observed(run, hosted.graph, None, config, **kwargs)
         else:
@@ -177,6 +177,17 @@ def _check_hosted(run: Run) -> None:
     if run.mode != Run.Mode.HOSTED or not run.graph:
         msg = f"run {run.operation_id} is not a hosted run: no Sidewisp worker drives it"
         raise ValueError(msg)
+
+
+def _in_flight(graph: Any, snapshot: Any) -> bool:
+    """The checkpoint stopped mid-way: a step still to run, or one whose tasks all wrote (a worker killed
+    after their writes were saved, before the step's checkpoint): `next` is empty then, but `tasks` are not,
+    and streaming from the checkpoint applies those writes and goes on."""
+    if snapshot.interrupts:
+        return False
+    if snapshot.next:
+        return not _held(graph, snapshot.next)
+    return bool(snapshot.tasks)
 
 
 def _held(graph: Any, next_nodes: tuple[str, ...]) -> bool:

@@ -285,6 +285,8 @@ class Tracker:
         `transfer_to_<X>` that the same update answers, X a node of this graph, counts: any other
         node update is not a transfer (a call a ToolNode answers later is that tool's own business).
         """
+        if self._graph_at((*ns, node)) is not None:
+            return  # a subgraph node transfers through a tool, which the `tools` stream shows
         turn = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
         answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
         nodes = getattr(self._graph_at(ns), "nodes", None) or {}
@@ -411,6 +413,10 @@ class Tracker:
                 awaiting.remove(item)
                 entries += destination_entries(self.operation_id, item[0], name, task_id, evidence.now_iso())
         return entries
+
+    def expect(self, transfer: Transfer) -> None:
+        """Pair `transfer` with its sender's next update in its scope (a resumed run's step in flight)."""
+        self._pending.setdefault((transfer.scope, transfer.sender), []).append(transfer)
 
     def await_destination(self, ns: Namespace, handoff_id: str, goto: str) -> None:
         """Expect `goto` to start in `ns`'s next step for `handoff_id` (a resumed run's pending destination)."""

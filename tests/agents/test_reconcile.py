@@ -101,3 +101,35 @@ def test_reconciling_a_fully_recorded_run_records_no_part_twice(team_contracts):
     assert [p for p in after if p in ("created", "reduced", "destination")] == [
         p for p in before if p in ("created", "reduced", "destination")
     ]
+
+
+class Crash(BaseException):
+    """The process dies: nothing after this point runs."""
+
+
+class DyingSaver(InMemorySaver):
+    """Saves nothing from the first root checkpoint that shows bob in control: the step's writes are saved, its
+    checkpoint is not (a worker killed between the two)."""
+
+    armed = True
+
+    def put(self, config, checkpoint, metadata, new_versions):
+        root = not config["configurable"].get("checkpoint_ns")
+        if self.armed and root and checkpoint["channel_values"].get("active_agent") == "bob":
+            self.armed = False
+            raise Crash
+        return super().put(config, checkpoint, metadata, new_versions)
+
+
+def test_a_run_killed_between_a_transfer_s_writes_and_its_checkpoint_records_it_on_resume(team_contracts):
+    saver = DyingSaver()
+    graph, config = teams.swarm(saver), config_for("in-flight")
+    with pytest.raises(Crash):
+        graph.invoke({"messages": [HumanMessage("hello")]}, config, durability="sync")
+    writer.flush()
+    assert graph.get_state(config).next == ()  # the step's writes are there, its checkpoint is not
+
+    outcome = observe(graph, None, config, verifier=PASS)
+
+    assert outcome.status == "complete"
+    assert handoffs(config) == [("alice", "bob", "HEALTHY", "parent")]
