@@ -37,6 +37,7 @@ SECTIONS = {
     "live": "bench.live",
     "pages": "bench.pages",
     "workers": "bench.workers",
+    "map": "bench.map",  # the team map's layout and render (issue 21 §2): no database, no Redis
 }
 EXPLAIN_SECTION = "pages"
 # Sections that load their data into DATABASE_URL's database as they find it: under `make bench` they get a

@@ -93,6 +93,8 @@ class RunFilters:
     graph: str = ""
     route_version: str = ""
     health: str = ""  # receipts.health's level
+    sender: str = ""  # with `receiver`: runs with a handoff over that route (the team map's arrows)
+    receiver: str = ""
 
 
 @dataclass(frozen=True)
@@ -225,6 +227,9 @@ def runs(filters: RunFilters) -> QuerySet[Run]:
         found = found.exclude(health__in=run_health.ALARMING)
     if filters.agent:
         found = found.filter(Exists(handoffs.filter(Q(sender=filters.agent) | Q(receiver=filters.agent))))
+    if filters.sender or filters.receiver:
+        route = {k: v for k, v in (("sender", filters.sender), ("receiver", filters.receiver)) if v}
+        found = found.filter(Exists(handoffs.filter(**route)))
     if filters.status:
         found = found.filter(status=filters.status)
     if filters.since:

@@ -43,7 +43,7 @@ AUDIT_CSV_LIMIT = 10_000
 MAX_NUMBERED_PAGE = 40
 # The query parameters that say where in a list a page is (kept out of the links' filter query).
 POSITION_PARAMS = ("page", "older", "newer")
-PAGES = ("overview", "runs", "run", "waits", "false")
+PAGES = ("overview", "runs", "run", "waits", "false", "map")
 
 
 # The time windows the runs list offers: runs created within the last ...
@@ -80,6 +80,9 @@ class RunFilterForm(forms.Form):
     graph = forms.ChoiceField(required=False, choices=[("", "Any graph")])
     route_version = forms.ChoiceField(required=False, choices=[("", "Any route version")])
     agent = forms.CharField(required=False, max_length=200, help_text="Sender or receiver, exactly")
+    # The team map's arrows link here: the runs with a handoff over that one route.
+    sender = forms.CharField(required=False, max_length=200, label="From agent", help_text="Sender, exactly")
+    receiver = forms.CharField(required=False, max_length=200, label="To agent", help_text="Receiver, exactly")
     status = forms.ChoiceField(required=False, choices=[("", "Any status"), *Run.Status.choices], label="Task status")
     since = forms.DateTimeField(required=False, label="Created from (UTC)")
     until = forms.DateTimeField(required=False, label="Created before (UTC)")
@@ -107,6 +110,7 @@ class RunFilterForm(forms.Form):
             start = timezone.now() - window[1]
             data["since"] = max(data["since"], start) if data.get("since") else start
         names = ("verdict", "agent", "status", "since", "until", "q", "graph", "route_version", "health")
+        names += ("sender", "receiver")
         return dashboard.RunFilters(**{n: data[n] for n in names if data.get(n) not in (None, "")})
 
 
@@ -131,7 +135,7 @@ class PageScope:
             return cls(page, run_id=int(run_id), query=query) if run_id.isdigit() else None
         if page == "waits":
             return cls(page, mine=params.get("mine") == "1", query=query)
-        if page in ("runs", "false", "overview"):
+        if page in ("runs", "false", "overview", "map"):
             return cls(page, query=query)
         return cls(page)
 
@@ -912,9 +916,10 @@ _FRAGMENTS: dict[str, tuple[str, ...]] = {
         "sidewisp/_false_short.html",
     ),
     "runs": ("sidewisp/_runs_list.html",),
-    "run": ("sidewisp/_run.html",),
+    "run": ("sidewisp/_run.html", "teammap/_run_map.html"),
     "waits": ("sidewisp/_waits.html",),
     "false": ("sidewisp/_false_completions.html",),
+    "map": ("teammap/_map.html",),  # the team map (sidewisp.mappage)
 }
 
 
@@ -1052,8 +1057,15 @@ def _context_for(scope: PageScope, user: User) -> dict | None:
         "run": lambda: _run_context_or_none(scope.run_id, user, _page_number(scope)),
         "waits": lambda: waits_context(user, mine=scope.mine, page=_page_number(scope)),
         "false": lambda: false_context(user, _page_number(scope)),
+        "map": lambda: _map_context(scope),
     }
     return builders[scope.page]()
+
+
+def _map_context(scope: PageScope) -> dict:
+    from sidewisp import mappage  # it builds on this module
+
+    return mappage.map_context(QueryDict(scope.query))
 
 
 def _page_number(scope: PageScope) -> str:

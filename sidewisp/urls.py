@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from sidewisp import api, metrics, views
+from sidewisp import api, mappage, metrics, views
 
 page_patterns = (
     [
@@ -14,6 +14,7 @@ page_patterns = (
         path("waits/", views.waits, name="waits"),
         path("false-completions/", views.false_completions, name="false-completions"),
         path("system/", views.system, name="system"),
+        path("map/", mappage.team_map, name="map"),  # the team map (issue 21 §2)
         path("confirm/<str:what>/<int:pk>/", views.confirm, name="confirm"),
         path("waits/<int:pk>/decide/", views.wait_decide, name="wait-decide"),
         path("waits/<int:pk>/reassign/", views.wait_reassign, name="wait-reassign"),

@@ -68,3 +68,22 @@ def test_it_says_in_one_line_that_redis_does_not_answer_and_exits_non_zero():
     assert result.returncode == 2
     assert "bench: Redis does not answer at redis://127.0.0.1:1/0 (ConnectionError)" in result.stderr
     assert HEADER not in result.stdout
+
+
+def test_the_map_section_prints_the_time_to_lay_out_and_render_a_tiny_team_map():
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.map", "--agents", "6", "--routes", "8", "--repeats", "2"],
+        cwd=settings.BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert result.returncode == 0, result.stderr[-3000:]
+    maps = table_rows(result.stdout, "map")
+    assert [row.split(" | ")[1] for row in maps] == [
+        "team map of 6 agents and 8 routes, one flat team",
+        "team map of 6 agents and 8 routes in 5 nested teams (boxes)",
+    ]
+    assert all("ms median" in row and "layout" in row and "render" in row for row in maps)
+    assert "8 arrows drawn" in maps[0]

@@ -343,7 +343,9 @@ MAX_QUERIES = {
     "sidewisp:runs": 7,  # + the graphs and route versions the filters offer
     "sidewisp:waits": 7,  # + the paginator's count, + the recently resolved waits
     "sidewisp:false-completions": 7,  # + the settlements in force (accepted or resolved)
-    "sidewisp:run-detail": 13,  # + the pinned limits version (issue 6), the verdict history, the waits' stories (2)
+    # + the pinned limits version (issue 6), the verdict history, the waits' stories (2), the team map (2: the
+    # routes grouped in one query, their contract versions)
+    "sidewisp:run-detail": 15,
 }
 
 
