@@ -4,7 +4,6 @@ stream modes stream, and a graph streamed outside `observe` says on its run what
 from __future__ import annotations
 
 import asyncio
-import uuid
 from html import unescape
 
 import pytest
@@ -17,35 +16,14 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from agents import writer
 from agents.observer import STREAM_CLOSED, aobserve, observe
 from agents.scripted import Call, Say
-from receipts.models import ContractVersion, Handoff, MiddlewareReport, Receipt, Run
+from receipts.models import Handoff, MiddlewareReport, Receipt, Run
 from sidewisp import labels
 from tests.agents import teams
+from tests.agents.test_third_party import config_for
 
 PASS = lambda op: ("stock_check", "pass", "v-1")  # noqa: E731
 GATEWAY_DOWN = "payment gateway down"
 Kind = MiddlewareReport.Kind
-
-
-@pytest.fixture
-def team_contracts(transactional_db, contracts):
-    ContractVersion.objects.create(version=teams.ROUTE_VERSION, routes=teams.ROUTES)
-
-
-@pytest.fixture(params=["sync", "async"])
-def drive(request):
-    """observe, or aobserve driven by asyncio.run: the same cases both ways."""
-
-    def _drive(graph, graph_input, config, **kwargs):
-        if request.param == "sync":
-            return observe(graph, graph_input, config, **kwargs)
-        return asyncio.run(aobserve(graph, graph_input, config, **kwargs))
-
-    return _drive
-
-
-def config_for(name: str) -> dict:
-    token = uuid.uuid4().hex[:8]
-    return {"configurable": {"thread_id": f"th-{name}-{token}", "operation_id": f"op-{name}-{token}"}}
 
 
 def ask() -> dict:

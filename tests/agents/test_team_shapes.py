@@ -18,9 +18,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from receipts.models import ContractVersion, Handoff, Run
 from tests.agents import shapes
-from tests.agents.test_third_party import FAIL, PASS, ask, config_for, drive, run_of, verdicts
-
-__all__ = ["drive"]  # the observe / aobserve fixture, shared with test_third_party
+from tests.agents.test_third_party import FAIL, PASS, ask, config_for, run_of, verdicts
 
 H, RR, OTP, DNS, FC = "HEALTHY", "ROUTE_REJECTED", "OPEN_TOOL_PROTOCOL", "DESTINATION_NOT_STARTED", "FALSE_COMPLETE"
 

@@ -15,28 +15,11 @@ from agents.handoffs import handoff_tool
 from agents.observer import aobserve, observe
 from agents.scripted import Call, Say
 from receipts import actions
-from receipts.models import AuditEntry, ContractVersion, Handoff, MiddlewareReport, Run
+from receipts.models import AuditEntry, Handoff, MiddlewareReport, Run
 from tests.agents import teams
 
 PASS = lambda op: ("stock_check", "pass", "v-1")  # noqa: E731
 FAIL = lambda op: ("stock_check", "fail", "v-1")  # noqa: E731
-
-
-@pytest.fixture
-def team_contracts(transactional_db, contracts):
-    ContractVersion.objects.create(version=teams.ROUTE_VERSION, routes=teams.ROUTES)
-
-
-@pytest.fixture(params=["sync", "async"])
-def drive(request):
-    """observe, or aobserve driven by asyncio.run: the same cases both ways."""
-
-    def _drive(graph, graph_input, config, **kwargs):
-        if request.param == "sync":
-            return observe(graph, graph_input, config, **kwargs)
-        return asyncio.run(aobserve(graph, graph_input, config, **kwargs))
-
-    return _drive
 
 
 def config_for(name: str) -> dict:
