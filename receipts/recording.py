@@ -12,6 +12,7 @@ each touched run's health is refreshed once at the end instead of per receipt.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hashlib
 import logging
 import threading
@@ -43,6 +44,36 @@ SETTLED = "settled"
 # The agent a report is filed under when the agent named in it is not a valid name.
 OBSERVER = "observer"
 logger = logging.getLogger(__name__)
+
+
+class RunNotOwned(BundleError):
+    """The run belongs to another side (issue 19): a local app may not record into a source's run, nor a source
+    into a local run or another source's. Nothing is written; the message names the run and its owner."""
+
+
+# Which app is recording: "" a local app (the evidence writer's LocalSink), a source's name (the receipts
+# API); None, the default, is the server itself (operator actions, sweeps), which writes any run.
+_side: contextvars.ContextVar[str | None] = contextvars.ContextVar("sidewisp_recording_side", default=None)
+
+
+@contextlib.contextmanager
+def writing_as(source_name: str) -> Iterator[None]:
+    """Record as a local app ("") or as the remote source `source_name`: only that side's runs accept it."""
+    reset = _side.set(source_name)
+    try:
+        yield
+    finally:
+        _side.reset(reset)
+
+
+def owner_problem(run: Run, side: str | None = None, *, act: str = "record into it") -> str:
+    """Why `side` (default: the current one) may not `act` on `run` ("" when it may): a run is its creator's."""
+    side = _side.get() if side is None else side
+    if side is None or run.source_name == side:
+        return ""
+    owner = f"was created by source {run.source_name}" if run.source_name else "is a local run"
+    writer = f"source {side}" if side else "a local app"
+    return f"run {run.operation_id} {owner}; {writer} may not {act}"
 
 
 @dataclass(frozen=True)
@@ -247,12 +278,15 @@ def _run_for(operation_id: str) -> Run:
     """The run of `operation_id`, created when new (call inside a batch)."""
     current = _current()
     if operation_id not in current.runs:
-        defaults = {"thread_id": operation_id, "source": Run.Source.AGENT}
+        defaults = {"thread_id": operation_id, "source": Run.Source.AGENT, "source_name": _side.get() or ""}
         current.runs[operation_id] = (
             _created(Run, {"operation_id": operation_id}, defaults)[0]
             if f"run:{operation_id}" in current.absent
             else Run.objects.get_or_create(operation_id=operation_id, defaults=defaults)[0]
         )
+    if problem := owner_problem(current.runs[operation_id]):
+        logger.warning("receipt refused: %s", problem)
+        raise RunNotOwned("operation_id", problem)
     return current.runs[operation_id]
 
 
