@@ -501,6 +501,9 @@ def settle(*, handoff_id: str, operation_id: str, now: datetime | None = None) -
     now = now or timezone.now()
     with _atomic(), batch():
         run = _existing_run(operation_id)
+        if run is not None and (problem := owner_problem(run)):
+            logger.warning("settle refused: %s", problem)
+            raise RunNotOwned("operation_id", problem)
         handoff = _existing_handoff(handoff_id) if run is not None else None
         if handoff is None:
             return False

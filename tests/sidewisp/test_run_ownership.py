@@ -17,7 +17,7 @@ from django.urls import reverse
 from agents import writer
 from agents.decisions import await_decision
 from receipts import claims, intake
-from receipts.models import Decision, Receipt, Run
+from receipts.models import Decision, Handoff, Receipt, Run
 from receipts.recording import RunNotOwned
 from tests.conftest import handoff_parts
 from tests.sidewisp.test_api import a_bundle, claim, get_decision, post
@@ -95,6 +95,17 @@ def test_a_local_report_into_a_sources_run_is_refused_too(squatted, caplog):
 
     assert not Run.objects.get(operation_id=operation_id).reports.exists()
     assert REFUSED.format(op=operation_id) in caplog.text
+
+
+def test_a_local_settle_of_a_sources_handoff_is_refused_and_changes_nothing(squatted):
+    operation_id = squatted["operation_id"]
+    handoff = Run.objects.get(operation_id=operation_id).handoffs.get()
+    Handoff.objects.filter(pk=handoff.pk).update(settled_at=None)
+
+    with pytest.raises(RunNotOwned):
+        writer.LocalSink().write([intake.SettleEntry(operation_id, handoff.handoff_id)])
+
+    assert Handoff.objects.get(pk=handoff.pk).settled_at is None
 
 
 def test_the_local_app_cannot_await_a_sources_decision(client, squatted, boss):
