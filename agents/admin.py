@@ -20,7 +20,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html_join
 from django.views.decorators.http import require_GET, require_http_methods
 
-from agents import limits
+from agents import limits, limitsform
 from agents.models import LimitsVersion
 from receipts import audit
 from receipts.admin import PrettyJSONField, ReviewedAddAdmin, iso_time
@@ -32,7 +32,10 @@ CHANGE_LIMITS = "receipts.change_limits"
 class LimitsVersionForm(forms.ModelForm):
     document = PrettyJSONField(
         widget=forms.Textarea(attrs={"rows": 40, "cols": 110, "spellcheck": "false"}),
-        help_text="The default settings of every agent, and per-agent overrides. Saving creates a new version.",
+        help_text=(
+            "The whole document (for export and import): the default settings of every agent, and per-agent "
+            "overrides. Saving creates a new version. The settings form edits one agent's settings field by field."
+        ),
     )
 
     class Meta:
@@ -77,6 +80,11 @@ class LimitsVersionAdmin(ReviewedAddAdmin):
         wrap = self.admin_site.admin_view
         return [
             path("preview/", wrap(require_GET(self.preview_view)), name="agents_limitsversion_preview"),
+            path(
+                "settings/",
+                wrap(require_http_methods(["GET", "POST"])(self.settings_view)),
+                name="agents_limitsversion_settings",
+            ),
             path("<int:pk>/diff/", wrap(require_GET(self.diff_view)), name="agents_limitsversion_diff"),
             path(
                 "<int:pk>/rollback/",
@@ -153,6 +161,32 @@ class LimitsVersionAdmin(ReviewedAddAdmin):
         rows = limits.diff(current.document, version.document)
         context = {**self._context(request, f"Roll back to {version}"), "version": version, "current": current}
         return TemplateResponse(request, "admin/agents/limitsversion/rollback.html", {**context, "rows": rows})
+
+    def settings_view(self, request: HttpRequest) -> HttpResponse:
+        """The current settings of one scope as a form; a valid change shows its diff before it is saved.
+
+        Saving posts the whole new document to the add view (the JSON view), which checks it
+        again, asks to confirm settings that stop runs, creates the version and audits it.
+        """
+        _require_change(request, "limits.change", "new")
+        checks = limits.team_checks()
+        known = limitsform.scopes(checks)
+        scope = request.GET.get("scope", "") if request.GET.get("scope", "") in known else known[0]
+        current = LimitsVersion.current()
+        data = request.POST if request.method == "POST" else None
+        form = limitsform.LimitsSettingsForm(data, document=current.document, scope=scope, checks=checks)
+        context = {**self._context(request, f"Limits of {scope}"), "form": form, "scope": scope, "scopes": known}
+        if form.is_bound and form.is_valid() and form.new_document is not None:
+            review = {
+                "rows": limits.diff(current.document, form.new_document),
+                "warnings": limits.stopping_warnings(form.new_document, checks),
+                "document_json": json.dumps(form.new_document, ensure_ascii=False),
+                "note": form.cleaned_data["note"] or f"{scope} changed in the form",
+                "current": current,
+            }
+            return TemplateResponse(request, "admin/agents/limitsversion/settings_review.html", {**context, **review})
+        status = 400 if form.is_bound else 200
+        return TemplateResponse(request, "admin/agents/limitsversion/settings_form.html", context, status=status)
 
     def preview_view(self, request: HttpRequest) -> HttpResponse:
         if not self.has_view_permission(request):
