@@ -126,7 +126,9 @@ class ContractVersionForm(forms.ModelForm):
         queryset=ContractVersion.objects.order_by("-created_at", "-pk"),
         required=False,
         empty_label="(nothing: start empty)",
-        help_text="The version the review compares with (the routes below start as its copy).",
+        help_text="The version the review compares with: choosing one reloads the routes and steps below from it.",
+        # static/js/admin_based_on.js reloads the form with ?from=<id> (get_changeform_initial_data prefills).
+        widget=forms.Select(attrs={"data-reload-param": "from"}),
     )
     routes = PrettyJSONField(
         widget=forms.Textarea(attrs={"rows": 24, "cols": 90, "spellcheck": "false"}),
@@ -141,6 +143,9 @@ class ContractVersionForm(forms.ModelForm):
     class Meta:
         model = ContractVersion
         fields = ["based_on", "version", "routes", "steps", "note"]
+
+    class Media:
+        js = ["js/admin_based_on.js"]
 
     def clean_version(self):
         version = self.cleaned_data["version"]
@@ -208,6 +213,8 @@ class ContractVersionAdmin(ReviewedAddAdmin):
 
     def get_changeform_initial_data(self, request):
         chosen = request.GET.get("from", "")
+        if chosen == "none":  # "Based on: nothing" was chosen
+            return {"routes": {}}
         base = ContractVersion.objects.filter(pk=chosen).first() if chosen.isdigit() else None
         base = base or contracts.latest_version()
         if base is None:

@@ -263,3 +263,27 @@ def test_the_audit_log_offers_no_save_in_the_admin(admin_client, admin_):
     page = admin_client.get(f"/admin/receipts/auditentry/{entry.pk}/change/").content.decode()
 
     assert not re.search(r'name="_(save|addanother|continue)"', page)
+
+
+def test_choosing_based_on_reloads_the_form_from_that_version(client, admin_):
+    client.force_login(admin_)
+    first = ContractVersion.objects.get(version="routes/1")
+
+    page = client.get(ADD_URL).content.decode()
+    chosen = client.get(ADD_URL, {"from": first.pk}).content.decode()
+
+    # The select carries the hook its script follows: a change reloads the page with ?from=<the chosen id>.
+    assert re.search(r'<select name="based_on"[^>]*data-reload-param="from"', page)
+    assert "/static/js/admin_based_on.js" in page
+    assert f'<option value="{first.pk}" selected>' in chosen
+    assert json.dumps(first.routes, indent=2).replace('"', "&quot;").splitlines()[1] in chosen
+
+
+def test_choosing_based_on_nothing_starts_from_empty_routes(client, admin_):
+    client.force_login(admin_)
+
+    page = client.get(ADD_URL, {"from": "none"}).content.decode()
+
+    assert '<option value="" selected>(nothing: start empty)</option>' in page
+    assert "&quot;coder&quot;" not in page
+    assert re.search(r'<textarea name="routes"[^>]*>\s*\{\}\s*</textarea>', page)

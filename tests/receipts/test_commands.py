@@ -243,3 +243,16 @@ def test_import_contracts_answers_any_bytes_with_an_import_or_exit_2(no_contract
         call_command("import_contracts", str(path), stdout=StringIO())
     except CommandError as exc:
         assert exc.returncode == 2
+
+
+def test_importing_a_file_without_wait_reasons_says_what_the_key_needs(no_contracts, tmp_path):
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"routes": team_contracts()["routes"]}))
+    with pytest.raises(CommandError) as excinfo:
+        call_command("import_contracts", str(path), stdout=StringIO())
+    message = str(excinfo.value)
+    assert message.startswith('old.json: the key "wait_reasons" is missing')
+    assert '{"wait_reasons": ["purchase_approval"], "routes": {...}}' in message
+    assert '"wait_reasons": [] when the team has none' in message
+    assert excinfo.value.returncode == 2
+    assert ContractVersion.objects.count() == 0

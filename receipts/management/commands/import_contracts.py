@@ -9,6 +9,13 @@ from django.core.management.base import BaseCommand, CommandError
 from receipts import bundle, jsonfiles
 from receipts.contracts import ContractConflict, import_document
 
+# A file written before wait reasons were part of the contracts (or by hand) lacks the key; say what it needs.
+MISSING_WAIT_REASONS = (
+    'the key "wait_reasons" is missing. A contracts file lists the wait reason codes its waits and approval rules '
+    'may use, beside "routes", e.g. {"wait_reasons": ["purchase_approval"], "routes": {...}}; '
+    'write "wait_reasons": [] when the team has none.'
+)
+
 
 class Command(BaseCommand):
     help = "Import route/context contracts and wait reasons from a JSON document (spec §2)."
@@ -18,6 +25,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, path: Path, **options):
         document = jsonfiles.read_document(path)
+        if isinstance(document, dict) and "wait_reasons" not in document:
+            raise CommandError(f"{path.name}: {MISSING_WAIT_REASONS}", returncode=2)
         try:
             result = import_document(document)
         except (bundle.BundleError, ContractConflict) as exc:
