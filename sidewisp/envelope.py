@@ -7,7 +7,8 @@ runs. A message of another deployment is rejected *with* requeue, never acked: i
 queue for its owner's workers, and this worker logs one line naming the task and the foreign id (never
 the message's arguments). A message without the header (sent by a version before this check) is
 dropped with a log line: nobody can say which database its row ids mean, and what an operator promised
-is sent again by the outbox sweep, which counts work done only once a worker applied it.
+is sent again by the outbox sweep, which counts work done only once a worker applied it. A worker that
+cannot read its own id yet (the database is not up) leaves the message in the queue as well.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 
 from celery import Task
 from celery.exceptions import Reject
+from django.db import DatabaseError
 
 HEADER = "sidewisp_deployment"
 # A refused message goes straight back to the queue: this pause keeps a worker whose queue holds only
@@ -51,7 +53,14 @@ class DeploymentTask(Task):
 def check(task: str, named: object) -> None:
     """Raise ForeignMessage unless `named` is this deployment's id."""
     deployment = _deployment()
-    own = deployment.current_id()
+    try:
+        own = deployment.current_id()
+    except DatabaseError as exc:
+        # Read once per process: only a worker's first task can meet this (the database is not up yet).
+        why = type(exc).__name__
+        _log_once(task, "?", "task %s left in the queue: this deployment's id is unreadable (%s)", task, why)
+        time.sleep(REFUSAL_PAUSE_SECONDS)
+        raise ForeignMessage("deployment id unreadable", requeue=True) from exc
     if named == own:
         return
     if not isinstance(named, str) or not named:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import redis
 from django.conf import settings
-from django.db import connection
+from django.db import OperationalError, connection
 
 from agents import runner
 from agents.contracts import install_team_contracts
@@ -231,6 +231,18 @@ def test_a_message_naming_no_deployment_is_dropped_not_run(db, caplog):
 
     assert refused.value.requeue is False
     assert "names no deployment" in caplog.records[-1].getMessage()
+
+
+def test_a_worker_that_cannot_read_its_deployment_id_leaves_the_message_in_the_queue(monkeypatch):
+    def unreadable() -> str:
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(deployment, "current_id", unreadable)
+
+    with pytest.raises(envelope.ForeignMessage) as refused:
+        envelope.check("agents.tasks.start_run", deployment.new_key())
+
+    assert refused.value.requeue is True
 
 
 def test_this_deployments_message_passes(db):
