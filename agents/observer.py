@@ -51,6 +51,7 @@ from agents.arguments import arg_schemas
 from agents.middleware import OBSERVED_KEY, UNKNOWN_TOOL, model_failure_reports
 from agents.tracking import CONTROL_KEYS, STREAM_MODES, Tracker, context_key_names  # noqa: F401 - re-exported
 from receipts import bundle, recording, runs
+from receipts import health as run_health
 from receipts.models import MiddlewareReport, Receipt, Run
 from receipts.recording import record
 
@@ -216,7 +217,7 @@ def _conclude(
     elif snapshot.next:
         # Halted before a node without an interrupt (e.g. a node held by interrupt_before).
         _record_final(operation_id, "running", f"held-{evidence.digest(*snapshot.next)}")
-        outcome = Outcome("parked")
+        outcome = Outcome("parked", error=run_health.held_before(snapshot.next))  # not auto-continue stopped
     else:
         outcome = _ending(operation_id, snapshot, verifier)
     # The run's receipts (a wait among them) are stored before its pending call and status say so.

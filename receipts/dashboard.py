@@ -140,16 +140,18 @@ def bounded_count(queryset: QuerySet, bound: int = COUNT_BOUND) -> BoundedCount:
     return BoundedCount.of(queryset.order_by().values("pk")[: bound + 1].count(), bound)
 
 
-def overview_counts(bound: int = VERDICT_COUNT_BOUND) -> list[tuple[str, BoundedCount]]:
-    """(verdict, number of handoffs) for every verdict, worst first; each counted up to `bound`, one query.
+def overview_counts(since: datetime | None = None, bound: int = VERDICT_COUNT_BOUND) -> list[tuple[str, BoundedCount]]:
+    """(verdict, number of handoffs created since `since`, or ever) for every verdict, worst first; each
+    counted up to `bound`, one query.
 
-    Each verdict's count reads at most `bound` + 1 entries of the verdict index, so the overview does not
-    scan every handoff; past the bound it says "10,000+".
+    Each verdict's count reads at most `bound` + 1 entries of an index (the verdict index, or the window's
+    `handoff_created_verdict`), so the overview does not scan every handoff; past the bound it says "10,000+".
     """
     # COUNT over a LIMITed subquery per verdict, all in one SELECT (the ORM cannot count a sliced subquery).
+    found = Handoff.objects.all() if since is None else Handoff.objects.filter(created_at__gte=since)
     selects, params = [], []
     for n, verdict in enumerate(VERDICT_ORDER):
-        sliced = Handoff.objects.filter(verdict=verdict).order_by().values("pk")[: bound + 1]
+        sliced = found.filter(verdict=verdict).order_by().values("pk")[: bound + 1]
         sql, sql_params = sliced.query.sql_with_params()
         selects.append(f"(SELECT COUNT(*) FROM ({sql}) AS verdict_{n})")
         params.extend(sql_params)
@@ -248,10 +250,12 @@ def runs(filters: RunFilters) -> QuerySet[Run]:
 
 
 def _matching_run_ids(q: str) -> QuerySet:
-    # A union of two index lookups (pg_trgm GIN indexes on PostgreSQL, migration 0012): the runs whose
-    # operation id or graph contains `q`, and those with a handoff whose id or agent does.
+    # A union of two index lookups (pg_trgm GIN indexes on PostgreSQL, migrations 0012 and 0020): the runs
+    # whose operation id, graph or scenario (shown on every row) contains `q`, and those with a handoff whose
+    # id or agent does.
     named = Q(handoff_id__icontains=q) | Q(sender__icontains=q) | Q(receiver__icontains=q)
-    own = Run.objects.filter(Q(operation_id__icontains=q) | Q(graph__icontains=q)).order_by().values("pk")
+    own_fields = Q(operation_id__icontains=q) | Q(graph__icontains=q) | Q(scenario__icontains=q)
+    own = Run.objects.filter(own_fields).order_by().values("pk")
     return own.union(Handoff.objects.filter(named).order_by().values("run_id"))
 
 

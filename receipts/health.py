@@ -76,6 +76,16 @@ REPORT_REASONS: dict[str, tuple[str, str]] = {
 }
 ALARM_KINDS = tuple(REPORT_REASONS)
 
+# A parked run's Run.error when the graph itself holds it (a destination held by `interrupt_before`), not a
+# stopped auto-continue: "held_before:sales" (node names only).
+HELD_BEFORE = "held_before:"
+
+
+def held_before(nodes: Iterable[str]) -> str:
+    """The Run.error of a run parked before `nodes` by the graph's interrupt_before: "held_before:sales"."""
+    return f"{HELD_BEFORE}{','.join(nodes)}"[:200]
+
+
 STATUS_REASONS: dict[str, tuple[str, str]] = {
     "failed": (FAILING, "Task failed"),
     "parked": (ATTENTION, "Task parked (auto-continue stopped)"),
@@ -83,6 +93,38 @@ STATUS_REASONS: dict[str, tuple[str, str]] = {
     "queued": (IN_PROGRESS, "Task queued"),
     "running": (IN_PROGRESS, "Task running"),
 }
+
+
+def _status_text(status: str, error: str) -> str:
+    """Why the task stands as it does: a failure with its error class, a parked run by what really holds it."""
+    text = STATUS_REASONS[status][1]
+    if status == "parked" and error.startswith(HELD_BEFORE):
+        nodes = error.removeprefix(HELD_BEFORE).replace(",", ", ")
+        return f"Held before {nodes} (interrupt_before)"
+    return f"{text} ({error})" if status == "failed" and error else text
+
+
+# A run that failed (or needs attention) with no failing handoff: no handoff card gives a next move, so the
+# run does, for its most telling reason (first here wins). A reason its handoffs explain gets none here.
+RUN_NEXT_MOVES: dict[str, str] = {
+    "model_failed": "check the model provider (status, key, quota), then start the run again; its handoffs were sound",
+    "retry_exhausted": "check the failing model or tool's provider, then start the run again; its handoffs were sound",
+    "no_handoff": "check that every agent records its handoffs (wrapped by the middleware) before trusting this run",
+    "unverified": "check the outcome in the system of record before relying on it; the verifier did not prove it",
+    "status_failed": "inspect the last agent's reports below, fix the cause, then start the run again; "
+    "no handoff was left half-done",
+    "tool_error": "inspect the tool error below; the run went on, so check its result before relying on it",
+    "call_limit": "check whether the call limit cut the work short; raise the limit in Limits if it was too low",
+    "evidence_dropped": "the receipts lost a field (named below): check the run's outcome directly",
+}
+
+
+def run_next_move(reasons: Iterable[Mapping]) -> str:
+    """The run's own safe next move from its stored health reasons, "" when a handoff explains the trouble."""
+    codes = {str(r.get("code", "")) for r in reasons}
+    if codes & {verdict.lower() for verdict in VERDICT_REASONS}:
+        return ""  # a failing or waiting handoff's card carries the next move
+    return next((move for code, move in RUN_NEXT_MOVES.items() if code in codes), "")
 
 
 # --- settled verdicts (spec v1.2) ------------------------------------------------------
@@ -213,9 +255,7 @@ def assess(
     verdicts = {v: left for v, n in (verdicts or {}).items() if (left := n - pending.get(v, 0)) > 0}
     reasons: list[Reason] = []
     if status in STATUS_REASONS:
-        level, text = STATUS_REASONS[status]
-        text = f"{text} ({error})" if status == "failed" and error else text
-        reasons.append(_reason(level, f"status_{status}", text))
+        reasons.append(_reason(STATUS_REASONS[status][0], f"status_{status}", _status_text(status, error)))
     by_kind: dict[str, tuple[list[Mapping], int]] = {}
     for kind, detail, count in reports:
         if kind in REPORT_REASONS and count:

@@ -156,6 +156,12 @@ HEALTH: dict[str, tuple[str, str, str]] = {
 HEALTH_UNKNOWN = ("•", "Not assessed yet", "muted")
 # A healthy handoff inside a run that is not: the verdict is true of the handoff, but never green.
 HANDOFF_OK_IN_BAD_RUN = ("✔", "Handoff healthy", "muted")
+# A resolved wait whose action did not happen (spec §1 v1.1 resolution): its outcome, never a check mark.
+WAIT_OUTCOMES: dict[str, tuple[str, str, str]] = {
+    "rejected": ("✖", "Rejected", "muted"),
+    "expired": ("⌛", "Expired — safe default applied", "warn"),
+    "cancelled": ("⊘", "Cancelled", "muted"),
+}
 
 # The overview's time windows: key -> (label, seconds).
 WINDOWS: dict[str, tuple[str, int]] = {

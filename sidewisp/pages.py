@@ -171,7 +171,8 @@ def overview_context(user: User, window: str = "") -> dict:
         "health_counts": health_counts,
         "status_counts": status_counts,
         "stats": dashboard.window_stats(since, now),
-        "counts": dashboard.overview_counts(),
+        "counts": dashboard.overview_counts(since),  # the window's handoffs, like the "Over time" card
+        "window_label": labels.WINDOWS[window][0],
         "newest": dashboard.newest_handoffs(),
         "soonest": with_offers(dashboard.open_waits(limit=dashboard.SOONEST_LIMIT), user),
         "open_wait_count": dashboard.open_wait_count(),

@@ -350,9 +350,10 @@ _CATALOGUE += [
         message="test_calc.py fails in the calculator workspace; please fix calc.py.",
         policies={
             "triage": TRIAGE_TO_CODER,
+            # No failing test run first: a command's non-zero exit is a tool error (the shell middleware's
+            # status="error"), and the run would rightly need attention; the README calls this one HEALTHY.
             "coder": Script(
                 (
-                    RUN_TESTS,
                     Call("grep_search", {"pattern": "def add", "output_mode": "content"}),
                     Call("shell", {"command": "sed -i 's/return a - b/return a + b/' calc.py"}),
                     RUN_TESTS,

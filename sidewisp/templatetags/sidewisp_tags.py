@@ -32,6 +32,19 @@ def verdict(code: str, run_health: str = "", handoff=None, due: str = "") -> dic
     return {"icon": icon, "label": label, "tone": tone, "code": code}
 
 
+@register.inclusion_tag("sidewisp/_verdict.html")
+def wait_verdict(handoff) -> dict:
+    """A wait's badge: a rejected, expired or cancelled one says so (and who rejected it), never ✔; else its verdict."""
+    story = getattr(handoff, "story", None)
+    resolution = story.resolution if story is not None and not handoff.wait_open else ""
+    if resolution not in labels.WAIT_OUTCOMES:
+        return verdict(handoff.verdict, handoff.run.health, handoff)
+    icon, label, tone = labels.WAIT_OUTCOMES[resolution]
+    if resolution == "rejected" and story.decided_by:
+        label = f"{label} by {story.decided_by}"
+    return {"icon": icon, "label": label, "tone": tone, "code": handoff.verdict, "outcome": resolution}
+
+
 @register.filter
 def due_part(handoff) -> str:
     """The part a handoff in progress waits for ("" once its verdict is final): receipts.health.due_part."""
@@ -50,6 +63,12 @@ def run_health(run, reasons: bool = False) -> dict:
     icon, label, tone = labels.HEALTH.get(run.health, labels.HEALTH_UNKNOWN)
     shown = run.health_reasons if reasons else []
     return {"icon": icon, "label": label, "tone": tone, "level": run.health or "unknown", "reasons": shown}
+
+
+@register.filter
+def run_next_move(run) -> str:
+    """A failed run's safe next move when none of its handoffs gives one (receipts.health.run_next_move); no query."""
+    return health.run_next_move(run.health_reasons or []) if run.health in health.ALARMING else ""
 
 
 @register.inclusion_tag("sidewisp/_state.html")

@@ -164,3 +164,13 @@ def test_a_harmless_command_runs_without_approval(contracts, monkeypatch):
 
     assert status == "complete"
     assert Handoff.objects.get(run=run).wait_part is None
+
+
+def test_the_demo_the_readme_calls_healthy_is_a_healthy_run_with_no_reason_to_look(contracts):
+    run = create_run("coder_fixes_function")
+
+    runner.start_run(run)
+
+    run.refresh_from_db()
+    assert (run.health, run.health_reasons) == ("healthy", [])
+    assert not run.reports.filter(kind="tool_error").exists()

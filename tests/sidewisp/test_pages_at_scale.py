@@ -198,6 +198,7 @@ def _reference(filters: dashboard.RunFilters) -> set[int]:
                 not q
                 or q in run.operation_id.lower()
                 or q in run.graph.lower()
+                or q in run.scenario.lower()
                 or any(q in (h["handoff_id"] + " " + h["sender"] + " " + h["receiver"]).lower() for h in mine)
             )
         )
