@@ -8,6 +8,7 @@ class SidewispConfig(AppConfig):
     def ready(self) -> None:
         from axes.signals import user_locked_out
 
+        from sidewisp import checks  # noqa: F401  (registers the configuration checks)
         from sidewisp.lockout import audit_lockout
 
         user_locked_out.connect(audit_lockout, dispatch_uid="sidewisp-audit-lockout")

@@ -30,9 +30,13 @@ from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
+from sidewisp import devenv
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("SIDEWISP_VAR_DIR", BASE_DIR / "var"))
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+# The web server of `make run` listens here (and on PORT, 8000 by default).
+HOST = "127.0.0.1"
 
 
 def redis_answers(url: str) -> bool:
@@ -184,21 +188,29 @@ def run() -> int:
     os.environ.setdefault("SIDEWISP_DEMO_RATE", "0.1")
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     with redis_url("run", told=lambda words: print(f"sidewisp: Redis {words}", flush=True)) as url:
-        env = {**os.environ, "REDIS_URL": url}
+        # Its children get every setting from here, never from an earlier run's dev-settings file.
+        env = {**os.environ, "REDIS_URL": url, devenv.SWITCH: "off"}
         for step in (_manage("migrate", "--no-input", "-v", "0"), _manage("ensure_demo_user")):
             subprocess.run(step, env=env, check=True, cwd=BASE_DIR)
         env["SIDEWISP_QUEUE"] = queue = default_queue(env)
         how = "SIDEWISP_QUEUE" if os.environ.get("SIDEWISP_QUEUE", "").strip() else "this database's own"
         print(f"sidewisp: queue {queue} ({how}); the worker and beat use it", flush=True)
         port = os.environ.get("PORT", "8000")
+        env["SIDEWISP_BASE_URL"] = devenv.base_url(HOST, port, os.environ)
+        devenv.write(VAR_DIR, env)
+        print(
+            f"sidewisp: links point to {env['SIDEWISP_BASE_URL']}; these settings are in "
+            f"{_shown_path(VAR_DIR / devenv.FILE_NAME)} for `python manage.py ...` in another shell",
+            flush=True,
+        )
         celery = [sys.executable, "-m", "celery", "-A", "sidewisp"]
         children = {
-            "web": [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", port, "sidewisp.asgi:application"],
+            "web": [sys.executable, "-m", "daphne", "-b", HOST, "-p", port, "sidewisp.asgi:application"],
             "worker": [*celery, "worker", "-l", "INFO", "-c", os.environ.get("SIDEWISP_WORKER_CONCURRENCY", "2")],
             "beat": [*celery, "beat", "-l", "INFO", "-s", str(VAR_DIR / "celerybeat-schedule")],
         }
         supervisor = Supervisor(children, env=env)
-        address = f"http://127.0.0.1:{port}/"
+        address = f"http://{HOST}:{port}/"
         try:
             supervisor.run(when_ready=(lambda: http_answers(f"{address}login/"), _say_open(address)))
         except KeyboardInterrupt:
@@ -277,6 +289,14 @@ class Supervisor:
         self.started_at[name] = time.monotonic()
 
 
+def _shown_path(path: Path) -> str:
+    """`path` relative to the repository when it is inside it: a log line names no absolute path."""
+    try:
+        return str(path.relative_to(BASE_DIR))
+    except ValueError:
+        return f"SIDEWISP_VAR_DIR/{path.name}"
+
+
 def _say_open(address: str) -> Callable[[], None]:
     return lambda: print(f"sidewisp: open {address}  (Ctrl-C stops everything)", flush=True)
 
@@ -285,6 +305,7 @@ def test(pytest_args: list[str]) -> int:
     with redis_url("test") as url:
         # Tests run with production-like settings (DEBUG off), which need a key.
         env = {"SECRET_KEY": "test-only-secret-key-not-for-production-use-0123456789", **os.environ, "REDIS_URL": url}
+        env[devenv.SWITCH] = "off"  # a development run's settings never reach the tests
         return subprocess.call([sys.executable, "-m", "pytest", *pytest_args], env=env, cwd=BASE_DIR)
 
 

@@ -311,6 +311,8 @@ SIDEWISP_OTLP_TIMEOUT = env_float("SIDEWISP_OTLP_TIMEOUT", 10.0, minimum=0.1)
 # --- Notifications and alerts (issue 14 §1: receipts.notifications, receipts.alerts) ---------------
 # Links in notification payloads: this base URL plus the page's path (the run page, the waits inbox).
 SIDEWISP_BASE_URL = env_url("SIDEWISP_BASE_URL", "http://127.0.0.1:8000", schemes=("http", "https")).rstrip("/")
+# Unset in production is a start-up warning (sidewisp.checks); `make run` sets it from its own address.
+SIDEWISP_BASE_URL_CONFIGURED = bool(env_str("SIDEWISP_BASE_URL", "").strip())
 if "@" in SIDEWISP_BASE_URL.split("://", 1)[1].split("/", 1)[0]:
     msg = "SIDEWISP_BASE_URL must not carry credentials (user:password@)"
     raise ImproperlyConfigured(msg)

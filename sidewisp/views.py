@@ -6,6 +6,7 @@ from collections.abc import Callable
 from functools import wraps
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -300,7 +301,9 @@ def run_start(request: HttpRequest) -> HttpResponse:
         found = actions.Result(actions.Outcome.DENIED, actions.denial(request.user, actions.START_RUN))
         return _result(request, found, recorded=False)
     form = forms.StartRunForm(graphs=current_runtime().graphs(), initial={"key": forms.new_key()})
-    return render(request, "sidewisp/run_start.html", {"form": form})
+    # The page says which graphs this web process knows: workers read their own SIDEWISP_GRAPHS.
+    known = {"graphs_from_setting": bool(str(settings.SIDEWISP_GRAPHS).strip())}
+    return render(request, "sidewisp/run_start.html", {"form": form, "graphs_known": known})
 
 
 @require_POST

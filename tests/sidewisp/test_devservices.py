@@ -10,6 +10,7 @@ import time
 
 import redis
 
+from sidewisp import devenv
 from sidewisp.devservices import Supervisor, _free_port, default_queue, http_answers, shown_url
 from tests.conftest import wait_until
 
@@ -97,3 +98,9 @@ def test_make_run_names_its_redis_and_its_databases_own_queue_and_says_open_once
     assert said.index(redis_line) < next(i for i, line in enumerate(said) if line.startswith("sidewisp: queue "))
     assert said[-1] == f"sidewisp: open http://127.0.0.1:{port}/  (Ctrl-C stops everything)"
     assert answered
+    # Notification links follow its own address; a second shell's manage.py finds what it chose.
+    assert f"sidewisp: links point to http://127.0.0.1:{port}; these settings are in " in "\n".join(said)
+    chosen = devenv.read(tmp_path / "var" / devenv.FILE_NAME)
+    assert chosen["SIDEWISP_BASE_URL"] == f"http://127.0.0.1:{port}"
+    assert (chosen["SIDEWISP_QUEUE"], chosen["DEBUG"], chosen["REDIS_URL"]) == (queue, "1", settings.REDIS_URL)
+    assert chosen["DATABASE_URL"] == env["DATABASE_URL"]

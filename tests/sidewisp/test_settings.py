@@ -13,6 +13,7 @@ PRODUCTION_ENV = {
     "ALLOWED_HOSTS": "sidewisp.example.com",
     "CSRF_TRUSTED_ORIGINS": "https://sidewisp.example.com",
     "SECURE_SSL_REDIRECT": "1",
+    "SIDEWISP_BASE_URL": "https://sidewisp.example.com",
 }
 
 
@@ -36,6 +37,22 @@ def test_a_production_configuration_passes_the_deploy_check():
     result = _manage("check", "--deploy", "--fail-level", "WARNING", env=PRODUCTION_ENV)
     assert result.returncode == 0, result.stderr
     assert "no issues" in result.stdout
+
+
+def test_production_without_a_base_url_warns_at_start_up_naming_the_variable():
+    env = {k: v for k, v in PRODUCTION_ENV.items() if k != "SIDEWISP_BASE_URL"}
+    clean = {k: v for k, v in os.environ.items() if k != "SIDEWISP_BASE_URL"}
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy"],
+        cwd=settings.BASE_DIR,
+        env={**{k: v for k, v in clean.items() if k not in {"DEBUG", "SECRET_KEY", "ALLOWED_HOSTS"}}, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "(sidewisp.W001) SIDEWISP_BASE_URL is not set" in result.stderr
+    assert "HINT: Set SIDEWISP_BASE_URL" in result.stderr
 
 
 def test_it_refuses_to_start_without_a_secret_key_in_production():

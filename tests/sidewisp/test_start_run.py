@@ -191,3 +191,18 @@ def test_the_action_itself_refuses_an_operation_id_that_is_not_valid_as_such_not
     assert "not valid" in result.message and "exists already" not in result.message
     assert "/etc/passwd" not in result.message
     assert not Run.objects.exists()
+
+
+def test_the_start_page_says_which_graphs_this_web_process_knows_and_that_workers_may_differ(olga, settings):
+    settings.SIDEWISP_GRAPHS = ""
+    default = olga.get(reverse("sidewisp:run-start")).content.decode()
+    settings.SIDEWISP_GRAPHS = json.dumps({"support-desk": "tests/agents/hosted_graph.py:make_graph"})
+    configured = olga.get(reverse("sidewisp:run-start")).content.decode()
+
+    # The names this page offers (the fake runtime's), where they come from, and that workers may know others.
+    assert "This web process knows 2 graphs: support-desk, coder" in default
+    assert "SIDEWISP_GRAPHS is not set here: the default graphs" in default
+    assert "from its SIDEWISP_GRAPHS" in configured
+    assert "not set here" not in configured
+    for page in (default, configured):
+        assert "Workers run the graphs of their own SIDEWISP_GRAPHS" in page
