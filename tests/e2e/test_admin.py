@@ -83,3 +83,28 @@ def test_an_admin_adds_a_contract_version_after_reviewing_its_route_changes(brow
     assert saved_routes["triage"]["research"] == ["question"]
     assert created_by == "alex"
     context.close()
+
+
+def _routes_of(version: str) -> tuple[int, dict]:
+    from receipts.models import ContractVersion
+
+    found = ContractVersion.objects.get(version=version)
+    return found.pk, found.routes
+
+
+def test_choosing_another_based_on_reloads_the_routes_of_that_version(browser, admin_server):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.goto(f"{admin_server.url}/admin/login/?next=/admin/receipts/contractversion/add/")
+    page.fill("#id_username", "alex")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    expect(page.locator("#id_version")).to_have_value("routes/4")
+    first_pk, first_routes = in_db_thread(_routes_of, "routes/1")
+
+    page.select_option("#id_based_on", str(first_pk))
+
+    page.wait_for_url(f"**/admin/receipts/contractversion/add/?from={first_pk}")
+    expect(page.locator("#id_based_on")).to_have_value(str(first_pk))
+    assert json.loads(page.locator("#id_routes").input_value()) == first_routes
+    context.close()
