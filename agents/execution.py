@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from agents import leases, runner
 from agents.transient import TRANSIENT
-from receipts import audit, outbox, runs
+from receipts import audit, deliveries, outbox, runs
 from receipts.models import AuditEntry, Decision, OutboxIntent, Run
 
 logger = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ class LeaseBusy(Exception):
     """Another worker holds the run's lease; try again shortly."""
 
 
-def start(run_id: int) -> str:
+def start(run_id: int, carrier: deliveries.Carrier | None = None) -> str:
     run = Run.objects.filter(pk=run_id).first()
     if run is None:
         return _missing("run", run_id)
@@ -66,10 +66,10 @@ def start(run_id: int) -> str:
         # Counted under the lease, so waiting for a busy lease is not a delivery.
         if _count_delivery(run) > MAX_DELIVERIES:
             return _give_up(run)
-        return runner.start_run(run)
+        return _driven(run, OutboxIntent.Kind.START, run.pk, carrier, lambda: runner.start_run(run))
 
 
-def resume(decision_id: int) -> str:
+def resume(decision_id: int, carrier: deliveries.Carrier | None = None) -> str:
     decision = Decision.objects.select_related("run").filter(pk=decision_id).first()
     if decision is None:
         return _missing("decision", decision_id)
@@ -91,13 +91,16 @@ def resume(decision_id: int) -> str:
         with transaction.atomic():
             Decision.objects.filter(pk=decision.pk).update(applications=F("applications") + 1)
             _taken(OutboxIntent.Kind.RESUME, decision.pk)
-        status = runner.resume_run(decision.run, decision.as_resume())
+        run = decision.run
+        status = _driven(
+            run, OutboxIntent.Kind.RESUME, decision.pk, carrier, lambda: runner.resume_run(run, decision.as_resume())
+        )
         Decision.objects.filter(pk=decision.pk).update(applied_at=timezone.now())
         _audit_system("wait.resume", decision.run, decision.handoff, {"decision": decision.pk, "status": status})
         return status
 
 
-def reverify(run_id: int) -> str:
+def reverify(run_id: int, carrier: deliveries.Carrier | None = None) -> str:
     run = Run.objects.filter(pk=run_id).first()
     if run is None:
         return _missing("run", run_id)
@@ -105,7 +108,7 @@ def reverify(run_id: int) -> str:
         if not held:
             raise LeaseBusy(run.operation_id)
         _taken(OutboxIntent.Kind.REVERIFY, run.pk)
-        result = runner.reverify(run)
+        result = _driven(run, OutboxIntent.Kind.REVERIFY, run.pk, carrier, lambda: runner.reverify(run))
         _audit_system("task.reverify", run, run.handoffs.order_by("created_at", "pk").last(), {"result": result})
         return result
 
@@ -183,6 +186,15 @@ def take_over_stalled(now=None) -> int:
             logger.warning("taking over stalled run %s: resume decision %s again", run.pk, decision.pk)
             tasks.resume_run.delay(decision.pk)
     return taken
+
+
+def _driven(run: Run, task: str, object_id: int, carrier: deliveries.Carrier | None, drive) -> str:
+    # issue 21 §1: the run's history shows each delivery (task id, worker, attempt) and how it ended; an
+    # exception leaves it without an end, which the history shows as cut short.
+    delivery = deliveries.begin(run, task, object_id, carrier)
+    outcome = drive()
+    deliveries.end(delivery, outcome)
+    return outcome
 
 
 def _taken(kind: str, object_id: int) -> None:

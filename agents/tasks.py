@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from celery import Task, shared_task
 
 from agents import execution
+from receipts.deliveries import Carrier
 
 LEASE_BUSY_RETRIES = 60
 
@@ -31,22 +32,28 @@ def _policy(task: Task, *, run_id: int | None = None, decision_id: int | None = 
         raise
 
 
+def _carrier(task: Task) -> Carrier:
+    # issue 21 §1: the delivery the run's history shows (an eager call has no worker name).
+    request = task.request
+    return Carrier(task_id=request.id or "", worker=request.hostname or "", retries=request.retries or 0)
+
+
 @shared_task(bind=True)
 def start_run(self: Task, run_id: int) -> str:
     with _policy(self, run_id=run_id):
-        return execution.start(run_id)
+        return execution.start(run_id, _carrier(self))
 
 
 @shared_task(bind=True)
 def resume_run(self: Task, decision_id: int) -> str:
     with _policy(self, decision_id=decision_id):
-        return execution.resume(decision_id)
+        return execution.resume(decision_id, _carrier(self))
 
 
 @shared_task(bind=True)
 def reverify(self: Task, run_id: int) -> str:
     with _policy(self, run_id=run_id):
-        return execution.reverify(run_id)
+        return execution.reverify(run_id, _carrier(self))
 
 
 @shared_task

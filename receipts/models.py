@@ -577,15 +577,17 @@ class NotificationChannel(models.Model):
         return self.name
 
     # issue 19: a webhook URL is http(s) without credentials, whatever saves it (receipts.destinations).
+    def save(self, *args, **kwargs) -> None:
+        self._check_url()
+        super().save(*args, **kwargs)
+
     def clean(self) -> None:
         super().clean()
-        if self.url and (problem := destinations.url_problem(self.url)):
-            raise ValidationError({"url": f"The URL {problem}."})
+        self._check_url()
 
-    def save(self, *args, **kwargs) -> None:
+    def _check_url(self) -> None:
         if self.url and (problem := destinations.url_problem(self.url)):
             raise ValidationError({"url": f"The URL {problem}."})
-        super().save(*args, **kwargs)
 
 
 class AlertRule(models.Model):
@@ -667,3 +669,42 @@ class Delivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event} ({self.status})"
+
+
+# --- issue 21 §1: worker deliveries, for the run's history (receipts.deliveries, receipts.history) ---------
+
+
+class TaskDelivery(models.Model):
+    """One delivery of a run's task to a worker that took its lease: which task, which worker, which attempt.
+
+    Written when the worker starts driving the run, and given its outcome (a run status, or a verification's
+    pass/fail) when it ends; a delivery that never ends was cut short (its worker died, or an error retried
+    it). Ids, names and codes only.
+    """
+
+    run = models.ForeignKey(Run, related_name="task_deliveries", on_delete=models.PROTECT)
+    task = models.CharField(max_length=16)  # an OutboxIntent kind: start, resume or reverify
+    task_id = models.CharField(max_length=200, blank=True)
+    worker = models.CharField(max_length=200, blank=True)
+    # The how-many-th delivery of this task id (a Celery retry and a broker's redelivery keep the id).
+    attempt = models.PositiveIntegerField(default=1)
+    # The broker handed the same message again (the same task id and retry number was delivered before).
+    redelivered = models.BooleanField(default=False)
+    # The operator action whose outbox intent this task carries out, when one did.
+    promised_by = models.ForeignKey(
+        AuditEntry, null=True, blank=True, related_name="deliveries", on_delete=models.PROTECT
+    )
+    started_at = models.DateTimeField(default=timezone.now)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=40, blank=True)
+    # The run's latest verdict when the delivery ended.
+    verdict = models.CharField(max_length=40, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["run", "started_at"], name="delivery_run_started")]
+
+    def __str__(self) -> str:
+        return f"{self.task} {self.task_id} #{self.attempt}"
+
+
+# --- end issue 21 §1

@@ -917,7 +917,7 @@ _FRAGMENTS: dict[str, tuple[str, ...]] = {
         "sidewisp/_false_short.html",
     ),
     "runs": ("sidewisp/_runs_list.html",),
-    "run": ("sidewisp/_run.html", "teammap/_run_map.html"),
+    "run": ("sidewisp/_run.html", "teammap/_run_map.html", "sidewisp/_run_history.html"),  # + its history (issue 21 §1)
     "waits": ("sidewisp/_waits.html",),
     "false": ("sidewisp/_false_completions.html",),
     "map": ("teammap/_map.html",),  # the team map (sidewisp.mappage)

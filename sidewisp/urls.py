@@ -2,13 +2,14 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from sidewisp import api, mappage, metrics, views
+from sidewisp import api, history, mappage, metrics, views
 
 page_patterns = (
     [
         path("", views.overview, name="overview"),
         path("runs/", views.runs, name="runs"),
         path("runs/<int:pk>/", views.run_detail, name="run-detail"),
+        path("runs/<int:pk>/history/", history.run_history, name="run-history"),  # issue 21 §1
         path("runs/start/", views.run_start, name="run-start"),
         path("runs/start/create/", views.run_create, name="run-create"),
         path("waits/", views.waits, name="waits"),

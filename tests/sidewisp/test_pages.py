@@ -344,8 +344,9 @@ MAX_QUERIES = {
     "sidewisp:waits": 7,  # + the paginator's count, + the recently resolved waits
     "sidewisp:false-completions": 7,  # + the settlements in force (accepted or resolved)
     # + the pinned limits version (issue 6), the verdict history, the waits' stories (2), the team map (2: the
-    # routes grouped in one query, their contract versions)
-    "sidewisp:run-detail": 15,
+    # routes grouped in one query, their contract versions), the history (issue 21 §1: its eight sources, one
+    # query each, and the deliveries that carried out its actions)
+    "sidewisp:run-detail": 24,
 }
 
 

@@ -1,0 +1,228 @@
+"""A run's history: everything that happened to it, newest first, one page at a time, from stored rows.
+
+Eight sources feed it: receipts as they arrived, verdict changes with their cause, decisions on waits and
+their application, operator and system actions (the audit log), middleware reports, outbox intents a
+worker applied, and worker deliveries. A page asks each source for at most `size + 1` rows older than its
+cursor (one query each, ordered by time), merges them in Python and keeps `size`: the query count does not
+grow with the history. The cursor is the last shown entry's (time, kind, pk), the order of the merge.
+
+Only names, ids, codes, counts and times leave here: a decision's message and edited arguments are never
+read (deferred), receipts' payloads only for their named fields (a wait's owner, reason and resolution).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db.models import Q, QuerySet
+from django.utils.dateparse import parse_datetime
+
+from receipts.models import (
+    AuditEntry,
+    Decision,
+    Handoff,
+    MiddlewareReport,
+    OutboxIntent,
+    Receipt,
+    Run,
+    TaskDelivery,
+    VerdictChange,
+)
+
+PAGE_SIZE = 25
+MAX_PAGE_SIZE = 200
+WORK_KINDS = (OutboxIntent.Kind.START, OutboxIntent.Kind.RESUME, OutboxIntent.Kind.REVERIFY)
+# The receipt fields an entry shows, by part: names and codes only (a wait's owner, reason and how it ended).
+PART_FIELDS = {
+    "wait": ("owner", "reason", "resolved", "resolution"),
+    "verification": ("verifier", "result"),
+    "destination": ("node_id",),
+}
+# The audit detail keys an entry shows: codes, ids, counts and argument names (never values).
+AUDIT_DETAIL_KEYS = ("status_before", "enqueued", "result", "status", "edited_keys", "backup_owner")
+
+
+class BadCursor(ValueError):
+    """The `older` cursor is not one this module wrote."""
+
+
+@dataclass(frozen=True, order=True)
+class Cursor:
+    at: datetime
+    kind: str
+    pk: int
+
+    def __str__(self) -> str:
+        return f"{self.at.isoformat()}~{self.kind}~{self.pk}"
+
+    @classmethod
+    def parse(cls, text: str) -> Cursor:
+        at, _, rest = text.partition("~")
+        kind, _, pk = rest.partition("~")
+        when = _datetime(at)
+        if when is None or kind not in SOURCES or not pk.isdigit() or len(pk) > 18:
+            msg = "the history cursor is not valid"
+            raise BadCursor(msg)
+        return cls(when, kind, int(pk))
+
+
+@dataclass
+class Entry:
+    """One thing that happened: its time, its kind (a SOURCES key), its row, and its handoff if any."""
+
+    at: datetime
+    kind: str
+    row: object
+    handoff: Handoff | None = None
+    # For an operator action: the worker delivery that carried out the work it promised (its result).
+    carried_by: TaskDelivery | None = None
+    facts: dict = field(default_factory=dict)
+
+    @property
+    def pk(self) -> int:
+        return self.row.pk
+
+    @property
+    def anchor(self) -> str:
+        return f"history-{self.kind}-{self.pk}"
+
+    @property
+    def cursor(self) -> Cursor:
+        return Cursor(self.at, self.kind, self.pk)
+
+
+@dataclass
+class Page:
+    entries: list[Entry]
+    older: Cursor | None  # the cursor of the next (older) page, None at the beginning of the run
+    handoff: Handoff | None = None
+    first: bool = True
+
+
+@dataclass(frozen=True)
+class Source:
+    field: str  # the row's time
+    rows: Callable[[Run, Handoff | None], QuerySet | None]  # None: it has no rows about one handoff
+
+
+def _receipts(run: Run, handoff: Handoff | None) -> QuerySet:
+    rows = Receipt.objects.select_related("handoff").filter(handoff__run=run)
+    return rows.filter(handoff=handoff) if handoff else rows
+
+
+def _verdicts(run: Run, handoff: Handoff | None) -> QuerySet:
+    rows = VerdictChange.objects.select_related("handoff").filter(handoff__run=run)
+    return rows.filter(handoff=handoff) if handoff else rows
+
+
+def _decisions(run: Run, handoff: Handoff | None) -> QuerySet:
+    # The message and edited arguments are values: never read them here.
+    rows = Decision.objects.select_related("handoff", "decided_by").defer("message", "edited_args").filter(run=run)
+    return rows.filter(handoff=handoff) if handoff else rows
+
+
+def _applied(run: Run, handoff: Handoff | None) -> QuerySet:
+    return _decisions(run, handoff).filter(applied_at__isnull=False)
+
+
+def _audit(run: Run, handoff: Handoff | None) -> QuerySet:
+    rows = AuditEntry.objects.select_related("handoff").filter(run=run)
+    return rows.filter(handoff=handoff) if handoff else rows
+
+
+def _reports(run: Run, handoff: Handoff | None) -> QuerySet | None:
+    return None if handoff else MiddlewareReport.objects.filter(run=run)
+
+
+def _intents(run: Run, handoff: Handoff | None) -> QuerySet | None:
+    return None if handoff else OutboxIntent.objects.filter(run=run, kind__in=WORK_KINDS, applied_at__isnull=False)
+
+
+def _deliveries(run: Run, handoff: Handoff | None) -> QuerySet | None:
+    return None if handoff else TaskDelivery.objects.filter(run=run)
+
+
+# Keyed by kind; the merge orders equal times by kind, then pk (the cursor's order).
+SOURCES: dict[str, Source] = {
+    "receipt": Source("recorded_at", _receipts),
+    "verdict": Source("at", _verdicts),
+    "decided": Source("decided_at", _decisions),
+    "applied": Source("applied_at", _applied),
+    "audit": Source("at", _audit),
+    "report": Source("recorded_at", _reports),
+    "intent": Source("applied_at", _intents),
+    "delivery": Source("started_at", _deliveries),
+}
+
+
+def page(run: Run, *, handoff: Handoff | None = None, older: Cursor | None = None, size: int = PAGE_SIZE) -> Page:
+    """The `size` newest entries of `run`'s history older than `older` (all of them when None)."""
+    size = max(1, min(size, MAX_PAGE_SIZE))
+    candidates: list[Entry] = []
+    for kind, source in SOURCES.items():
+        rows = source.rows(run, handoff)
+        if rows is None:
+            continue
+        rows = _before(rows, source.field, kind, older).order_by(f"-{source.field}", "-pk")[: size + 1]
+        candidates += [_entry(kind, getattr(row, source.field), row) for row in rows]
+    candidates.sort(key=lambda e: e.cursor, reverse=True)
+    entries = candidates[:size]
+    _attach_results(entries)
+    more = len(candidates) > size
+    return Page(entries, entries[-1].cursor if more else None, handoff=handoff, first=older is None)
+
+
+def _before(rows: QuerySet, name: str, kind: str, older: Cursor | None) -> QuerySet:
+    """The rows that come after `older` in newest-first (time, kind, pk) order."""
+    if older is None:
+        return rows
+    earlier = Q(**{f"{name}__lt": older.at})
+    if kind < older.kind:
+        return rows.filter(earlier | Q(**{name: older.at}))
+    if kind == older.kind:
+        return rows.filter(earlier | Q(**{name: older.at, "pk__lt": older.pk}))
+    return rows.filter(earlier)
+
+
+def _entry(kind: str, at: datetime, row) -> Entry:
+    entry = Entry(at, kind, row, handoff=getattr(row, "handoff", None))
+    if kind == "receipt":
+        entry.facts = _receipt_facts(row)
+    elif kind == "audit":
+        entry.facts = {k: row.detail[k] for k in AUDIT_DETAIL_KEYS if isinstance(row.detail, dict) and k in row.detail}
+    elif kind == "intent":
+        entry.facts = {"promised_by": _promiser(row.key)}
+    return entry
+
+
+def _receipt_facts(receipt: Receipt) -> dict:
+    payload = receipt.payload if isinstance(receipt.payload, dict) else {}
+    if receipt.part in PART_FIELDS:
+        return {k: payload[k] for k in PART_FIELDS[receipt.part] if isinstance(payload.get(k), str | bool)}
+    if receipt.part == "final_status" and isinstance(receipt.payload, str):
+        return {"status": receipt.payload}
+    return {}
+
+
+def _promiser(key: str) -> int | None:
+    _, found, pk = key.rpartition(":audit-")
+    return int(pk) if found and pk.isdigit() else None
+
+
+def _attach_results(entries: Iterable[Entry]) -> None:
+    # One query for the page: what the workers did with the work each shown action promised.
+    actions = {e.pk: e for e in entries if e.kind == "audit"}
+    if not actions:
+        return
+    for delivery in TaskDelivery.objects.filter(promised_by_id__in=actions).order_by("started_at", "pk"):
+        actions[delivery.promised_by_id].carried_by = delivery  # the latest delivery wins
+
+
+def _datetime(text: str) -> datetime | None:
+    try:
+        value = parse_datetime(text)
+    except ValueError:
+        return None
+    return value if value is not None and value.tzinfo is not None else None
