@@ -18,6 +18,7 @@ from django import forms
 from agents import limits
 
 DEFAULT_SCOPE = "default"
+WIDE = {"size": 70}  # messages and name lists are longer than the admin's default input
 NAMES_HELP = "Comma-separated names."
 
 
@@ -111,6 +112,7 @@ def _field(setting: limits.Setting, *, tools: list[str], errors: list[str]) -> f
         known = tools if setting.kind == "tools" else errors
         empty = " Empty: every tool." if setting.nullable else ""
         return NamesField(
+            widget=forms.TextInput(attrs=WIDE),
             label=label,
             required=False,
             nullable=setting.nullable,
@@ -122,7 +124,7 @@ def _field(setting: limits.Setting, *, tools: list[str], errors: list[str]) -> f
         return forms.JSONField(
             label=label, required=False, widget=forms.Textarea(attrs={"rows": 3, "cols": 70, "spellcheck": "false"})
         )
-    return forms.CharField(label=label, required=False, empty_value="")
+    return forms.CharField(label=label, required=False, empty_value="", widget=forms.TextInput(attrs=WIDE))
 
 
 def _shown(setting: limits.Setting, value: Any) -> Any:

@@ -108,3 +108,42 @@ def test_choosing_another_based_on_reloads_the_routes_of_that_version(browser, a
     expect(page.locator("#id_based_on")).to_have_value(str(first_pk))
     assert json.loads(page.locator("#id_routes").input_value()) == first_routes
     context.close()
+
+
+def _limits() -> tuple[int, dict]:
+    from django.contrib.auth.models import Group
+
+    from agents.models import LimitsVersion
+
+    Group.objects.get_or_create(name="ops-lead")  # the default approval owner must exist
+    current = LimitsVersion.current()
+    return current.number, current.document
+
+
+def test_an_admin_changes_one_agents_limit_in_the_settings_form(browser, admin_server):
+    before, _ = in_db_thread(_limits)
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.goto(f"{admin_server.url}/admin/login/?next=/admin/agents/limitsversion/")
+    page.fill("#id_username", "alex")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.click("text=Edit as a form")
+    page.click("#limits-scopes >> text=agents.sales")
+
+    page.fill("#id_tool_call_limit__run_limit", "50")
+    page.click("input[value='Review the change']")
+    expect(page.locator(".field-tool_call_limit__run_limit .errorlist")).to_contain_text(
+        "run_limit (50) cannot exceed thread_limit (20)"
+    )
+    shoot(page, "admin-limits-form-error")
+    page.fill("#id_tool_call_limit__run_limit", "3")
+    page.click("input[value='Review the change']")
+    expect(page.locator("#limits-diff tbody td")).to_have_text(["agents.sales.tool_call_limit.run_limit", "—", "3"])
+    page.click("input[value='Save as a new version']")
+
+    expect(page.locator(".messagelist")).to_be_visible()
+    after, document = in_db_thread(_limits)
+    assert after == before + 1
+    assert document["agents"]["sales"] == {"tool_call_limit": {"run_limit": 3}}
+    context.close()
