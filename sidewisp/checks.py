@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.core.checks import Warning, register
 
@@ -9,7 +11,7 @@ BASE_URL_UNSET = "sidewisp.W001"
 
 
 @register("sidewisp")
-def base_url_is_set(app_configs, **kwargs) -> list[Warning]:
+def base_url_is_set(app_configs: Any, **kwargs: Any) -> list[Warning]:
     """In production, links in notifications need SIDEWISP_BASE_URL: its default is a development address."""
     if settings.DEBUG or getattr(settings, "SIDEWISP_BASE_URL_CONFIGURED", True):
         return []

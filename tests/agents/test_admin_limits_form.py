@@ -146,3 +146,30 @@ def test_an_operator_cannot_open_the_form_and_the_attempt_is_audited(client, oon
 
     assert response.status_code == 403
     assert AuditEntry.objects.get(action="limits.change").outcome == "denied"
+
+
+def test_the_schema_reads_every_default_setting_back_unchanged():
+    rebuilt: dict = {}
+    for setting in limits.schema():
+        rebuilt = limits.with_setting(rebuilt, setting, limits.setting_value(limits.DEFAULT_SETTINGS, setting))
+
+    assert rebuilt == limits.DEFAULT_SETTINGS
+    assert {s.path: s.kind for s in limits.schema()}["tool_call_limit.exit_behavior"] == "choice"
+
+
+def test_a_message_lands_on_the_setting_it_names_in_its_own_scope_only():
+    settings = limits.schema()
+
+    on = {
+        error: getattr(limits.setting_of_error(error, "agents.coder", settings), "path", None)
+        for error in (
+            "agents.coder.shell.redaction[0].pattern: not a valid regular expression",
+            "agents.coder.approval.tools.shell.commands: each entry is one command name",
+            "agents.coder.per_tool_limits.refund: coder has no tool 'refund'",
+            "agents.coder.tool_call_limit: at least one limit must be specified",
+            "agents.sales.shell.enabled: must be true or false",
+            "default.shell.enabled: must be true or false",
+        )
+    }
+
+    assert list(on.values()) == ["shell.redaction", "approval.tools", "per_tool_limits", None, None, None]
