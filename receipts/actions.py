@@ -28,11 +28,11 @@ from datetime import datetime, timedelta
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Permission
-from django.db import IntegrityError, transaction
+from django.db import DataError, IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from receipts import arguments, audit, bundle, outbox, runs, runtime
+from receipts import arguments, audit, bundle, outbox, runs, runtime, storable
 from receipts.models import AuditEntry, Decision, Handoff, OutboxIntent, Run, VerdictChange
 from receipts.recording import note_settlement, reclassify, reclassify_overdue_waits, record
 from receipts.roles import ROLES
@@ -964,6 +964,8 @@ def start_run(
         if (earlier := _started_with(key)) is not None:
             return _noop(user, START_RUN, earlier.run, key, "This run was already started; nothing changed.")
         refusal = "" if graph in agent_runtime.graphs() else f"There is no registered graph named {graph!r}."
+        if not refusal and (problem := storable.json_problem(graph_input)) is not None:
+            refusal = f"The input cannot be stored: it {problem.what}."  # where is the input's text: not audited
         run = None
         if not refusal:
             try:
@@ -971,6 +973,9 @@ def start_run(
                     run = runs.create_hosted(graph, dict(graph_input), operation_id=operation_id)
             except bundle.BundleError as exc:
                 refusal = f"The operation id is not valid: it {exc.message}."
+            except DataError as exc:
+                # Whatever else the database refuses in the input: its class, never its message (which quotes it).
+                refusal = f"The database refused the input ({type(exc).__name__}); nothing was started."
             except (ValueError, IntegrityError):
                 if (earlier := _started_with(key)) is not None:
                     return _noop(user, START_RUN, earlier.run, key, "This run was already started; nothing changed.")

@@ -23,7 +23,7 @@ from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 from django.utils.html import format_html
 
-from receipts import audit, bundle, contracts, sources
+from receipts import audit, bundle, contracts, sources, storable
 from receipts.models import (
     AlertRule,  # issue 14 §1
     AuditEntry,
@@ -57,17 +57,38 @@ def iso_time(field: str, description: str | None = None) -> Callable[[Any], str]
 
 
 class PrettyJSONField(forms.JSONField):
-    """A JSON textarea that shows its value indented."""
+    """A JSON textarea that shows its value indented; a value the database cannot store is an error here."""
 
     def prepare_value(self, value):
         if isinstance(value, str) and not isinstance(value, forms.fields.InvalidJSONInput):
             try:
                 value = json.loads(value)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # not JSON, or nested or long past what Python reads
                 return value
         if isinstance(value, forms.fields.InvalidJSONInput):
             return value
-        return json.dumps(value, indent=2, ensure_ascii=False)
+        # Escaped where UTF-8 cannot carry it (a lone surrogate): the page is still sent, with the field's error.
+        ascii_only = storable.json_problem(value) is not None
+        return json.dumps(value, indent=2, ensure_ascii=ascii_only, allow_nan=True)
+
+    def to_python(self, value):
+        try:
+            return super().to_python(value)
+        except RecursionError:
+            raise ValidationError("The JSON is nested too deeply to read.", code="invalid") from None
+        except ValueError as exc:  # an integer too long to convert (Django words a JSONDecodeError itself)
+            raise ValidationError(f"The JSON is not valid: {exc}.", code="invalid") from None
+
+    def bound_data(self, data, initial):
+        try:
+            return super().bound_data(data, initial)
+        except (ValueError, RecursionError):
+            return forms.fields.InvalidJSONInput(data)
+
+    def validate(self, value) -> None:
+        super().validate(value)
+        if (problem := storable.json_problem(value)) is not None:
+            raise ValidationError(problem.sentence("The JSON") + ", which cannot be stored.")
 
 
 class ImmutableAdmin(admin.ModelAdmin):

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 
 from django import forms
 
-from receipts import arguments
+from receipts import arguments, storable
 from receipts.models import AuditEntry
 from sidewisp import labels
 
@@ -157,6 +157,8 @@ class StartRunForm(ActionForm):
             raise forms.ValidationError(f"The input is not valid JSON: {exc}.") from None
         if not isinstance(value, dict):
             raise forms.ValidationError(f"The input must be a JSON object ({{…}}), not {_json_kind(value)}.")
+        if problem := storable.json_problem(value):
+            raise forms.ValidationError(problem.sentence("The input") + ", which cannot be stored.")
         return value
 
     def clean_operation_id(self) -> str:

@@ -1,4 +1,4 @@
-"""Logging filters: a refused request is one line, not a stack trace."""
+"""Logging filters: a refused request is one line, not a stack trace; nothing the database quotes is logged."""
 
 from __future__ import annotations
 
@@ -15,3 +15,74 @@ class NoTracebackForPermissionDenied(logging.Filter):
             record.exc_info = None
             record.exc_text = None
         return True
+
+
+class NoValuesFromTheDatabase(logging.Filter):
+    """Nothing the database quotes reaches a log: a query's debug line and a database error's message both can.
+
+    PostgreSQL's errors quote the values they refused (the DETAIL and CONTEXT lines: the start-run form's
+    input was one), and Django's query lines at DEBUG carry the statement with its parameters. A record
+    with such an error keeps its traceback frames and each exception's class (with its SQLSTATE or SQLite
+    error name), never a message of the chain; a query line keeps its time, its statement's verb and its
+    alias. Attached to the handler (every logger) and to the loggers that carry such records.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith("django.db.backends") and "sql" in record.__dict__:
+            verb = str(record.__dict__["sql"] or "query").split(None, 1)[0]
+            record.msg = "(%.3f) %s; alias=%s"
+            record.args = (record.__dict__.get("duration") or 0.0, verb, record.__dict__.get("alias") or "")
+            record.sql, record.params = verb, None  # a second pass (logger, then handler) finds the verb again
+        if isinstance(record.args, tuple) and any(map(_from_database, record.args)):
+            record.args = tuple(_named(arg) if _from_database(arg) else arg for arg in record.args)
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None and any(map(_from_database, _chain(exc))):
+            record.exc_text = _traceback_without_messages(exc)
+            record.exc_info = None
+        return True
+
+
+def _from_database(value: object) -> bool:
+    from django.db import Error
+
+    if not isinstance(value, BaseException):
+        return False
+    return isinstance(value, Error) or type(value).__module__.split(".", 1)[0] in ("psycopg", "psycopg2", "sqlite3")
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """`exc` and what it came from (its cause, or the exception being handled), innermost first."""
+    found: list[BaseException] = []
+    link: BaseException | None = exc
+    while link is not None and link not in found:
+        found.append(link)
+        link = link.__cause__ or (None if link.__suppress_context__ else link.__context__)
+    return found[::-1]
+
+
+def _named(exc: BaseException) -> str:
+    """An exception as its class and code only, e.g. `django.db.utils.DataError (SQLSTATE 22P05)`."""
+    kind = f"{type(exc).__module__}.{type(exc).__qualname__}".removeprefix("builtins.")
+    for source in (exc, exc.__cause__):
+        if code := getattr(source, "sqlstate", None):
+            return f"{kind} (SQLSTATE {code})"
+        if code := getattr(source, "sqlite_errorname", None):
+            return f"{kind} ({code})"
+    return kind
+
+
+def _traceback_without_messages(exc: BaseException) -> str:
+    # Every message of the chain goes: an exception raised while handling a database error may quote it.
+    import traceback
+
+    parts: list[str] = []
+    for link in _chain(exc):
+        if parts:
+            parts.append(_CAUSED if link.__cause__ is not None else _DURING)
+        frames = "".join(traceback.format_tb(link.__traceback__))
+        parts.append(f"Traceback (most recent call last):\n{frames}{_named(link)} [message not logged]")
+    return "".join(parts)
+
+
+_CAUSED = "\n\nThe above exception was the direct cause of the following exception:\n\n"
+_DURING = "\n\nDuring handling of the above exception, another exception occurred:\n\n"

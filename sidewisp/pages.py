@@ -30,7 +30,7 @@ from receipts import actions, dashboard
 from receipts import health as run_health
 from receipts.models import AuditEntry, Decision, Handoff, MiddlewareReport, Receipt, Run, VerdictChange
 from receipts.runtime import current as current_runtime
-from sidewisp import labels
+from sidewisp import labels, refusals
 
 VIEWER_PERMISSION = "receipts.view_dashboard"
 User = actions.User
@@ -131,8 +131,11 @@ class PageScope:
             return None
         run_id = params.pop("run", "")
         query = params.get("filters", "")
+        if refusals.query_problem(QueryDict(query)):
+            return None  # what the page itself would refuse (issue 19 §2)
         if page == "run":
-            return cls(page, run_id=int(run_id), query=query) if run_id.isdigit() else None
+            valid = refusals.whole_number(run_id, refusals.MAX_ROW_ID)
+            return cls(page, run_id=int(run_id), query=query) if valid else None
         if page == "waits":
             return cls(page, mine=params.get("mine") == "1", query=query)
         if page in ("runs", "false", "overview", "map"):
@@ -771,6 +774,7 @@ def confirm_context(what: str, found: actions.Result, form) -> dict:
         "title": labels.CONFIRM_TITLES.get(what, what.capitalize()),
         "offers": offers,
         "decided": decided,
+        "deciding": what in actions.DECISION_KINDS and decided is None,  # its form above its details (issue 21 §4)
         # issue 19 §1: a decision on a wait still open is on its way to the run: say what it waits for.
         "decided_words": decided_words(handoff, decided),
         "settled": settled,

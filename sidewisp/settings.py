@@ -54,6 +54,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # A view that lost the database answers 503 in words, saying whether anything was done (issue 19 §2).
+    "sidewisp.refusals.DatabaseUnreachableMiddleware",
     # Last, as django-axes asks: it turns a lock-out into the lock-out page.
     "axes.middleware.AxesMiddleware",
 ]
@@ -239,15 +241,22 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "filters": {"no_403_traceback": {"()": "sidewisp.logs.NoTracebackForPermissionDenied"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {
+        "no_403_traceback": {"()": "sidewisp.logs.NoTracebackForPermissionDenied"},
+        # A database error's message and a query's parameters quote input values (issue 19 §2): never logged.
+        "no_database_values": {"()": "sidewisp.logs.NoValuesFromTheDatabase"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["no_database_values"]}
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
         # The shell middleware logs every command and the workspace's absolute path at INFO.
         "langchain.agents.middleware.shell_tool": {"level": "WARNING"},
         # A 403 is one line ("Forbidden (Permission denied): /audit/"), without the exception's traceback.
-        "django.request": {"filters": ["no_403_traceback"]},
+        "django.request": {"filters": ["no_403_traceback", "no_database_values"]},
         "django.security": {"filters": ["no_403_traceback"]},
+        "django.db.backends": {"filters": ["no_database_values"]},
     },
 }
 

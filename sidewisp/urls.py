@@ -57,6 +57,9 @@ urlpatterns = [
 ]
 
 handler403 = "sidewisp.views.forbidden"
+# A database lost outside a view (a session not saved is a 400) is still the 503 page (sidewisp.refusals).
+handler400 = "sidewisp.refusals.bad_request"
+handler500 = "sidewisp.refusals.server_error"
 
 admin.site.site_header = admin.site.site_title = "Sidewisp administration"
 admin.site.index_title = "Limits, contracts and evidence"

@@ -22,6 +22,7 @@ from receipts.models import Run
 from receipts.runtime import current as current_runtime
 from sidewisp import forms, health, pages
 from sidewisp.pages import PageScope
+from sidewisp.refusals import checked_query
 
 # Every URL that accepts POST is an operator action with a declared policy (a test enumerates the
 # URL patterns and fails on a POST URL missing here or in NOT_ACTIONS).
@@ -110,6 +111,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 @require_GET
 @viewer_required
+@checked_query
 def overview(request: HttpRequest) -> HttpResponse:
     window = request.GET.get("window", "")
     scope = PageScope("overview", query=urlencode({"window": window}) if window else "")
@@ -118,6 +120,7 @@ def overview(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @viewer_required
+@checked_query
 def runs(request: HttpRequest) -> HttpResponse:
     # A search for exactly one operation or handoff id opens it (the header search lands here).
     if url := pages.exact_match_url(request.GET):
@@ -130,6 +133,7 @@ def runs(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @viewer_required
+@checked_query
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(Run, pk=pk)
     context = pages.run_context(run, request.user, request.GET.get("page", 1))
@@ -138,6 +142,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @require_GET
 @viewer_required
+@checked_query
 def waits(request: HttpRequest) -> HttpResponse:
     mine = request.GET.get("mine") == "1"
     context = pages.waits_context(request.user, mine=mine, page=request.GET.get("page", 1))
@@ -146,6 +151,7 @@ def waits(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @viewer_required
+@checked_query
 def false_completions(request: HttpRequest) -> HttpResponse:
     context = pages.false_context(request.user, request.GET.get("page", 1))
     return _page(request, "false_completions", context, PageScope("false", query=request.GET.urlencode()))
@@ -336,6 +342,7 @@ def run_create(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @login_required
+@checked_query
 def audit_log(request: HttpRequest) -> HttpResponse:
     if not actions.may_read_audit(request.user):
         raise PermissionDenied(actions.AUDIT_DENIAL)
@@ -346,6 +353,7 @@ def audit_log(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @login_required
+@checked_query
 def audit_csv(request: HttpRequest) -> StreamingHttpResponse:
     if not actions.may_read_audit(request.user):
         raise PermissionDenied(actions.AUDIT_DENIAL)

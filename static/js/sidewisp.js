@@ -126,6 +126,19 @@
     setLive("open", "Connected");
     if (noteSequences(marker)) resync();
   });
+  // A refused request (400) or an unreachable database (503) answers an htmx request with words aimed at
+  // #request-notice (HX-Retarget): show them there, not as a failed swap; a later success clears them.
+  document.addEventListener("htmx:beforeSwap", function (evt) {
+    if (evt.detail.xhr.getResponseHeader("HX-Retarget") !== "#request-notice") return;
+    evt.detail.shouldSwap = true;
+    evt.detail.isError = false;
+  });
+  document.addEventListener("htmx:afterRequest", function (evt) {
+    const notice = document.getElementById("request-notice");
+    if (notice && evt.detail.successful && evt.detail.xhr.getResponseHeader("HX-Retarget") !== "#request-notice") {
+      notice.replaceChildren();
+    }
+  });
   document.addEventListener("visibilitychange", function () {
     if (document.visibilityState === "visible") resync();
   });
