@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from sidewisp import api, history, mappage, metrics, views
+from sidewisp.decided import wait_decided
 
 page_patterns = (
     [
@@ -18,6 +19,7 @@ page_patterns = (
         path("map/", mappage.team_map, name="map"),  # the team map (issue 21 §2)
         path("confirm/<str:what>/<int:pk>/", views.confirm, name="confirm"),
         path("waits/<int:pk>/decide/", views.wait_decide, name="wait-decide"),
+        path("waits/<int:pk>/decided/", wait_decided, name="wait-decided"),  # where the decision's POST sends you
         path("waits/<int:pk>/reassign/", views.wait_reassign, name="wait-reassign"),
         path("waits/<int:pk>/cancel/", views.wait_cancel, name="wait-cancel"),
         path("handoffs/<int:pk>/reopen/", views.task_reopen, name="task-reopen"),

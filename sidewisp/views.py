@@ -20,7 +20,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from receipts import actions
 from receipts.models import Run
 from receipts.runtime import current as current_runtime
-from sidewisp import forms, health, pages
+from sidewisp import decided, forms, health, pages
 from sidewisp.pages import PageScope
 from sidewisp.refusals import checked_query
 
@@ -193,18 +193,16 @@ def wait_decide(request: HttpRequest, pk: int) -> HttpResponse:
     if not form.is_valid():
         return render(request, "sidewisp/confirm.html", pages.confirm_context(what, found, form), status=400)
     data = form.cleaned_data
-    return _result(
-        request,
-        actions.decide(
-            user=request.user,
-            handoff_id=pk,
-            kind=data["decision"],
-            token=data["token"],
-            key=data["key"],
-            reason=data["reason"],
-            edited_args=data.get("edited_args"),
-        ),
+    result = actions.decide(
+        user=request.user,
+        handoff_id=pk,
+        kind=data["decision"],
+        token=data["token"],
+        key=data["key"],
+        reason=data["reason"],
+        edited_args=data.get("edited_args"),
     )
+    return decided.redirect_to_result(request, pk, data["key"], result)  # a reload never decides again
 
 
 @require_POST

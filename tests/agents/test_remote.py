@@ -187,7 +187,7 @@ def test_a_remote_await_decision_resumes_the_graph_after_a_dashboard_decision(
     handoff = Handoff.objects.get(run__operation_id=operation_id)
     client.force_login(owner)
     data = {"decision": "approve", "token": handoff.wait_part["resume_token_id"], "key": uuid.uuid4().hex}
-    assert client.post(reverse("sidewisp:wait-decide", args=[handoff.pk]), data).status_code == 200
+    assert client.post(reverse("sidewisp:wait-decide", args=[handoff.pk]), data, follow=True).status_code == 200
     command = decisions.await_decision(operation_id, timeout=10, poll=0.05, pending=pending)
     result = agent.invoke(command, config)
 
@@ -230,7 +230,7 @@ def test_the_async_remote_await_decision_claims_a_dashboard_decision(
     client.force_login(owner)
     token, key = handoff.wait_part["resume_token_id"], uuid.uuid4().hex
     data = {"decision": "reject", "token": token, "key": key, "reason": "no budget"}
-    assert client.post(reverse("sidewisp:wait-decide", args=[handoff.pk]), data).status_code == 200
+    assert client.post(reverse("sidewisp:wait-decide", args=[handoff.pk]), data, follow=True).status_code == 200
     pending = [PendingInterrupt(id="i-1", value={"action_requests": [{"name": "place_order"}]})]
 
     command = asyncio.run(decisions.aawait_decision("op-async", timeout=10, poll=0.05, pending=pending))
@@ -306,7 +306,7 @@ def test_an_approvers_dashboard_decision_resumes_the_app_elsewhere(sidewisp_serv
 
     client.force_login(owner)
     data = {"decision": "approve", "token": handoff.wait_part["resume_token_id"], "key": uuid.uuid4().hex}
-    assert client.post(reverse("sidewisp:wait-decide", args=[handoff.pk]), data).status_code == 200
+    assert client.post(reverse("sidewisp:wait-decide", args=[handoff.pk]), data, follow=True).status_code == 200
 
     assert statuses(app) == ["waiting", "complete"]
     handoff.refresh_from_db()

@@ -80,7 +80,7 @@ def _stopped_run() -> Run:
 def _post(user, url: str, data: dict) -> str:
     client = Client()
     client.force_login(user)
-    response = client.post(url, {**data, "key": uuid.uuid4().hex})
+    response = client.post(url, {**data, "key": uuid.uuid4().hex}, follow=True)  # a decision redirects (303)
     assert response.status_code == 200, response.content[:300]
     return response.content.decode()
 

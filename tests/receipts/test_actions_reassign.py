@@ -122,6 +122,7 @@ def test_the_reassignment_and_the_later_decision_are_both_audited_with_who(clien
     response = client.post(
         reverse("sidewisp:wait-decide", args=[wait.pk]),
         {"decision": "approve", "token": reassigned.wait_part["resume_token_id"], "key": uuid.uuid4().hex},
+        follow=True,  # the decision redirects (303) to its result page
     )
 
     steps = [

@@ -124,8 +124,9 @@ def test_a_double_submitted_form_through_the_page_is_one_decision(client, owner,
     data = {"decision": "approve", "token": wait.wait_part["resume_token_id"], "key": uuid.uuid4().hex}
     url = reverse("sidewisp:wait-decide", args=[wait.pk])
 
-    first, second = client.post(url, data), client.post(url, data)
+    first, second = client.post(url, data, follow=True), client.post(url, data, follow=True)
 
+    assert (first.redirect_chain[0][1], second.redirect_chain[0][1]) == (303, 303)  # each to its result page
     assert (first.status_code, second.status_code) == (200, 200)
     assert "Already decided (approve) by ops-lead" in second.content.decode()
     assert Decision.objects.count() == 1

@@ -78,7 +78,7 @@ def test_twenty_concurrent_approvals_resume_the_graph_exactly_once(owner, worker
     wait_until(lambda: _status(run) == "complete", what="the approved run to complete")
     decision = Decision.objects.get()
     decision.refresh_from_db()
-    assert codes == [200] * 20
+    assert codes == [303] * 20  # each to its result page
     assert (decision.applications, Decision.objects.count()) == (1, 1)
     assert Order.objects.filter(operation_id=run.operation_id).count() == 1
     outcomes = list(AuditEntry.objects.filter(action="wait.approve").values_list("outcome", flat=True))

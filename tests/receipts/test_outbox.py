@@ -56,7 +56,7 @@ def queue(celery_isolation):
 def _approve(client, user, wait):
     client.force_login(user)
     data = {"decision": "approve", "token": wait.wait_part["resume_token_id"], "key": uuid.uuid4().hex}
-    return client.post(reverse("sidewisp:wait-decide", args=[wait.pk]), data)
+    return client.post(reverse("sidewisp:wait-decide", args=[wait.pk]), data, follow=True)  # to its result page
 
 
 def _later() -> timezone.datetime:

@@ -29,7 +29,7 @@ ALLOWED: dict[str, set[str]] = {
     "sidewisp:run-create": {"operator", "admin"},
 }
 # What an allowed action answers: its result page, or for a start the new run's page.
-SUCCESS_STATUS = {"sidewisp:run-create": 302}
+SUCCESS_STATUS = {"sidewisp:run-create": 302, "sidewisp:wait-decide": 303}  # redirected to their result page
 
 
 def key() -> str:

@@ -377,7 +377,7 @@ def claim(client, token: str, operation_id: str, decision_id: object):
 def decide(client, handoff: Handoff, user, **fields) -> None:
     client.force_login(user)
     data = {"decision": "approve", "token": handoff.wait_part["resume_token_id"], "key": uuid.uuid4().hex, **fields}
-    assert client.post(reverse("sidewisp:wait-decide", args=[handoff.pk]), data).status_code == 200
+    assert client.post(reverse("sidewisp:wait-decide", args=[handoff.pk]), data, follow=True).status_code == 200
     client.logout()
 
 

@@ -14,7 +14,7 @@ from agents import execution, runner
 from agents.contracts import install_team_contracts
 from agents.demo.scenarios import create_run
 from receipts import actions, broadcast
-from receipts.models import Decision
+from receipts.models import AuditEntry, Decision
 
 
 @pytest.fixture(autouse=True)
@@ -196,3 +196,62 @@ def test_the_scenario_search_reads_a_trigram_index_on_postgresql():
             cursor.execute("RESET enable_seqscan")
 
     assert "run_scenario_trgm" in plan
+
+
+# --- the confirm page: the decision first, the keyboard in its form ------------------------------------------
+
+
+def test_the_confirm_page_puts_the_decision_and_its_button_above_the_details(client, owner, wait):
+    client.force_login(owner)
+
+    page = client.get(reverse("sidewisp:confirm", args=["approve", wait.pk])).content.decode()
+
+    approve, details = page.index('data-confirm="approve"'), page.index('id="details-title"')
+    assert page.index("Approving lets <code>place_order</code> run") < approve < details
+    assert details < page.index("data-arg-values")  # the arguments stay, below the decision
+    assert page.index('data-action="reject">Reject instead…') < details
+    assert '<form method="post" action="' in page and 'id="confirm-form" tabindex="-1" autofocus' in page
+
+
+def test_the_reject_page_offers_approve_instead(client, owner, wait):
+    client.force_login(owner)
+
+    page = client.get(reverse("sidewisp:confirm", args=["reject", wait.pk])).content.decode()
+
+    assert page.index('data-action="approve">Approve instead…') < page.index('id="details-title"')
+
+
+# --- redirect after POST: reloading a decision's result page never decides again ---------------------------
+
+
+@pytest.mark.parametrize("kind", ["reject", "approve"])
+def test_a_decisions_result_page_is_a_redirect_and_reloading_it_sends_nothing(client, owner, wait, monkeypatch, kind):
+    from agents import tasks
+
+    monkeypatch.setattr(tasks.resume_run, "delay", lambda pk: None)
+    client.force_login(owner)
+    data = {"decision": kind, "token": wait.wait_part["resume_token_id"], "key": uuid.uuid4().hex}
+
+    posted = client.post(reverse("sidewisp:wait-decide", args=[wait.pk]), {**data, "reason": "over budget"})
+    assert posted.status_code == 303
+    shown, reloaded = client.get(posted["Location"]), client.get(posted["Location"])
+
+    for page in (shown, reloaded):
+        assert page.status_code == 200
+        assert '<h1 id="result-title">Done</h1>' in page.content.decode()
+    assert Decision.objects.count() == 1
+    assert AuditEntry.objects.filter(action=f"wait.{kind}").count() == 1
+    assert "over budget" not in str(client.session.items())  # the reason stays in the audit log only
+
+
+def test_another_session_cannot_open_someone_elses_result_page(client, owner, wait, person, monkeypatch):
+    from agents import tasks
+
+    monkeypatch.setattr(tasks.resume_run, "delay", lambda pk: None)
+    client.force_login(owner)
+    data = {"decision": "approve", "token": wait.wait_part["resume_token_id"], "key": uuid.uuid4().hex}
+    location = client.post(reverse("sidewisp:wait-decide", args=[wait.pk]), data)["Location"]
+    client.logout()
+    client.force_login(person("other-lead", "approver"))
+
+    assert client.get(location).status_code == 404

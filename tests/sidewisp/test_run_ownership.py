@@ -53,7 +53,8 @@ def local_wait_entries(operation_id: str) -> list[intake.PartEntry]:
 def decide(client, handoff, user) -> Decision:
     client.force_login(user)
     data = {"decision": "approve", "token": handoff.wait_part["resume_token_id"], "key": uuid.uuid4().hex}
-    assert client.post(reverse("sidewisp:wait-decide", args=[handoff.pk]), data).status_code == 200
+    response = client.post(reverse("sidewisp:wait-decide", args=[handoff.pk]), data, follow=True)
+    assert response.status_code == 200 and response.redirect_chain[0][1] == 303
     return handoff.decisions.get()
 
 
