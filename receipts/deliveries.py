@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from django.utils import timezone
 
+from receipts import runs
 from receipts.models import OutboxIntent, Run, TaskDelivery
 
 
@@ -42,11 +43,14 @@ def begin(run: Run, task: str, object_id: int, carrier: Carrier | None) -> TaskD
 
 
 def end(delivery: TaskDelivery, outcome: str) -> None:
-    """The task returned `outcome` (a run status, or a verification's pass or fail)."""
-    verdict = Run.objects.values_list("latest_verdict", flat=True).filter(pk=delivery.run_id).first() or ""
+    """The task returned `outcome` (a run status, or a verification's pass or fail); open pages are told."""
+    run = Run.objects.filter(pk=delivery.run_id).first()
+    if run is None:
+        return
     TaskDelivery.objects.filter(pk=delivery.pk).update(
-        ended_at=timezone.now(), outcome=str(outcome)[:40], verdict=verdict
+        ended_at=timezone.now(), outcome=str(outcome)[:40], verdict=run.latest_verdict
     )
+    runs.announce(run)  # the run page's history shows how the delivery ended without waiting for a repair
 
 
 def _promiser(task: str, object_id: int) -> int | None:

@@ -1,4 +1,4 @@
-"""`{% run_history run %}`: the run page's history section; `{% action_history_link result key %}`: the
+"""`{% run_history run %}`: the run page's history section; `{% action_history_link result %}`: the
 result page's link to the entry its action made (sidewisp.history)."""
 
 from __future__ import annotations
@@ -19,7 +19,11 @@ def run_history(context: template.Context, run: Run) -> dict:
     return {**section, "oob": context.get("oob", False), "section": True}
 
 
-@register.inclusion_tag("sidewisp/_history_link.html")
-def action_history_link(result: actions.Result, key: str | None) -> dict:
-    entry = history.action_entry(result, key or "")
+@register.inclusion_tag("sidewisp/_history_link.html", takes_context=True)
+def action_history_link(context: template.Context, result: actions.Result) -> dict:
+    """The link to the entry `result`'s action made, found by the action's one-time key: the page's own
+    (`action_key`, a result page reached by a redirect) or the POST's."""
+    request = context.get("request")
+    key = context.get("action_key") or (request.POST.get("key", "") if request is not None else "")
+    entry = history.action_entry(result, key)
     return {"entry": entry, "url": history.entry_url(entry) if entry is not None else ""}

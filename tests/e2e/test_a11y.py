@@ -27,6 +27,7 @@ VIEWER_PAGES = [
     "/runs/{wait_run}/",
     "/runs/{stale_run}/",
     "/runs/{context_run}/",
+    "/runs/{wait_run}/history/",  # the run's history (issue 21 §1)
     "/waits/",
     "/waits/?mine=1",
     "/false-completions/",

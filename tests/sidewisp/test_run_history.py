@@ -71,7 +71,9 @@ def edited_run(transactional_db, people, client, monkeypatch):
     client.force_login(people["owner"])
     data = {"decision": "edit", "token": wait.wait_part["resume_token_id"], "key": key(), "reason": "one less"}
     response = client.post(
-        reverse("sidewisp:wait-decide", args=[wait.pk]), {**data, "arg_quantity": "7", "arg_sku": PLANTED_SKU}
+        reverse("sidewisp:wait-decide", args=[wait.pk]),
+        {**data, "arg_quantity": "7", "arg_sku": PLANTED_SKU},
+        follow=True,  # to the result page, wherever the decision's POST sends the browser
     )
     assert response.status_code == 200, response.content.decode()
     decision = Decision.objects.get()
