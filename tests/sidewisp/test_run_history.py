@@ -321,3 +321,12 @@ def test_a_receipt_recorded_while_the_run_page_is_open_appears_in_its_history(vi
         await communicator.disconnect()
 
     run_async(body)
+
+
+def test_the_result_page_shows_the_runs_history_with_the_new_entry(client, people, parked):
+    client.force_login(people["operator"])
+
+    page = text(client.post(reverse("sidewisp:run-retry", args=[parked.pk]), {"key": key(), "reason": "stuck"}))
+
+    entry = AuditEntry.objects.get(action="run.retry", outcome="done")
+    assert f'id="run-{parked.pk}-history"' in page and f'id="history-audit-{entry.pk}"' in page
