@@ -31,6 +31,9 @@ SYSTEM_SECONDS = 2.0
 class HealthConsumer(AsyncWebsocketConsumer):
     # The hub, not each socket, listens to the health group.
     groups: list[str] = []
+    # Nor does a socket need a channel of its own: without one it opens while Redis is down, shows the page
+    # from the database and says "Live updates paused" (issue 19 §2) instead of hanging in its handshake.
+    channel_layer_alias = None
 
     async def connect(self) -> None:
         self.topic: live.Topic | None = None

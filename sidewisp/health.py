@@ -1,4 +1,4 @@
-"""Liveness of the three things Sidewisp cannot work without."""
+"""Liveness of the three things Sidewisp cannot work without, and of beat, which it can for a while."""
 
 from __future__ import annotations
 
@@ -60,8 +60,20 @@ def check_workers() -> Check:
     return {"ok": True, "detail": f"{len(replies)} answering"}
 
 
+# Without these nothing is served or run; without beat (deadline sweeps, re-sends) Sidewisp works, late.
+REQUIRED = ("database", "redis", "worker")
+OK, DEGRADED, DOWN = "ok", "degraded", "down"
+
+
 def overall() -> dict[str, Check]:
-    return {"database": check_database(), "redis": check_redis(), "worker": check_workers()}
+    return {"database": check_database(), "redis": check_redis(), "worker": check_workers(), "beat": check_beat()}
+
+
+def status(checks: dict[str, Check]) -> str:
+    """down when a required check fails; degraded when only another (beat) does; ok otherwise."""
+    if not all(checks[name]["ok"] for name in REQUIRED if name in checks):
+        return DOWN
+    return OK if all(check["ok"] for check in checks.values()) else DEGRADED
 
 
 # --- the system banner: facts every page shows, cheap enough for every request -------------

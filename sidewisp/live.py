@@ -18,6 +18,12 @@ RESYNC_SECONDS an idle topic compares the database's change marker with the
 one read before its last render and, when they differ, renders again and
 sends everyone what changed since: events lost on the way (Redis down) are
 repaired without replacing what did not change.
+
+Every PROBE_SECONDS the hub sends itself a message through the channel layer
+(issue 19 §2: an open socket is not live updates). When it does not come back
+within PROBE_SECONDS, every page is told "Live updates paused" (its status line
+swapped, `sidewisp/_live_status.html`), and "Connected" again once one does; a
+socket that opens meanwhile is told at once.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from typing import Protocol
 from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
 from django.db import DatabaseError, connections
+from django.template.loader import render_to_string
 
 from receipts.broadcast import HEALTH_GROUP
 from sidewisp import pages
@@ -46,6 +53,12 @@ RESYNC_SECONDS = 5.0
 RENDER_THREADS = 4
 # After the channel layer failed (Redis down), try to listen again after this long.
 RELISTEN_SECONDS = 0.5
+# This often the hub sends itself a probe through the channel layer; one not back this long after is a failure.
+PROBE_SECONDS = 2.0
+LIVE_WORDS = {
+    True: ("open", "Connected"),
+    False: ("paused", "Live updates paused: the event channel is not answering. This page catches up every {} s."),
+}
 
 # Database work of the live pages (renders, markers, user checks): beside, not on, the thread-sensitive thread.
 executor = ThreadPoolExecutor(max_workers=RENDER_THREADS, thread_name_prefix="sidewisp-live")
@@ -97,6 +110,12 @@ class Hub:
     def __init__(self) -> None:
         self.topics: dict[tuple[pages.PageScope, tuple], Topic] = {}
         self.listener: asyncio.Task | None = None
+        self.prober: asyncio.Task | None = None
+        self.channel: str | None = None  # the listener's own channel, which the probes go to
+        self.layer_ok = True  # the last probe came back (or none has been sent yet)
+        self.probes = 0
+        self._probe_back: asyncio.Event | None = None
+        self._sends: set[asyncio.Task] = set()
 
     # --- subscriptions ------------------------------------------------------------
 
@@ -109,6 +128,11 @@ class Hub:
         topic.subscribers[subscriber] = None
         self._listen()
         self.resync(subscriber, topic)
+        if not self.layer_ok:
+            # Its own message, not the snapshot's: the page's status line says it until the layer answers.
+            task = asyncio.create_task(_gather([subscriber.deliver(_live_status(ok=False))]))
+            self._sends.add(task)  # held until sent: the loop keeps only a weak reference
+            task.add_done_callback(self._sends.discard)
         return topic
 
     async def unsubscribe(self, subscriber: Subscriber, topic: Topic) -> None:
@@ -124,6 +148,9 @@ class Hub:
         if not self.topics and self.listener is not None:
             listener, self.listener = self.listener, None
             listener.cancel()  # nobody left to listen for
+            if self.prober is not None:
+                self.prober.cancel()
+                self.prober = None
             # Leave the group before the last socket is gone, but not for longer than a moment: the
             # pub/sub layer's clean-up of a cancelled receive can wait on Redis.
             await asyncio.wait({listener}, timeout=RELISTEN_SECONDS)
@@ -138,10 +165,12 @@ class Hub:
     def _listen(self) -> None:
         if self.listener is None:
             self.listener = asyncio.create_task(self._receive_events())
+        if self.prober is None:
+            self.prober = asyncio.create_task(self._probe())
 
     async def _receive_events(self) -> None:
         layer = get_channel_layer()
-        channel = await layer.new_channel()
+        channel = self.channel = await layer.new_channel()
         try:
             while True:
                 try:
@@ -158,7 +187,11 @@ class Hub:
                 await layer.group_discard(HEALTH_GROUP, channel)
 
     def dispatch(self, message: dict) -> None:
-        """A message from the health group: one event, or a batch of them."""
+        """A message from the health group: one event, or a batch of them (or the hub's own probe)."""
+        if message.get("type") == "live.probe":
+            if message.get("n") == self.probes and self._probe_back is not None:
+                self._probe_back.set()
+            return
         if message.get("type") == "health.events":
             events = message.get("events") or []
         elif message.get("type") == "health.event":
@@ -178,6 +211,41 @@ class Hub:
             if isinstance(run, int) and isinstance(seq, int):
                 topic.pending[run].add(seq)
             self._render_soon(topic)
+
+    # --- is the layer answering? ----------------------------------------------------
+
+    async def _probe(self) -> None:
+        layer = get_channel_layer()
+        while True:
+            await asyncio.sleep(PROBE_SECONDS)
+            if self.channel is not None:
+                await self._note_layer(await self._round_trip(layer, self.channel))
+
+    async def _round_trip(self, layer, channel: str) -> bool:
+        """Whether a message sent through the layer to the listener's channel came back within PROBE_SECONDS."""
+        self.probes += 1
+        self._probe_back = back = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + PROBE_SECONDS
+        try:
+            await asyncio.wait_for(layer.send(channel, {"type": "live.probe", "n": self.probes}), PROBE_SECONDS)
+            await asyncio.wait_for(back.wait(), max(deadline - loop.time(), 0.01))
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - Redis down shows as a timeout or any of the client's errors
+            return False
+        return True
+
+    async def _note_layer(self, ok: bool) -> None:
+        if ok == self.layer_ok:
+            return
+        self.layer_ok = ok
+        if ok:
+            logger.info("live updates resumed: the channel layer answers again")
+        else:
+            logger.warning("live updates paused: the channel layer did not answer within %.1f s", PROBE_SECONDS)
+        html = _live_status(ok=ok)
+        await _gather(s.deliver(html) for topic in list(self.topics.values()) for s in list(topic.subscribers))
 
     # --- rendering ----------------------------------------------------------------
 
@@ -248,6 +316,13 @@ class Hub:
             else:
                 continue
             self._render_soon(topic)
+
+
+def _live_status(*, ok: bool) -> str:
+    """The page's status line, swapped out of band: "Connected", or "Live updates paused" and why."""
+    state, words = LIVE_WORDS[ok]
+    context = {"state": state, "words": words.format(f"{RESYNC_SECONDS:g}"), "oob": True}
+    return render_to_string("sidewisp/_live_status.html", context)
 
 
 async def _gather(sends: Iterable) -> None:

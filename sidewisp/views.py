@@ -104,9 +104,11 @@ def _page(request: HttpRequest, name: str, context: dict, scope: PageScope | Non
 @require_GET
 @never_cache
 def healthz(request: HttpRequest) -> JsonResponse:
+    # Degraded (beat only) is still 200: a load balancer must not take a serving web process out for it.
     checks = health.overall()
-    ok = all(check["ok"] for check in checks.values())
-    return JsonResponse({"ok": ok, "checks": checks}, status=200 if ok else 503)
+    state = health.status(checks)
+    body = {"status": state, "ok": state == health.OK, "checks": checks}
+    return JsonResponse(body, status=503 if state == health.DOWN else 200)
 
 
 @require_GET

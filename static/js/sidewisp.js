@@ -1,7 +1,8 @@
 // Sidewisp page behaviour. No inline scripts: the CSP forbids them.
 //
-// The header shows two separate facts: #live-status is this page's socket
-// (connected or not), #system-marker is the server's word on workers and beat.
+// The header shows two separate facts: #live-status is this page's live updates
+// (socket connected or not; "paused" while the server cannot reach its channel
+// layer), #system-marker is the server's word on workers and beat.
 //
 // 1. Times: every <time datetime> gets the viewer's own zone next to the UTC
 //    time, relative times are kept fresh, and wait countdowns tick each second.
@@ -123,7 +124,10 @@
     if (!el) return;
     let marker;
     try { marker = JSON.parse(el.dataset.marker || "{}"); } catch (e) { return; }
-    setLive("open", "Connected");
+    // "Live updates paused" is the server's word (its hub could not reach the channel layer): only the
+    // server's "Connected" ends it, not the periodic catch-up messages that still arrive meanwhile.
+    const status = document.getElementById("live-status");
+    if (!status || status.dataset.state !== "paused") setLive("open", "Connected");
     if (noteSequences(marker)) resync();
   });
   // A refused request (400) or an unreachable database (503) answers an htmx request with words aimed at

@@ -29,7 +29,7 @@ def test_healthz_reports_redis_down_as_503(client):
 
 def test_healthz_needs_no_login_and_leaks_no_configuration(client, db):
     response = client.get("/healthz")
-    assert set(response.json()["checks"]) == {"database", "redis", "worker"}
+    assert set(response.json()["checks"]) == {"database", "redis", "worker", "beat"}
     assert "redis://" not in response.content.decode()
 
 
