@@ -28,6 +28,8 @@ VIEWER_PAGES = [
     "/runs/{stale_run}/",
     "/runs/{context_run}/",
     "/runs/{wait_run}/history/",  # the run's history (issue 21 §1)
+    "/map/",  # the team map (issue 21 §2); every run page above shows its run's map too
+    "/map/?window=7d&graph=nosuch",  # with a refused choice: the form's error beside the map
     "/waits/",
     "/waits/?mine=1",
     "/false-completions/",
