@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import handoff_parts
 from tests.e2e.conftest import PHONE, axe_violations
-from tests.e2e.test_live_pages import CHROMIUM, expect, in_db_thread, record_parts
+from tests.e2e.test_live_pages import CHROMIUM, expect, in_db_thread, record_parts, wait_snapshot
 
 pytestmark = [
     pytest.mark.e2e,
@@ -117,6 +117,7 @@ def test_the_map_counts_each_route_like_the_database_and_draws_failing_routes_in
     _seed_routes()
     page = open_as("viewer")
     page.goto(people_server.url + MAP)
+    wait_snapshot(page)
     expect(page.locator("#team-map svg.map")).to_be_visible()
     arrows = _drawn_arrows(page)
 
@@ -170,6 +171,7 @@ def test_a_viewer_on_a_phone_sees_the_map_inside_its_box_and_the_page_does_not_s
         record_parts(f"h-map-wide-{receiver}", f"op-map-wide-{receiver}", handoff_parts("healthy", receiver=receiver))
     page = open_as("viewer", viewport=PHONE)
     page.goto(people_server.url + MAP)
+    wait_snapshot(page)  # measured after the socket's snapshot, which replaces the server-rendered map
     box = page.locator("#team-map .map-scroll")
     expect(box).to_be_visible()
     expect(box.locator("a.map-route").first).to_be_visible()
@@ -194,6 +196,7 @@ def test_a_run_page_draws_the_path_its_run_took_in_order(open_as, people_server)
     run = _seed_routes()
     page = open_as("viewer")
     page.goto(f"{people_server.url}/runs/{run}/")
+    wait_snapshot(page)
     taken = page.locator("#team-map a.map-route").evaluate_all(
         "arrows => arrows.filter(a => a.dataset.count > 0)"
         ".map(a => [a.dataset.route, a.querySelector('text').textContent])"
