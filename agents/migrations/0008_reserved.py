@@ -1,0 +1,11 @@
+"""Reserved for issue 20 (agents side): the owner fills in operations and replaces this docstring.
+
+Reserved so parallel schema work never collides on a number; an empty migration is a no-op.
+"""
+
+from django.db import migrations
+
+
+class Migration(migrations.Migration):
+    dependencies = [("agents", "0007_reserved")]
+    operations = []
