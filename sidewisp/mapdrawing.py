@@ -163,6 +163,7 @@ def draw(
     routes = {route.key: route for route in team.routes}
     _flatten(placed, ROOT, (MARGIN, MARGIN), routes, drawing, route_href, agent_href, steps)
     _place_labels(drawing)
+    _fit_labels(drawing)
     return drawing
 
 
@@ -176,6 +177,25 @@ def _place_labels(drawing: Drawing) -> None:
     for arrow in sorted(drawing.arrows, key=lambda a: (STATE_ORDER.index(a.state), -a.route.total, a.route.key)):
         x, y = labels_.place(arrow.points, arrow.text)
         arrow.label_x, arrow.label_y = round(x, 1), round(y + 4, 1)
+
+
+def _fit_labels(drawing: Drawing) -> None:
+    """Widen the drawing (and move it right) until every arrow's words fit inside it: none is ever clipped."""
+    halves = [(arrow.label_x, label_width(arrow.text) / 2) for arrow in drawing.arrows]
+    left = min((x - half for x, half in halves), default=0.0)
+    right = max((x + half for x, half in halves), default=0.0)
+    shift = max(0.0, MARGIN / 2 - left)
+    if shift:
+        for item in (*drawing.boxes, *drawing.nodes):
+            item.x = round(item.x + shift, 1)
+        for arrow in drawing.arrows:
+            arrow.points = [(round(x + shift, 1), y) for x, y in arrow.points]
+            arrow.label_x = round(arrow.label_x + shift, 1)
+    drawing.width = round(max(drawing.width + shift, right + shift + MARGIN / 2), 1)
+
+
+def label_width(text: str) -> float:
+    return len(text) * LABEL_CHAR_W + 4
 
 
 def node_width(name: str) -> float:
@@ -330,7 +350,7 @@ class _Labels:
             self.cells[cell].append((x, y, x + w, y + h))
 
     def place(self, points: list[Point], text: str) -> Point:
-        w, h = len(text) * LABEL_CHAR_W + 4, LABEL_H
+        w, h = label_width(text), LABEL_H
         for share in LABEL_SHARES:
             cx, cy = _along(points, share)
             x, y = cx - w / 2, cy - h / 2
@@ -375,15 +395,20 @@ def _flatten(placed, scope, origin, routes, drawing, route_href, agent_href, ste
 
 
 def arrow_text(route: Route, *, steps: bool = False) -> str:
-    """The words on an arrow, colour aside: "3 ✓ / 1 ✗", "undeclared: 2 ✗", "unused"."""
+    """The words on an arrow, colour aside: "3 ✓ / 1 ✗", "undeclared: 2 ✗", "9: 8 ✓ / 1 ✗ · 1 undeclared", "unused".
+
+    The handoff count comes first; "undeclared:" leads only when every handoff on the arrow is undeclared, so a
+    label never reads as if all its handoffs were when one was."""
     if not route.total:
         return "unused"
     parts = [f"{n} {mark}" for n, mark in _marks(route) if n]
     text = " / ".join(parts)
     if len(parts) > 1:
         text = f"{route.total}: {text}"
-    if route.undeclared:
+    if route.undeclared == route.total:
         text = f"undeclared: {text}"
+    elif route.undeclared:
+        text = f"{text} · {route.undeclared} undeclared"
     return f"#{route.step} {text}" if steps and route.step else text
 
 

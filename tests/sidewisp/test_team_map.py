@@ -136,7 +136,9 @@ def expected_label(counts: Counter) -> str:
     marks = [(counts["healthy"], "✓"), (counts["waiting"], "◔"), (counts["in_progress"], "…"), (counts["failing"], "✗")]
     parts = [f"{n} {mark}" for n, mark in marks if n]
     text = " / ".join(parts) if len(parts) == 1 else f"{counts['total']}: {' / '.join(parts)}"
-    return f"undeclared: {text}" if counts["undeclared"] else text
+    if counts["undeclared"] == counts["total"]:
+        return f"undeclared: {text}"
+    return f"{text} · {counts['undeclared']} undeclared" if counts["undeclared"] else text
 
 
 def expected_state(counts: Counter) -> str:
