@@ -363,3 +363,17 @@ CELERY_BEAT_SCHEDULE |= {
     },
 }
 # --- end notifications and alerts
+
+# --- issue 22 §3: retention (receipts.retention; README: Retention) -----------------------------------
+# How often beat prunes what the retention policy (admin) no longer keeps, the most rows one statement
+# removes (each its own short transaction), and the pause between statements that leaves the database to
+# the pages.
+SIDEWISP_RETENTION_EVERY_SECONDS = env_float("SIDEWISP_RETENTION_EVERY_SECONDS", 3600.0, minimum=1.0)
+SIDEWISP_RETENTION_BATCH_ROWS = env_int("SIDEWISP_RETENTION_BATCH_ROWS", 5000, minimum=1)
+SIDEWISP_RETENTION_PAUSE_SECONDS = env_float("SIDEWISP_RETENTION_PAUSE_SECONDS", 0.05)
+CELERY_BEAT_SCHEDULE["prune-retention"] = {
+    "task": "receipts.tasks.prune_retention",
+    "schedule": SIDEWISP_RETENTION_EVERY_SECONDS,
+    "options": {"expires": SIDEWISP_RETENTION_EVERY_SECONDS},
+}
+# --- end issue 22 §3
