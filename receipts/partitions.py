@@ -56,7 +56,7 @@ def ensure(now: datetime) -> list[date]:
     month = date(now.year, now.month, 1)
     made = []
     for _ in range(MONTHS_AHEAD + 1):
-        if month not in have and _create(month):
+        if month not in have and create(month):
             made.append(month)
         month = following(month)
     return made
@@ -68,6 +68,8 @@ def drop(month: date) -> int | None:
     try:
         with transaction.atomic(), connection.cursor() as cursor:
             _wait_briefly(cursor)
+            # Deferred foreign-key checks still pending in this transaction would refuse the DROP.
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
             cursor.execute(f"SELECT count(*) FROM {name}")
             count = cursor.fetchone()[0]
             cursor.execute(f"DROP TABLE {name}")
@@ -81,7 +83,8 @@ def partition_name(month: date) -> str:
     return f"{TABLE}_p{month:%Y%m}"
 
 
-def _create(month: date) -> bool:
+def create(month: date) -> bool:
+    """Create the partition of `month`; False when busy or when the default partition holds its receipts."""
     try:
         with transaction.atomic(), connection.cursor() as cursor:
             _wait_briefly(cursor)
