@@ -262,3 +262,15 @@ def test_the_beat_task_prunes_once_at_a_time(settings):
         cache.delete(prune_lock_key())
     removed = prune_retention()
     assert removed["runs"] == 1 and Run.objects.count() == 0
+
+
+def test_the_command_prunes_and_says_what_it_removed():
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    a_run(ended_days_ago=400)
+    out = StringIO()
+    call_command("prune_retention", stdout=out)
+    assert "1 runs removed" in out.getvalue() and "3 receipts removed" in out.getvalue()
+    assert Run.objects.count() == 0
