@@ -9,8 +9,9 @@ the one that could slow a page.
 
 The pages benchmark's page set (`bench.pages._urls`) is requested round-robin by a logged-in operator, first
 with nothing else running (BASELINE_ROUNDS rounds, on the data as loaded), then until a separate process
-that was started then has pruned (its own connection, `SIDEWISP_RETENTION_BATCH_ROWS` rows per statement, the default
-pause between statements). p95 is over all page requests of each phase; the ratio is during / without.
+has pruned (its own connection, `SIDEWISP_RETENTION_BATCH_ROWS` rows per statement, the default pause and
+duty cycle between statements; its start-up is not timed). p95 is over all page requests of each phase; the
+ratio is during / without.
 Figures are printed, never judged.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/h_scale_bench python -m bench.retention [--quick]
@@ -40,7 +41,7 @@ def _partition_ahead() -> None:
     if not partitions.enabled():
         return
     month = date.today().replace(day=1)
-    oldest = (datetime.now(UTC) - loader.SPAN - timedelta(days=1)).date().replace(day=1)
+    oldest = (datetime.now(UTC) - loader.SPAN).date().replace(day=1)
     have = set(partitions.months())
     while month >= oldest:
         if month not in have:
@@ -73,7 +74,12 @@ def _start_pruner() -> subprocess.Popen:
     from django.db import connection
 
     command = [sys.executable, "-m", "bench.retention", "--prune-in", connection.settings_dict["NAME"]]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    pruner = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    # Its start (Python, Django) is not pruning: the pages are timed from the moment it begins.
+    if pruner.stdout.readline().strip() != "ready":
+        msg = "the pruning process did not start"
+        raise RuntimeError(msg)
+    return pruner
 
 
 def prune_in(database: str) -> dict:
@@ -90,6 +96,9 @@ def prune_in(database: str) -> dict:
     policy = RetentionPolicy(pk=1, receipts_days=1, reports_days=1, deliveries_days=1, runs_days=365)
     policy.audit_days = policy.audit_minimum_days = 365
     later = datetime.now(UTC) + timedelta(days=AS_IF_DAYS_LATER)
+    connection.ensure_connection()
+    print("ready", flush=True)
+    sys.stdin.readline()
     last = retention.prune(now=later, policy=policy)
     return {"seconds": last.seconds, "removed": last.removed, "dropped": last.partitions_dropped, "error": last.error}
 
@@ -109,6 +118,8 @@ def measure(quick: bool) -> dict:
         _round(client, urls, without)
     during: list[float] = []
     pruner = _start_pruner()
+    pruner.stdin.write("go\n")
+    pruner.stdin.flush()
     while pruner.poll() is None:
         _round(client, urls, during)
     figures = json.loads(pruner.stdout.read().strip().splitlines()[-1])

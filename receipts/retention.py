@@ -127,6 +127,7 @@ class _Pruner:
     policy: RetentionPolicy
     batch_rows: int
     pause: float
+    duty: float
     counts: Counter
     partitions_dropped: int = 0
 
@@ -140,14 +141,20 @@ class _Pruner:
         """Apply `act` to `rows` `batch_rows` at a time, lowest primary keys first; returns the rows touched."""
         total, low = 0, None
         while True:
+            started = time.monotonic()
             window = rows if low is None else rows.filter(pk__gt=low)
             pks = list(window.order_by("pk").values_list("pk", flat=True)[: self.batch_rows])
             if not pks:
                 return total
             low = pks[-1]
             total += act(window.filter(pk__lte=low))
-            if self.pause:
-                time.sleep(self.pause)  # give the pages' queries the database between batches
+            self._rest(time.monotonic() - started)
+
+    def _rest(self, busy: float) -> None:
+        """Leave the database to the pages: at least `pause`, and long enough to keep to the duty cycle."""
+        wait = max(self.pause, busy * (1 - self.duty) / self.duty)
+        if wait:
+            time.sleep(wait)
 
     def receipts(self) -> None:
         cutoff = self.cutoff(self.policy.receipts_days)
@@ -231,6 +238,7 @@ def prune(
         policy=policy or RetentionPolicy.current(),
         batch_rows=batch_rows or settings.SIDEWISP_RETENTION_BATCH_ROWS,
         pause=settings.SIDEWISP_RETENTION_PAUSE_SECONDS if pause is None else pause,
+        duty=1.0 if pause == 0 else settings.SIDEWISP_RETENTION_DUTY_CYCLE,
         counts=Counter(),
     )
     error = ""

@@ -274,3 +274,12 @@ def test_the_command_prunes_and_says_what_it_removed():
     call_command("prune_retention", stdout=out)
     assert "1 runs removed" in out.getvalue() and "3 receipts removed" in out.getvalue()
     assert Run.objects.count() == 0
+
+
+def test_pruning_rests_between_statements_to_keep_its_duty_cycle(monkeypatch):
+    slept: list[float] = []
+    monkeypatch.setattr(retention.time, "sleep", slept.append)
+    pruner = retention._Pruner(now=NOW, policy=policy(), batch_rows=10, pause=0.01, duty=0.25, counts=None)
+    pruner._rest(0.1)  # a statement that kept the database 0.1 s
+    pruner._rest(0.0)
+    assert slept == [pytest.approx(0.3), 0.01]
