@@ -1,7 +1,7 @@
 """The Prometheus endpoint: what the database and Redis hold, read at scrape time.
 
-A custom collector queries the database on every scrape (seven aggregate
-queries, however many handoffs there are), so the numbers are the
+A custom collector queries the database on every scrape (eight queries,
+however many handoffs there are: seven aggregates and the last retention run), so the numbers are the
 database's own and no process keeps counters of its own that a multi-process
 deployment would have to merge. What lives outside the database comes from
 Redis: the Celery queue's length, the heartbeats sidewisp.health reads, and
