@@ -1,7 +1,7 @@
 """The retention policy in the admin: one row, changed with `receipts.change_retention`, every change audited.
 
 The list opens the policy itself. Nobody adds or deletes it; a user who may view it but not change it sees
-it read-only, and a change they post anyway is refused and recorded as denied.
+it read-only, and a change posted without `change_retention` is refused and recorded as denied.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class RetentionPolicyAdmin(admin.ModelAdmin):
         return RetentionPolicy.current() if object_id == "1" else None
 
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
-        if request.method == "POST" and self.has_view_permission(request) and not self.has_change_permission(request):
+        if request.method == "POST" and not self.has_change_permission(request):
             _log(request, AuditEntry.Outcome.DENIED, {}, reason=f"missing permission {CHANGE_RETENTION}")
         extra = {"show_save_and_add_another": False, "show_save_and_continue": False, **(extra_context or {})}
         return super().changeform_view(request, object_id, form_url, extra)

@@ -66,6 +66,7 @@ def test_a_user_without_change_retention_cannot_open_or_change_it(client, operat
     assert client.get(URL).status_code == 403
     assert client.post(URL, form(receipts_days=1)).status_code == 403
     assert not RetentionPolicy.objects.exists()
+    assert AuditEntry.objects.get(action="retention.changed").outcome == "denied"
 
 
 def test_a_viewer_of_the_policy_who_posts_a_change_is_refused_and_audited(client, operator):
