@@ -82,3 +82,61 @@ def test_the_beat_makes_the_months_ahead_when_a_month_begins():
     retention.prune(now=later, policy=policy(), pause=0)
     month = date(later.year, later.month, 1)
     assert {month, partitions.following(month)} <= set(partitions.months())
+
+
+def test_migrating_keeps_the_receipts_already_there_each_in_its_month():
+    """0025 on a database that holds receipts: every row is kept, in its handoff's month, and ids go on."""
+    import os
+    import subprocess
+    import sys
+
+    import psycopg
+
+    from tests.conftest import database_url_for_subprocess
+
+    base = database_url_for_subprocess()
+    name = f"{connection.settings_dict['NAME']}_m25"
+    url = base.rsplit("/", 1)[0] + f"/{name}"
+    admin = psycopg.connect(base.rsplit("/", 1)[0] + "/postgres", autocommit=True)
+    admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+    admin.execute(f'CREATE DATABASE "{name}"')
+    env = {**os.environ, "DATABASE_URL": url}
+
+    def migrate(*target: str) -> None:
+        subprocess.run([sys.executable, "manage.py", "migrate", *target, "-v", "0"], env=env, check=True)
+
+    try:
+        migrate("receipts", "0024")
+        with psycopg.connect(url, autocommit=True) as db:
+            db.execute(
+                "INSERT INTO receipts_run (operation_id, thread_id, graph, scenario, source, mode, status, dry_run, "
+                "auto_continue, seq, deliveries, lease_owner, error, created_at, updated_at, health, health_reasons, "
+                "source_name, handoff_count, problem_count, open_false_count, latest_verdict) VALUES ('op-m', 'th-m', "
+                "'', '', 'agent', 'observed', 'complete', false, true, 0, 0, '', '', now(), now(), '', '[]', '', 0, 0, "
+                "0, '')"
+            )
+            db.execute(
+                "INSERT INTO receipts_handoff (handoff_id, run_id, sender, receiver, route_version, final_status, "
+                "verdict, boundary, next_move, reason, boundaries, wait_open, wait_owner, created_at, updated_at) "
+                "SELECT 'h-' || n, (SELECT id FROM receipts_run), '', '', '', '', 'HEALTHY', '', '', '', '{}', false, "
+                "'', timestamptz '2026-03-15 12:00Z' - make_interval(months => n), now() FROM generate_series(0, 2) n"
+            )
+            db.execute(
+                "INSERT INTO receipts_receipt (handoff_id, part, attempt, payload, recorded_at) "
+                "SELECT h.id, 'created', a::text, '{}', now() FROM receipts_handoff h, generate_series(1, 2) a"
+            )
+        migrate()
+        with psycopg.connect(url, autocommit=True) as db:
+            placed = db.execute(
+                "SELECT tableoid::regclass::text, count(*) FROM receipts_receipt GROUP BY 1 ORDER BY 1"
+            ).fetchall()
+            new_id = db.execute(
+                "INSERT INTO receipts_receipt (handoff_id, part, attempt, payload, recorded_at, handoff_month) "
+                "SELECT id, 'reduced', '1', '{}', now(), '2026-03-01' FROM receipts_handoff WHERE handoff_id = 'h-0' "
+                "RETURNING id"
+            ).fetchone()[0]
+        assert placed == [(f"receipts_receipt_p2026{m:02d}", 2) for m in (1, 2, 3)]
+        assert new_id == 7
+    finally:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
