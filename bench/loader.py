@@ -190,7 +190,7 @@ def _copy_runs(raw, runs: list[_Run]) -> None:
     columns = (
         "id operation_id thread_id scenario source status dry_run auto_continue seq deliveries lease_owner error "
         "created_at updated_at started_at finished_at graph mode health health_reasons "
-        "handoff_count problem_count open_false_count latest_verdict"
+        "handoff_count problem_count open_false_count latest_verdict source_name"
     ).split()
     _copy(
         raw,
@@ -222,6 +222,7 @@ def _copy_runs(raw, runs: list[_Run]) -> None:
                 r.fields["problem_count"],
                 r.fields["open_false_count"],
                 r.fields["latest_verdict"],
+                "",  # a local run (issue 14 §4)
             )
             for r in runs
         ),
@@ -290,6 +291,8 @@ def _copy_handoffs(raw, hands: list[_Handoff]) -> None:
 
 
 def _copy_receipts(raw, hands: list[_Handoff]) -> int:
+    from receipts.models import handoff_month
+
     def rows():
         n = 0
         for h in hands:
@@ -307,9 +310,11 @@ def _copy_receipts(raw, hands: list[_Handoff]) -> int:
                         json.dumps(payload),
                         h.created_at + timedelta(milliseconds=200 * offset),
                         h.id,
+                        handoff_month(h.created_at),  # issue 22 §3: the receipts' partition
                     )
 
-    return _copy(raw, "receipt", ("id", "part", "attempt", "payload", "recorded_at", "handoff_id"), rows())
+    columns = ("id", "part", "attempt", "payload", "recorded_at", "handoff_id", "handoff_month")
+    return _copy(raw, "receipt", columns, rows())
 
 
 def _copy_verdict_changes(raw, hands: list[_Handoff]) -> None:

@@ -38,11 +38,12 @@ SECTIONS = {
     "pages": "bench.pages",
     "workers": "bench.workers",
     "map": "bench.map",  # the team map's layout and render (issue 21 §2): no database, no Redis
+    "retention": "bench.retention",  # issue 22 §3: pruning 1M receipts while the pages are read
 }
 EXPLAIN_SECTION = "pages"
 # Sections that load their data into DATABASE_URL's database as they find it: under `make bench` they get a
 # throwaway one, so a fresh clone needs no migrated database and a real one is never written to.
-ON_THROWAWAY_DATABASE = {"pages"}
+ON_THROWAWAY_DATABASE = {"pages", "retention"}
 
 
 class ServiceDown(Exception):

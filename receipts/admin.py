@@ -610,3 +610,7 @@ def _checked_text(value: str) -> str:
 
 
 # --- end notifications and alerts
+
+
+# issue 22 §3: the retention policy (its own module).
+from receipts import retention_admin  # noqa: E402, F401

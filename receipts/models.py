@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextvars
+from datetime import UTC, date, datetime
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
@@ -18,6 +21,10 @@ class AppendOnlyError(Exception):
     """Raised when code tries to change or delete an append-only row."""
 
 
+# issue 22 §3: set only inside `receipts.retention.pruning()`, the one deliberate path that removes evidence.
+_pruning: contextvars.ContextVar[bool] = contextvars.ContextVar("sidewisp_pruning", default=False)
+
+
 class AppendOnlyQuerySet(models.QuerySet):
     def update(self, **kwargs):
         msg = f"{self.model.__name__} rows are append-only"
@@ -26,6 +33,24 @@ class AppendOnlyQuerySet(models.QuerySet):
     def delete(self):
         msg = f"{self.model.__name__} rows are append-only"
         raise AppendOnlyError(msg)
+
+    def prune(self) -> int:
+        """Remove these rows in one plain DELETE (no signals, no cascade): retention only, never elsewhere."""
+        self._check_pruning()
+        return self._raw_delete(self.db)
+
+    def detach(self, **nulls: None) -> int:
+        """Clear the named foreign keys (retention keeps an entry whose run it prunes); nothing else changes."""
+        self._check_pruning()
+        if any(value is not None for value in nulls.values()):
+            msg = "detach only clears foreign keys"
+            raise AppendOnlyError(msg)
+        return super().update(**nulls)
+
+    def _check_pruning(self) -> None:
+        if not _pruning.get():
+            msg = f"{self.model.__name__} rows are append-only; only receipts.retention prunes them"
+            raise AppendOnlyError(msg)
 
 
 class AppendOnlyModel(models.Model):
@@ -251,8 +276,22 @@ class Handoff(models.Model):
         return bundle.parse_bundle(data)
 
 
+def handoff_month(created_at: datetime) -> date:
+    """The first day of the UTC month a handoff was created in: its receipts' partition (issue 22 §3)."""
+    utc = created_at.astimezone(UTC) if timezone.is_aware(created_at) else created_at
+    return date(utc.year, utc.month, 1)
+
+
+class ReceiptQuerySet(AppendOnlyQuerySet):
+    def bulk_create(self, objs, *args, **kwargs):
+        objs = list(objs)
+        for receipt in objs:
+            receipt.fill_handoff_month()
+        return super().bulk_create(objs, *args, **kwargs)
+
+
 class Receipt(AppendOnlyModel):
-    """One recorded part, exactly as minimized. Never updated, never deleted."""
+    """One recorded part, exactly as minimized. Never updated; removed only by retention (receipts.retention)."""
 
     handoff = models.ForeignKey(Handoff, related_name="receipts", on_delete=models.PROTECT)
     part = models.CharField(max_length=20, choices=[(p, p) for p in RECEIPT_PARTS])
@@ -260,6 +299,12 @@ class Receipt(AppendOnlyModel):
     attempt = models.CharField(max_length=200)
     payload = models.JSONField(null=True)
     recorded_at = models.DateTimeField(default=timezone.now)
+    # issue 22 §3: the month of the handoff's created_at (`handoff_month`), filled by save() and bulk_create().
+    # On PostgreSQL the table is partitioned by it (migration 0025); it depends on the handoff alone, so
+    # (handoff, part, attempt, handoff_month) is unique exactly when (handoff, part, attempt) is.
+    handoff_month = models.DateField(editable=False)
+
+    objects = ReceiptQuerySet.as_manager()
 
     class Meta:
         ordering = ["recorded_at", "pk"]
@@ -273,6 +318,14 @@ class Receipt(AppendOnlyModel):
 
     def __str__(self) -> str:
         return f"{self.handoff_id}:{self.part}:{self.attempt}"
+
+    def save(self, *args, **kwargs):
+        self.fill_handoff_month()
+        super().save(*args, **kwargs)
+
+    def fill_handoff_month(self) -> None:
+        if self.handoff_month is None:
+            self.handoff_month = handoff_month(self.handoff.created_at)
 
 
 class VerdictChange(AppendOnlyModel):
@@ -708,3 +761,85 @@ class TaskDelivery(models.Model):
 
 
 # --- end issue 21 §1
+
+
+# --- issue 22 §3: retention (receipts.retention prunes by it; the admin edits it) ---------------------
+
+
+class RetentionPolicy(models.Model):
+    """How many days each kind of record is kept: the one row, edited in the admin (`change_retention`).
+
+    Open waits and runs that have not ended are never pruned, nor anything they reference. Evidence that
+    belongs to a run is never kept longer than the run; audit entries may outlive the runs they name (they
+    keep their ids and text, the link is cleared) but never go sooner than `audit_minimum_days`.
+    """
+
+    receipts_days = models.PositiveIntegerField(
+        default=90, help_text="Receipts and verdict history of ended runs, counted from the run's end."
+    )
+    reports_days = models.PositiveIntegerField(
+        default=90, help_text="Middleware reports of ended runs, counted from the run's end."
+    )
+    deliveries_days = models.PositiveIntegerField(
+        default=30,
+        help_text="Notification deliveries sent or given up, and worker task deliveries of ended runs.",
+    )
+    runs_days = models.PositiveIntegerField(
+        default=180, help_text="Ended runs with their handoffs and everything else recorded about them."
+    )
+    audit_days = models.PositiveIntegerField(default=400, help_text="Audit entries, counted from when they happened.")
+    audit_minimum_days = models.PositiveIntegerField(
+        default=365, help_text="Audit entries are never kept for fewer days than this."
+    )
+    changed_at = models.DateTimeField(default=timezone.now, editable=False)
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, related_name="+", on_delete=models.SET_NULL, editable=False
+    )
+
+    class Meta:
+        verbose_name = "retention policy"
+        verbose_name_plural = "retention policy"
+        default_permissions = ("view",)
+        permissions = [("change_retention", "Can change how long records are kept")]
+        constraints = [models.CheckConstraint(condition=models.Q(pk=1), name="one_retention_policy")]
+
+    def __str__(self) -> str:
+        return "Retention policy"
+
+    @classmethod
+    def current(cls) -> RetentionPolicy:
+        """The saved policy, or the defaults (unsaved) when nobody has changed them."""
+        return cls.objects.filter(pk=1).first() or cls(pk=1)
+
+    def clean(self) -> None:
+        super().clean()
+        errors: dict[str, str] = {}
+        for name in RETENTION_DAY_FIELDS:
+            value = getattr(self, name)
+            if value is not None and not 1 <= value <= MAX_RETENTION_DAYS:
+                errors[name] = f"Between 1 and {MAX_RETENTION_DAYS} days."
+        if errors:
+            raise ValidationError(errors)
+        for name, label in RUN_BOUND_KINDS:
+            if getattr(self, name) > self.runs_days:
+                errors[name] = f"{label} belong to runs: at most the runs' {self.runs_days} days."
+        if self.audit_days < self.audit_minimum_days:
+            errors["audit_days"] = f"At least the minimum of {self.audit_minimum_days} days set below."
+        if errors:
+            raise ValidationError(errors)
+
+
+RETENTION_DAY_FIELDS = (
+    "receipts_days",
+    "reports_days",
+    "deliveries_days",
+    "runs_days",
+    "audit_days",
+    "audit_minimum_days",
+)
+MAX_RETENTION_DAYS = 36_500
+# Kinds that belong to a run: never kept longer than the run itself.
+RUN_BOUND_KINDS = (("receipts_days", "Receipts"), ("reports_days", "Reports"), ("deliveries_days", "Deliveries"))
+
+
+# --- end issue 22 §3

@@ -40,6 +40,9 @@ ROLES: dict[str, list[str]] = {
         "add_sourcetoken",
         "change_sourcetoken",
         "view_sourcetoken",
+        # Retention (issue 22 §3, migration 0024): the one policy row, viewed and changed.
+        "change_retention",
+        "view_retentionpolicy",
     ],
 }
 

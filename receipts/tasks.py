@@ -8,7 +8,7 @@ from celery import shared_task
 from django.conf import settings
 from django.core.cache import cache
 
-from receipts import actions, alerts, notifications, outbox, recording
+from receipts import actions, alerts, notifications, outbox, recording, retention
 from receipts.models import OutboxIntent
 
 
@@ -73,3 +73,23 @@ def resend_stalled_deliveries() -> int:
 def evaluate_alert_rules() -> int:
     """Fire or resolve alert rules whose condition changed (window, overdue, heartbeat; verdict ones too)."""
     return alerts.evaluate_all()
+
+
+# --- Retention (issue 22 §3) ------------------------------------------------------------------------
+
+PRUNE_LOCK_SECONDS = 6 * 3600
+
+
+def prune_lock_key() -> str:
+    return f"system:retention-prune:{settings.CELERY_TASK_DEFAULT_QUEUE}"
+
+
+@shared_task
+def prune_retention() -> dict[str, int] | None:
+    """Prune what the retention policy no longer keeps; one run at a time per deployment (None: one is on)."""
+    if not cache.add(prune_lock_key(), time.time(), PRUNE_LOCK_SECONDS):
+        return None
+    try:
+        return retention.prune().removed
+    finally:
+        cache.delete(prune_lock_key())

@@ -1,7 +1,7 @@
 """The Prometheus endpoint: what the database and Redis hold, read at scrape time.
 
-A custom collector queries the database on every scrape (seven aggregate
-queries, however many handoffs there are), so the numbers are the
+A custom collector queries the database on every scrape (eight queries,
+however many handoffs there are: seven aggregates and the last retention run), so the numbers are the
 database's own and no process keeps counters of its own that a multi-process
 deployment would have to merge. What lives outside the database comes from
 Redis: the Celery queue's length, the heartbeats sidewisp.health reads, and
@@ -38,7 +38,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import choose_encoder
 
 from agents import writer
-from receipts import dashboard, outbox
+from receipts import dashboard, outbox, retention
 from receipts.models import Handoff, Receipt
 from receipts.tasks import beat_heartbeat_key
 from sidewisp import health
@@ -121,6 +121,7 @@ class SidewispCollector:
         yield from self._recording_latency()
         yield from self._redis_facts()
         yield from self._heartbeats()
+        yield from self._retention()
 
     def _handoffs(self) -> Metric:
         rows = list(Handoff.objects.order_by().values_list("verdict", "sender", "receiver").annotate(n=Count("pk")))
@@ -266,6 +267,41 @@ class SidewispCollector:
             "Seconds since Celery beat's heartbeat task last ran (+Inf: none in the last hour).",
             value=_age(now, beat),
         )
+
+    def _retention(self) -> Iterator[Metric]:
+        # issue 22 §3: the newest pruning run, from its audit entry (nothing yet: no samples but the flag).
+        last = retention.last_run()
+        yield GaugeMetricFamily(
+            "sidewisp_retention_runs_recorded", "1 when a retention pruning run is on record.", value=int(bool(last))
+        )
+        if last is None:
+            return
+        yield GaugeMetricFamily(
+            "sidewisp_retention_last_run_timestamp_seconds",
+            "When the last retention pruning run ended (Unix time).",
+            value=last.at.timestamp(),
+        )
+        yield GaugeMetricFamily(
+            "sidewisp_retention_last_run_duration_seconds", "How long the last pruning run took.", value=last.seconds
+        )
+        yield GaugeMetricFamily(
+            "sidewisp_retention_last_run_failed",
+            "1 when the last pruning run stopped early on a database error (the next run continues).",
+            value=int(bool(last.error)),
+        )
+        yield GaugeMetricFamily(
+            "sidewisp_retention_last_run_partitions_dropped",
+            "Monthly receipt partitions the last pruning run dropped whole (PostgreSQL).",
+            value=last.partitions_dropped,
+        )
+        removed = GaugeMetricFamily(
+            "sidewisp_retention_last_run_removed_rows",
+            "Rows the last pruning run removed, per kind (audit_entries_detached: kept, their run's link cleared).",
+            labels=["kind"],
+        )
+        for kind in retention.KINDS:
+            removed.add_metric([kind], last.removed[kind])
+        yield removed
 
 
 def _agent_label(agent: str, named: set[str]) -> str:

@@ -363,3 +363,22 @@ CELERY_BEAT_SCHEDULE |= {
     },
 }
 # --- end notifications and alerts
+
+# --- issue 22 §3: retention (receipts.retention; README: Retention) -----------------------------------
+# How often beat prunes what the retention policy (admin) no longer keeps, the most rows one statement
+# removes (each its own short transaction), and the least pause between statements.
+SIDEWISP_RETENTION_EVERY_SECONDS = env_float("SIDEWISP_RETENTION_EVERY_SECONDS", 3600.0, minimum=1.0)
+SIDEWISP_RETENTION_BATCH_ROWS = env_int("SIDEWISP_RETENTION_BATCH_ROWS", 5000, minimum=1)
+SIDEWISP_RETENTION_PAUSE_SECONDS = env_float("SIDEWISP_RETENTION_PAUSE_SECONDS", 0.05)
+# The share of the time pruning keeps a statement running: after a statement that took t seconds it rests
+# t * (1 - d) / d (at least the pause above), so on a busy database it slows down instead of the pages.
+SIDEWISP_RETENTION_DUTY_CYCLE = env_float("SIDEWISP_RETENTION_DUTY_CYCLE", 0.25, minimum=0.01)
+if SIDEWISP_RETENTION_DUTY_CYCLE > 1:
+    msg = "SIDEWISP_RETENTION_DUTY_CYCLE must be at most 1 (1: no rest beyond the pause)"
+    raise ImproperlyConfigured(msg)
+CELERY_BEAT_SCHEDULE["prune-retention"] = {
+    "task": "receipts.tasks.prune_retention",
+    "schedule": SIDEWISP_RETENTION_EVERY_SECONDS,
+    "options": {"expires": SIDEWISP_RETENTION_EVERY_SECONDS},
+}
+# --- end issue 22 §3

@@ -17,8 +17,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from receipts import actions
-from receipts.models import Run
+from receipts import actions, retention
+from receipts.models import RetentionPolicy, Run
 from receipts.runtime import current as current_runtime
 from sidewisp import decided, forms, health, pages
 from sidewisp.pages import PageScope
@@ -163,7 +163,8 @@ def false_completions(request: HttpRequest) -> HttpResponse:
 @viewer_required
 def system(request: HttpRequest) -> HttpResponse:
     # Not on the socket: a worker ping can take a second, so the page polls it instead.
-    return _page(request, "system", {"checks": health.overall()})
+    context = {"checks": health.overall(), "retention": retention.last_run(), "policy": RetentionPolicy.current()}
+    return _page(request, "system", context)
 
 
 @require_GET
