@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from receipts import bundle, destinations
 from receipts.bundle import FINAL_STATUSES, PARTS, VERDICTS
+from receipts.identities import SsoIdentity  # noqa: F401  (issue 22 §1: single sign-on's model)
 
 FINAL_STATUS_PART = "final_status"
 RECEIPT_PARTS = (*PARTS, FINAL_STATUS_PART)

@@ -1,0 +1,112 @@
+"""The account behind a verified sign-in: found by (issuer, subject), its roles set from the groups claim.
+
+All in one transaction: a sign-in that is refused leaves no account, identity or role change behind,
+except that a known person whose groups no longer give any role loses their roles (that is the point).
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser, Group
+from django.contrib.auth.validators import UnicodeUsernameValidator
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from receipts import audit
+from receipts.identities import SsoIdentity
+from receipts.models import AuditEntry
+from sidewisp.sso.config import ROLE_NAMES, Grant, SsoConfig
+from sidewisp.sso.outcomes import NoRole, SignInRefused
+
+ROLES_CHANGED = "sso.roles_changed"
+MAX_GROUPS = 500
+
+
+def sign_in(config: SsoConfig, claims: dict) -> AbstractBaseUser:
+    """The user these verified claims name, with the roles their groups give; NoRole when they give none."""
+    groups = groups_of(config, claims)
+    granted = config.group_map.resolve(groups)
+    with transaction.atomic():
+        identity = (
+            SsoIdentity.objects.select_for_update()
+            .select_related("user")
+            .filter(issuer=config.issuer, subject=claims["sub"])
+            .first()
+        )
+        if identity is None and not granted.roles:
+            raise NoRole(_username(config, claims), groups)
+        user = identity.user if identity is not None else _create(config, claims)
+        if not user.is_active:
+            raise SignInRefused("inactive", username=user.get_username())
+        _follow_claims(user, claims, granted)
+    if not granted.roles:
+        raise NoRole(user.get_username(), groups)
+    return user
+
+
+def groups_of(config: SsoConfig, claims: dict) -> list[str]:
+    """The groups claim as a list of names (a single name counts as one group; absent is none)."""
+    value = claims.get(config.groups_claim, [])
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or len(value) > MAX_GROUPS or not all(isinstance(g, str) for g in value):
+        raise SignInRefused("groups", claim=config.groups_claim)
+    return value
+
+
+def _create(config: SsoConfig, claims: dict) -> AbstractBaseUser:
+    username = _username(config, claims)
+    users = get_user_model().objects
+    if users.filter(username__iexact=username).exists():
+        raise SignInRefused("username_taken", username=username)
+    user = users.create_user(username, email=_text(claims, "email", 254))
+    user.set_unusable_password()
+    user.save(update_fields=["password"])
+    SsoIdentity.objects.create(user=user, issuer=config.issuer, subject=claims["sub"])
+    return user
+
+
+def _username(config: SsoConfig, claims: dict) -> str:
+    username = claims.get(config.username_claim)
+    try:
+        if not isinstance(username, str) or not 0 < len(username) <= 150:
+            raise ValidationError("length")
+        UnicodeUsernameValidator()(username)
+    except ValidationError:
+        raise SignInRefused("username", claim=config.username_claim) from None
+    return username
+
+
+def _follow_claims(user: AbstractBaseUser, claims: dict, granted: Grant) -> None:
+    """Role groups exactly as granted (other groups untouched); the profile as the provider says."""
+    held = set(user.groups.filter(name__in=ROLE_NAMES).values_list("name", flat=True))
+    added, removed = sorted(granted.roles - held), sorted(held - granted.roles)
+    if removed:
+        user.groups.remove(*Group.objects.filter(name__in=removed))
+    if added:
+        found = list(Group.objects.filter(name__in=added))
+        if len(found) != len(added):
+            msg = "the role groups are not all installed (run migrate)"
+            raise LookupError(msg)
+        user.groups.add(*found)
+    # An SSO account's powers come from the identity provider alone: no superuser flag given locally.
+    user.is_staff, user.is_superuser = "admin" in granted.roles, False
+    user.email = _text(claims, "email", 254)
+    user.first_name = _text(claims, "given_name", 150)
+    user.last_name = _text(claims, "family_name", 150)
+    user.save(update_fields=["is_staff", "is_superuser", "email", "first_name", "last_name"])
+    if added or removed:
+        audit.log(
+            actor=None,
+            action=ROLES_CHANGED,
+            object_type="account",
+            object_id=user.get_username(),
+            outcome=AuditEntry.Outcome.DONE,
+            reason="roles follow the identity provider's groups at sign-in",
+            detail={"added": added, "removed": removed},
+        )
+
+
+def _text(claims: dict, name: str, limit: int) -> str:
+    value = claims.get(name)
+    return value[:limit] if isinstance(value, str) else ""
