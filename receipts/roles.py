@@ -40,6 +40,12 @@ ROLES: dict[str, list[str]] = {
         "add_sourcetoken",
         "change_sourcetoken",
         "view_sourcetoken",
+        # Teams (issue 22 §2, migration 0023): admins see every team's runs and edit the teams.
+        "view_all_teams",
+        "add_team",
+        "change_team",
+        "delete_team",
+        "view_team",
     ],
 }
 
