@@ -12,9 +12,9 @@ from django.contrib.auth.validators import UnicodeUsernameValidator
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from receipts import audit
+from receipts import audit, teams
 from receipts.identities import SsoIdentity
-from receipts.models import AuditEntry
+from receipts.models import AuditEntry, Membership
 from sidewisp.sso.config import ROLE_NAMES, Grant, SsoConfig
 from sidewisp.sso.outcomes import NoRole, SignInRefused
 
@@ -78,9 +78,39 @@ def _username(config: SsoConfig, claims: dict) -> str:
 
 
 def _follow_claims(user: AbstractBaseUser, claims: dict, granted: Grant) -> None:
-    """Role groups exactly as granted (other groups untouched); the profile as the provider says."""
+    """Role groups and claimed teams exactly as granted (other groups and local teams untouched), the profile
+    as the provider says; one audit entry when a role or a team changed."""
+    added, removed = _set_roles(user, granted.roles)
+    teams_before = _claimed_teams(user)
+    teams.set_claimed_teams(user, granted.teams)
+    teams_after = _claimed_teams(user)
+    # An SSO account's powers come from the identity provider alone: no superuser flag given locally.
+    user.is_staff, user.is_superuser = "admin" in granted.roles, False
+    user.email = _text(claims, "email", 254)
+    user.first_name = _text(claims, "given_name", 150)
+    user.last_name = _text(claims, "family_name", 150)
+    user.save(update_fields=["is_staff", "is_superuser", "email", "first_name", "last_name"])
+    change = {
+        "added": added,
+        "removed": removed,
+        "teams_added": sorted(teams_after - teams_before),
+        "teams_removed": sorted(teams_before - teams_after),
+    }
+    if any(change.values()):
+        audit.log(
+            actor=None,
+            action=ROLES_CHANGED,
+            object_type="account",
+            object_id=user.get_username(),
+            outcome=AuditEntry.Outcome.DONE,
+            reason="roles and teams follow the identity provider's groups at sign-in",
+            detail=change,
+        )
+
+
+def _set_roles(user: AbstractBaseUser, roles: frozenset[str]) -> tuple[list[str], list[str]]:
     held = set(user.groups.filter(name__in=ROLE_NAMES).values_list("name", flat=True))
-    added, removed = sorted(granted.roles - held), sorted(held - granted.roles)
+    added, removed = sorted(roles - held), sorted(held - roles)
     if removed:
         user.groups.remove(*Group.objects.filter(name__in=removed))
     if added:
@@ -89,22 +119,12 @@ def _follow_claims(user: AbstractBaseUser, claims: dict, granted: Grant) -> None
             msg = "the role groups are not all installed (run migrate)"
             raise LookupError(msg)
         user.groups.add(*found)
-    # An SSO account's powers come from the identity provider alone: no superuser flag given locally.
-    user.is_staff, user.is_superuser = "admin" in granted.roles, False
-    user.email = _text(claims, "email", 254)
-    user.first_name = _text(claims, "given_name", 150)
-    user.last_name = _text(claims, "family_name", 150)
-    user.save(update_fields=["is_staff", "is_superuser", "email", "first_name", "last_name"])
-    if added or removed:
-        audit.log(
-            actor=None,
-            action=ROLES_CHANGED,
-            object_type="account",
-            object_id=user.get_username(),
-            outcome=AuditEntry.Outcome.DONE,
-            reason="roles follow the identity provider's groups at sign-in",
-            detail={"added": added, "removed": removed},
-        )
+    return added, removed
+
+
+def _claimed_teams(user: AbstractBaseUser) -> set[str]:
+    claimed = Membership.objects.filter(user=user, origin=Membership.Origin.CLAIM)
+    return set(claimed.values_list("team__slug", flat=True))
 
 
 def _text(claims: dict, name: str, limit: int) -> str:
