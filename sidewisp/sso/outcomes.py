@@ -17,7 +17,7 @@ REFUSALS: dict[str, tuple[int, str]] = {
     "discovery": (502, "The identity provider cannot be used: {problem}. An administrator must check its settings."),
     "code_refused": (
         403,
-        "The identity provider refused this sign-in's code (a code works once, and only for a short time).",
+        "The identity provider refused the code of this sign-in (a code works once, and only for a short time).",
     ),
     "no_id_token": (403, "The identity provider sent no ID token, so it did not say who you are."),
     "signature": (403, "The ID token's signature does not verify against the identity provider's keys."),
