@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
-from sidewisp.env import env_float, env_str
+from sidewisp.env import env_float, env_int, env_str
 
 # The four role groups of receipts/roles.py (a test keeps the two lists equal: settings cannot import models).
 ROLE_NAMES = ("viewer", "operator", "approver", "admin")
@@ -61,6 +61,8 @@ class SsoConfig:
     name: str = "single sign-on"
     sign_algorithm: str = "RS256"
     timeout: float = 10.0
+    # A session signed in through the provider ends after this long: the next sign-in re-reads the groups.
+    session_hours: int = 12
 
     def library_options(self) -> dict[str, object]:
         """The mozilla-django-oidc settings its views and backend read, taken from this configuration."""
@@ -112,6 +114,7 @@ def from_environment() -> SsoConfig | None:
         name=env_str("SIDEWISP_OIDC_NAME", "single sign-on").strip()[:60] or "single sign-on",
         sign_algorithm=_algorithm("SIDEWISP_OIDC_SIGN_ALGORITHM", env_str("SIDEWISP_OIDC_SIGN_ALGORITHM", "RS256")),
         timeout=env_float("SIDEWISP_OIDC_TIMEOUT", 10.0, minimum=0.1),
+        session_hours=env_int("SIDEWISP_OIDC_SESSION_HOURS", 12, minimum=1),
     )
 
 

@@ -73,6 +73,7 @@ class SignInCallback(OIDCAuthenticationCallbackView):
         if user is None:  # the login throttle refused this address
             return refused(request, SignInRefused("throttled"))
         auth.login(request, user, backend=BACKEND)
+        request.session.set_expiry(config.session_hours * 3600)
         next_url = request.session.pop("oidc_login_next", None)
         return HttpResponseRedirect(next_url or resolve_url(settings.LOGIN_REDIRECT_URL))
 

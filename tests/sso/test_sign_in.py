@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import logging
 import socket
+from datetime import timedelta
 
 import pytest
 import requests
@@ -19,6 +20,7 @@ from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.utils import timezone
 
 from receipts.identities import SsoIdentity
 from receipts.models import AuditEntry, Membership
@@ -79,6 +81,15 @@ def test_alice_signs_in_as_an_operator_of_her_team(sso, live_server):
     assert not alice.has_usable_password()
     entry = AuditEntry.objects.get(action="sso.roles_changed", object_id="alice")
     assert entry.detail == {"added": ["operator"], "removed": [], "teams_added": ["payments"], "teams_removed": []}
+
+
+def test_a_session_from_the_provider_ends_after_its_hours(sso, live_server):
+    from django.contrib.sessions.models import Session
+
+    response = sign_in(live_server, "alice")
+    session = Session.objects.get(session_key=response.browser.cookies["sessionid"])
+    lasts = session.expire_date - timezone.now()
+    assert timedelta(hours=11, minutes=59) < lasts <= timedelta(hours=12)
 
 
 def test_a_second_sign_in_with_the_same_groups_changes_nothing(sso, live_server):
