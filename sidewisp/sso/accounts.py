@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, Group
 from django.contrib.auth.validators import UnicodeUsernameValidator
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from receipts import audit, teams
 from receipts.identities import SsoIdentity
@@ -26,6 +26,16 @@ def sign_in(config: SsoConfig, claims: dict) -> AbstractBaseUser:
     """The user these verified claims name, with the roles their groups give; NoRole when they give none."""
     groups = groups_of(config, claims)
     granted = config.group_map.resolve(groups)
+    try:
+        user = _sign_in(config, claims, granted, groups)
+    except IntegrityError:  # a first sign-in of the same person, or of the same user name, at the same moment
+        raise SignInRefused("busy") from None
+    if not granted.roles:
+        raise NoRole(user.get_username(), groups)
+    return user
+
+
+def _sign_in(config: SsoConfig, claims: dict, granted: Grant, groups: list[str]) -> AbstractBaseUser:
     with transaction.atomic():
         identity = (
             SsoIdentity.objects.select_for_update()
@@ -39,8 +49,6 @@ def sign_in(config: SsoConfig, claims: dict) -> AbstractBaseUser:
         if not user.is_active:
             raise SignInRefused("inactive", username=user.get_username())
         _follow_claims(user, claims, granted)
-    if not granted.roles:
-        raise NoRole(user.get_username(), groups)
     return user
 
 

@@ -63,6 +63,8 @@ class SsoBackend(OIDCAuthenticationBackend):
         if not token:
             raise SignInRefused("no_id_token")
         claims = self._decode(token)
+        if not isinstance(claims["sub"], str) or not 0 < len(claims["sub"]) <= 255:
+            raise SignInRefused("claims", claim="sub")
         nonce = kwargs.get("nonce")
         if not isinstance(nonce, str) or not hmac.compare_digest(str(claims.get("nonce", "")), nonce):
             raise SignInRefused("nonce")
@@ -81,11 +83,12 @@ class SsoBackend(OIDCAuthenticationBackend):
             timeout=self.config.timeout,
             allow_redirects=False,
         )
-        response.raise_for_status()
+        if response.status_code != 200:
+            raise SignInRefused("userinfo")
         try:
             info = response.json()
         except ValueError:
-            raise SignInRefused("subject") from None
+            raise SignInRefused("userinfo") from None
         if not isinstance(info, dict) or info.get("sub") != payload["sub"]:
             raise SignInRefused("subject")
         return info

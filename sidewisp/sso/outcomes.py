@@ -29,6 +29,8 @@ REFUSALS: dict[str, tuple[int, str]] = {
         403,
         "The ID token belongs to another sign-in (nonce): it was replayed, or the sign-in was started twice.",
     ),
+    "userinfo": (403, "The identity provider refused to say who you are (its user information answer)."),
+    "busy": (409, "Another sign-in for this account was being made at the same moment; sign in again."),
     "subject": (403, "The identity provider's user information names another person than its ID token."),
     "username": (
         403,

@@ -6,6 +6,7 @@ starts from the same people (`PEOPLE`); a test changes someone's groups with `id
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -114,13 +115,13 @@ def sso(settings, identity_provider, transactional_db):
     return settings.SIDEWISP_OIDC
 
 
-def sign_in(live_server, username: str, *, browser: requests.Session | None = None) -> requests.Response:
+def sign_in(live_server, username: str, *, next_page: str = "") -> requests.Response:
     """Click "Sign in with …" on Sidewisp's log-in page, type the password at the provider, follow every redirect."""
-    browser = browser or requests.Session()
-    page = browser.get(f"{live_server.url}/login/", timeout=30)
+    browser = requests.Session()
+    page = browser.get(f"{live_server.url}/login/", params={"next": next_page} if next_page else None, timeout=30)
     start = re.search(r'id="sso-login"><a href="([^"]+)"', page.text)
     assert start, "the log-in page has no single-sign-on button"
-    at_provider = browser.get(live_server.url + start.group(1), timeout=30)
+    at_provider = browser.get(live_server.url + html.unescape(start.group(1)), timeout=30)
     assert at_provider.url.startswith("http://127.0.0.1:"), at_provider.url
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', at_provider.text).group(1)
     form = {"username": username, "password": PASSWORD, "csrfmiddlewaretoken": token}

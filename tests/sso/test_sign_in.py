@@ -92,6 +92,11 @@ def test_a_session_from_the_provider_ends_after_its_hours(sso, live_server):
     assert timedelta(hours=11, minutes=59) < lasts <= timedelta(hours=12)
 
 
+def test_the_sign_in_returns_to_the_page_asked_for_and_never_elsewhere(sso, live_server):
+    assert sign_in(live_server, "bob", next_page="/waits/").url == f"{live_server.url}/waits/"
+    assert sign_in(live_server, "bob", next_page="https://evil.example/").url == f"{live_server.url}/"
+
+
 def test_a_second_sign_in_with_the_same_groups_changes_nothing(sso, live_server):
     sign_in(live_server, "bob")
     again = sign_in(live_server, "bob")
