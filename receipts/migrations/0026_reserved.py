@@ -1,12 +1,29 @@
 """Issue 22 §1 (single sign-on): SsoIdentity, the identity provider's (issuer, subject) behind a user.
 
-A user with one is managed by the identity provider; a user without one is a local account.
+A user with one is managed by the identity provider; a user without one is a local account. The admin role
+may read the list (Django admin, read-only).
 """
 
 import django.db.models.deletion
 import django.utils.timezone
 from django.conf import settings
+from django.contrib.auth.management import create_permissions
 from django.db import migrations, models
+
+
+# role → the permissions this migration grants it (tests/receipts/test_actions_roles.py reads it).
+ROLE_PERMISSIONS = {"admin": ["view_ssoidentity"]}
+
+
+def let_admins_read_identities(apps, schema_editor):
+    # Permissions are normally created after all migrations; the admin group needs the new one now.
+    app_config = apps.get_app_config("receipts")
+    app_config.models_module = True  # the migration state's stub lacks it
+    create_permissions(app_config, apps=apps, verbosity=0)
+    app_config.models_module = None
+    permissions = apps.get_model("auth", "Permission").objects.filter(content_type__app_label="receipts")
+    for group in apps.get_model("auth", "Group").objects.filter(name__in=ROLE_PERMISSIONS):
+        group.permissions.add(*permissions.filter(codename__in=ROLE_PERMISSIONS[group.name]))
 
 
 class Migration(migrations.Migration):
@@ -41,4 +58,5 @@ class Migration(migrations.Migration):
                 "constraints": [models.UniqueConstraint(fields=("issuer", "subject"), name="sso_identity_once")],
             },
         ),
+        migrations.RunPython(let_admins_read_identities, migrations.RunPython.noop),
     ]

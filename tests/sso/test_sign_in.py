@@ -20,6 +20,7 @@ from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.test import Client
 from django.utils import timezone
 
 from receipts.identities import SsoIdentity
@@ -81,6 +82,18 @@ def test_alice_signs_in_as_an_operator_of_her_team(sso, live_server):
     assert not alice.has_usable_password()
     entry = AuditEntry.objects.get(action="sso.roles_changed", object_id="alice")
     assert entry.detail == {"added": ["operator"], "removed": [], "teams_added": ["payments"], "teams_removed": []}
+
+
+def test_the_admin_role_reads_which_accounts_follow_the_provider(sso, live_server):
+    sign_in(live_server, "alice")
+    admin = get_user_model().objects.create_user("local-admin", is_staff=True)
+    admin.groups.add(Group.objects.get(name="admin"))
+    client = Client()
+    client.force_login(admin)
+    listed = client.get("/admin/receipts/ssoidentity/")
+    assert listed.status_code == 200
+    assert "alice" in listed.content.decode()
+    assert client.get("/admin/receipts/ssoidentity/add/").status_code == 403
 
 
 def test_a_session_from_the_provider_ends_after_its_hours(sso, live_server):
