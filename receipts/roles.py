@@ -43,6 +43,14 @@ ROLES: dict[str, list[str]] = {
         # Retention (issue 22 §3, migration 0024): the one policy row, viewed and changed.
         "change_retention",
         "view_retentionpolicy",
+        # Teams (issue 22 §2, migration 0023): admins see every team's runs and edit the teams.
+        "view_all_teams",
+        # Single sign-on (issue 22 §1, migration 0026): which accounts follow the identity provider, read-only.
+        "view_ssoidentity",
+        "add_team",
+        "change_team",
+        "delete_team",
+        "view_team",
     ],
 }
 

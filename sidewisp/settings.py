@@ -10,6 +10,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from sidewisp.env import env_bool, env_float, env_headers, env_int, env_list, env_networks, env_str, env_url
+from sidewisp.sso import config as sso_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("SIDEWISP_VAR_DIR", str(BASE_DIR / "var")))
@@ -180,7 +181,12 @@ LOGOUT_REDIRECT_URL = "login"
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
+    # Single sign-on (issue 22 §1): answers only its own callback, and only when SIDEWISP_OIDC is set.
+    "sidewisp.sso.backend.SsoBackend",
 ]
+# OpenID Connect beside the local log-in (sidewisp.sso; README "Single sign-on"): None, off, unless
+# SIDEWISP_OIDC_ISSUER is set, and then the client, the scopes, the claims and the group map are checked here.
+SIDEWISP_OIDC = sso_config.from_environment()
 # Login throttling (django-axes, database handler: one count for every web process). Two counts,
 # so that guessing from one address cannot lock a person out everywhere else: 5 failures for one
 # username from one address refuse that username from that address, and 20 failures from one

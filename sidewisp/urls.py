@@ -4,6 +4,7 @@ from django.urls import include, path
 
 from sidewisp import api, history, mappage, metrics, views
 from sidewisp.decided import wait_decided
+from sidewisp.sso import views as sso
 
 page_patterns = (
     [
@@ -52,7 +53,9 @@ urlpatterns = [
     path("", include(page_patterns)),
     path("healthz", views.healthz, name="healthz"),
     path("metrics", metrics.scrape, name="metrics"),  # Prometheus (sidewisp.metrics: token or allowed address)
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", sso.LoginView.as_view(), name="login"),  # with "Sign in with …" when single sign-on is on
+    path("sso/login/", sso.SignInStart.as_view(), name="sso-login"),  # issue 22 §1 (404 when off)
+    path("sso/callback/", sso.SignInCallback.as_view(), name="sso-callback"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_patterns)),  # issue 14 §4

@@ -1,0 +1,174 @@
+"""Teams: who belongs to which team, and the one place that scopes every query to a user's teams.
+
+A team owns graphs (by name: the local runs, hosted and observed, of that graph) and remote sources (the
+runs their tokens created). A run of a remote source belongs to the source's owner; a local run belongs to
+its graph's owner. The default team (`Team.owns_unclaimed`, made by migration 0023) owns every graph and
+source no team claims, and a user in no team counts as its member: with no configuration everybody sees
+everything, as before teams existed. Sidewisp's admins (`receipts.view_all_teams`, the admin role, and
+superusers) see every team's runs.
+
+Scoping is a filter made of subqueries, so it costs no query of its own and is fresh on every request:
+`scope(queryset, user)` narrows any queryset whose rows name a run (`run=` is the path to it). An object
+outside the scope is simply not found, so a view answers 404, never 403 (no existence oracle).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q, QuerySet
+
+from receipts.models import Membership, Run, Team, TeamGraph, TeamSource
+
+ADMIN_PERMISSION = "receipts.view_all_teams"
+logger = logging.getLogger(__name__)
+
+
+class UnknownTeam(ValueError):
+    """A `?team=` value that names none of the user's teams (the message names the problem, not the value)."""
+
+
+# --- membership -------------------------------------------------------------------------
+
+
+def set_claimed_teams(user, slugs: Iterable[str]) -> None:
+    """Make the user's claimed memberships exactly the teams `slugs` names; local memberships are untouched.
+
+    Called at every login through the identity provider. Slugs naming no team are ignored and counted in
+    the log, never named (a claim's values are the identity provider's, not ours to log).
+    """
+    wanted = {slug for slug in slugs if isinstance(slug, str) and slug}
+    known = dict(Team.objects.filter(slug__in=wanted).values_list("slug", "pk"))
+    if unknown := len(wanted) - len(known):
+        logger.warning("team claim: %d value(s) name no team; ignored", unknown)
+    with transaction.atomic():
+        mine = Membership.objects.filter(user=user)
+        mine.filter(origin=Membership.Origin.CLAIM).exclude(team_id__in=known.values()).delete()
+        held = set(mine.filter(team_id__in=known.values()).values_list("team_id", flat=True))
+        claimed = [Membership(user=user, team_id=pk, origin=Membership.Origin.CLAIM) for pk in known.values()]
+        Membership.objects.bulk_create([m for m in claimed if m.team_id not in held], ignore_conflicts=True)
+
+
+def add_member(user, team: Team) -> None:
+    """Make the user a local member of `team` (kept whatever the claim says)."""
+    Membership.objects.update_or_create(user=user, team=team, defaults={"origin": Membership.Origin.LOCAL})
+
+
+def default_team() -> Team | None:
+    """The team that owns unclaimed graphs and teamless users, when there is one."""
+    return Team.objects.filter(owns_unclaimed=True).first()
+
+
+def sees_all(user) -> bool:
+    """Whether the user sees and acts on every team's runs (an admin of Sidewisp, or a superuser)."""
+    return bool(user is not None and user.is_authenticated and user.is_active and user.has_perm(ADMIN_PERMISSION))
+
+
+def teams_of(user) -> QuerySet[Team]:
+    """The teams the user is a member of: their memberships, or the default team when they have none."""
+    if user is None or not user.is_authenticated:
+        return Team.objects.none()
+    memberships = Membership.objects.filter(user=user)
+    return Team.objects.filter(
+        Q(pk__in=memberships.values("team_id")) | (Q(owns_unclaimed=True) & ~Exists(memberships))
+    )
+
+
+def members_of(teams: QuerySet[Team], users: QuerySet) -> QuerySet:
+    """Those of `users` who are members of one of `teams` (the default team's teamless users included)."""
+    memberships = Membership.objects.filter(user=OuterRef("pk"))
+    in_team = Exists(memberships.filter(team__in=teams))
+    teamless = Exists(teams.filter(owns_unclaimed=True)) & ~Exists(memberships)
+    return users.filter(in_team | teamless)
+
+
+# --- which runs a set of teams owns ----------------------------------------------------------
+
+
+def owns_q(teams: QuerySet[Team], run: str = "", *, unclaimed=None) -> Q:
+    """The rows whose run `teams` own; `run` is the path from the row to its run ("" for a Run, "run__").
+
+    `unclaimed` (a condition) says whether the runs no team claims are included; by default, when one of
+    `teams` is the default team.
+    """
+    graphs = TeamGraph.objects.filter(team__in=teams).values("graph")
+    sources = TeamSource.objects.filter(team__in=teams).values("source_name")
+    local = Q(**{f"{run}source_name": ""})
+    owned = (local & Q(**{f"{run}graph__in": graphs})) | Q(**{f"{run}source_name__in": sources})
+    unclaimed_graph = local & ~Q(**{f"{run}graph__in": TeamGraph.objects.values("graph")})
+    unclaimed_source = ~local & ~Q(**{f"{run}source_name__in": TeamSource.objects.values("source_name")})
+    if unclaimed is None:
+        unclaimed = Exists(teams.filter(owns_unclaimed=True))
+    return owned | (Q(unclaimed) & (unclaimed_graph | unclaimed_source))
+
+
+# --- scoping -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What one user (narrowed to one of their teams, or not) sees; making it runs no query."""
+
+    everything: bool
+    teams: QuerySet[Team]
+    team: str = ""  # the slug a `?team=` switch chose, "" for all of the user's teams
+    unclaimed: object = None  # a condition: whether the runs no team claims are in scope
+
+    def q(self, run: str = "") -> Q:
+        """The filter for rows whose run is in scope (`run` is the path to the run)."""
+        return Q() if self.everything else owns_q(self.teams, run, unclaimed=self.unclaimed)
+
+    def apply(self, queryset: QuerySet, run: str = "") -> QuerySet:
+        return queryset if self.everything else queryset.filter(self.q(run))
+
+    @property
+    def key(self) -> str:
+        """A cache key part: the same for users who see the same rows."""
+        return "all" if self.everything else f"teams:{self.team or ''}"
+
+
+def scope_for(user, team: str = "") -> Scope:
+    """The scope of `user`, narrowed to the team `team` names when given (raises UnknownTeam if not theirs).
+
+    An admin may narrow to any team; anybody else only to one of their own.
+    """
+    if user is None or not user.is_authenticated:
+        return Scope(everything=False, teams=Team.objects.none(), unclaimed=Q(pk__in=[]))
+    if not team:
+        if sees_all(user):
+            return Scope(everything=True, teams=Team.objects.all())
+        return Scope(everything=False, teams=teams_of(user), unclaimed=_sees_unclaimed(user))
+    pool = Team.objects.all() if sees_all(user) else teams_of(user)
+    chosen = pool.filter(slug=team)
+    if not chosen.exists():
+        msg = "that team is not one of yours (choose one of the teams listed)"
+        raise UnknownTeam(msg)
+    return Scope(everything=False, teams=chosen, team=team)
+
+
+def _sees_unclaimed(user):
+    # The default team's members, and users in no team (also when the default team was deleted).
+    memberships = Membership.objects.filter(user=user)
+    return Exists(memberships.filter(team__owns_unclaimed=True)) | ~Exists(memberships)
+
+
+def scope(queryset: QuerySet, user, *, run: str = "", team: str = "") -> QuerySet:
+    """`queryset` narrowed to the rows whose run `user` may see (`run` is the path from a row to its run)."""
+    return scope_for(user, team).apply(queryset, run)
+
+
+def visible_runs(user, team: str = "") -> QuerySet:
+    """The runs `user` sees (narrowed to one of their teams by `team`)."""
+    return scope(Run.objects.all(), user, team=team)
+
+
+def owner_of(run: Run) -> Team | None:
+    """The team that owns `run` (the default team for a run no team claims), None when nobody does."""
+    if run.source_name:
+        found = TeamSource.objects.filter(source_name=run.source_name).select_related("team").first()
+    else:
+        found = TeamGraph.objects.filter(graph=run.graph).select_related("team").first()
+    return found.team if found is not None else default_team()

@@ -1,0 +1,1 @@
+"""Single sign-on with OpenID Connect beside the local log-in (issue 22 §1; README "Single sign-on")."""
