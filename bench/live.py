@@ -45,7 +45,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -469,9 +468,9 @@ _render_times: contextvars.ContextVar[dict | None] = contextvars.ContextVar("ren
 def serve(port: int, trace: Path) -> None:
     """daphne with the hub's steps timed into `trace` (one JSON line per message received and per render)."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sidewisp.settings")
-    import sidewisp.asgi  # noqa: F401 - sets Django up before the hub is imported
     from daphne.cli import CommandLineInterface
 
+    import sidewisp.asgi  # noqa: F401 - sets Django up before the hub is imported
     from sidewisp import live
 
     out = trace.open("a", buffering=1)
