@@ -6,14 +6,16 @@ audience (`pages.audience`: what decides the offers in its fragments); sockets
 with the same page and audience form a topic and are sent one and the same
 render, never a render made for another audience.
 
-Per topic: the first change is rendered at once, what follows within
-COALESCE_SECONDS is collected and rendered once after it, and at most one
-render is in flight (changes arriving meanwhile are rendered when it ends).
-Renders run on a small thread pool of their own, not on the single
-thread-sensitive one that Django's sync code shares. A newcomer (connect,
-resync) gets a snapshot cut from the topic's next render; every other
-subscriber gets what changed since the previous one (list pages: the rows),
-so every subscriber of a topic always shows the same render. Every
+Per topic: a change that finds the topic idle is rendered SETTLE_SECONDS
+later (the parts recorded one by one with it come in the same render); what
+follows is collected and rendered COALESCE_SECONDS after the previous render
+started, and at most one render is in flight (changes arriving meanwhile are
+rendered when it ends; none is dropped). Renders run on threads of their own
+(`RenderThreads`), not on the single thread-sensitive one that Django's sync
+code shares; each keeps its database connection while busy. A newcomer
+(connect, resync) gets a snapshot cut from the topic's next render; every
+other subscriber gets what changed since the previous one (list pages: the
+rows), so every subscriber of a topic always shows the same render. Every
 RESYNC_SECONDS an idle topic compares the database's change marker with the
 one read before its last render and, when they differ, renders again and
 sends everyone what changed since: events lost on the way (Redis down) are
