@@ -78,6 +78,10 @@ STAGES = (
 )
 
 
+# The render thread's own CPU time: far below the render's wall time, the render waited for a core (or the GIL).
+RENDER_CPU = "of which the render thread's CPU"
+
+
 @dataclass
 class Phase:
     mode: str
@@ -89,6 +93,7 @@ class Phase:
     stages: dict[str, list[float]]
     load: float
     seconds: float
+    server_cores: float  # the daphne's CPU seconds per second while the publisher ran
 
     def rows(self, note: str) -> list[Row]:
         delivered = 100 * len(self.latencies) / self.pairs if self.pairs else 0.0
@@ -98,7 +103,8 @@ class Phase:
         figure = f"offered {self.rate}/s, {stored}; {_pcts(self.latencies)}; delivered {delivered:.1f} %"
         if self.counts_ok is not None:
             figure += "; overview counts = stored" if self.counts_ok else "; overview counts ≠ stored"
-        phase_note = f"{note}, {self.seconds:.0f} s; load average {self.load:.2f}"
+        phase_note = f"{note}, {self.seconds:.0f} s; daphne used {self.server_cores:.2f} of a core"
+        phase_note += f"; load average {self.load:.2f} on {os.cpu_count()} cores"
         rows = [Row("live", what, figure, GOAL, phase_note)]
         if any(self.stages.values()):
             parts = [f"{name} {_p(values, 50)}/{_p(values, 95)}" for name, values in self.stages.items() if values]
@@ -117,8 +123,8 @@ def rows(quick: bool, app_dir: str | None = None) -> list[Row]:
         database_url = _database_url(connection, name)
         cookie = _session_cookie()
         watched = _warm_up()
-        with tempfile.TemporaryDirectory() as tmp, _daphne(database_url, app_dir, Path(tmp) / "trace") as (port, trace):
-            phases = asyncio.run(_measure(port, cookie, database_url, watched, seconds, trace))
+        with tempfile.TemporaryDirectory() as tmp, _daphne(database_url, app_dir, Path(tmp) / "trace") as server:
+            phases = asyncio.run(_measure(server, cookie, database_url, watched, seconds))
     where = f"daphne from {app_dir}" if app_dir else "daphne, this checkout"
     note = f"{where}, {connection.vendor}"
     return [row for phase in phases for row in phase.rows(note)]
@@ -158,7 +164,7 @@ def _warm_up() -> int:
 
 
 @contextmanager
-def _daphne(database_url: str, app_dir: str | None, trace: Path) -> Iterator[tuple[int, Path]]:
+def _daphne(database_url: str, app_dir: str | None, trace: Path) -> Iterator[Server]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -170,7 +176,7 @@ def _daphne(database_url: str, app_dir: str | None, trace: Path) -> Iterator[tup
     server = subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         _wait_for_port(port, server)
-        yield port, trace
+        yield Server(port, server.pid, trace)
     finally:
         server.terminate()
         try:
@@ -243,23 +249,41 @@ async def _listen(port: int, cookie: str, client: Client, ready: asyncio.Event) 
             client.note(message if isinstance(message, str) else message.decode())
 
 
-async def _measure(port: int, cookie: str, database_url: str, watched: int, seconds: float, trace: Path) -> list:
+def _cpu_seconds(pid: int) -> float:
+    """The process's user and system CPU seconds so far (Linux /proc; 0 where there is none)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Server:
+    port: int
+    pid: int  # the daphne's own process (it runs in `--serve`'s)
+    trace: Path
+
+
+async def _measure(server: Server, cookie: str, database_url: str, watched: int, seconds: float) -> list:
     clients = [Client(page, watched if page == "run" else None) for page, n in PAGES.items() for _ in range(n)]
     readies = [asyncio.Event() for _ in clients]
-    listeners = [asyncio.create_task(_listen(port, cookie, c, r)) for c, r in zip(clients, readies, strict=True)]
+    listeners = [asyncio.create_task(_listen(server.port, cookie, c, r)) for c, r in zip(clients, readies, strict=True)]
     try:
         await asyncio.wait_for(asyncio.gather(*(r.wait() for r in readies)), 30)
         phases = []
         for number, (mode, rate) in enumerate(PHASES):
+            cpu, started = _cpu_seconds(server.pid), time.monotonic()
             events, stored, total = await _publish(database_url, mode, rate, seconds, f"p{number}")
+            server_cores = (_cpu_seconds(server.pid) - cpu) / (time.monotonic() - started)
             await _wait_delivered(clients, events)
             for listener in listeners:
                 if listener.done():
                     listener.result()  # a client that failed fails the benchmark, loudly
             counts_ok = all(c.total == total for c in clients if c.page == "overview") if mode == "recorded" else None
-            latencies, pairs, stages = _figures(events, clients, _read_trace(trace))
+            latencies, pairs, stages = _figures(events, clients, _read_trace(server.trace))
             load = os.getloadavg()[0]
-            phases.append(Phase(mode, rate, stored, latencies, pairs, counts_ok, stages, load, seconds))
+            phases.append(Phase(mode, rate, stored, latencies, pairs, counts_ok, stages, load, seconds, server_cores))
         return phases
     finally:
         for listener in listeners:
@@ -284,7 +308,7 @@ def _key(event: dict) -> tuple[int, int]:
 def _figures(events: list[dict], clients: list[Client], trace: dict) -> tuple[list[float], int, dict]:
     latencies: list[float] = []
     pairs = 0
-    stages: dict[str, list[float]] = {name: [] for name, _, _ in STAGES}
+    stages: dict[str, list[float]] = {name: [] for name, _, _ in STAGES} | {RENDER_CPU: []}
     for event in events:
         for client in clients:
             if not client.concerned(event):
@@ -298,6 +322,8 @@ def _figures(events: list[dict], clients: list[Client], trace: dict) -> tuple[li
             for name, start, end in STAGES:
                 if start in times and end in times:
                     stages[name].append(max(0.0, times[end] - times[start]))
+            if "cpu" in times:
+                stages[RENDER_CPU].append(times["cpu"])
     return latencies, pairs, stages
 
 
@@ -314,7 +340,7 @@ def _read_trace(path: Path) -> dict:
                 received.setdefault((run, seq), record["recv"])
             continue
         for run, seq in record["seqs"]:
-            times = {k: record[k] for k in ("call", "start", "end", "sent") if k in record}
+            times = {k: record[k] for k in ("call", "start", "end", "sent", "cpu") if k in record}
             renders.setdefault(((run, seq), record["page"]), {"recv": received.get((run, seq)), **times})
     return {key: {k: v for k, v in times.items() if v is not None} for key, times in renders.items()}
 
@@ -504,11 +530,11 @@ def _trace_hub(live, out) -> None:
             return await on_render_thread(function, *args)
 
         def timed(*inner):
-            times["start"] = time.monotonic()
+            times["start"], cpu = time.monotonic(), time.thread_time()
             try:
                 return function(*inner)
             finally:
-                times["end"] = time.monotonic()
+                times["end"], times["cpu"] = time.monotonic(), time.thread_time() - cpu
 
         return await on_render_thread(timed, *args)
 
