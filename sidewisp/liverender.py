@@ -184,13 +184,22 @@ def _with_marker(parts: list[str], marker: dict) -> str:
     return "\n".join(parts)
 
 
+# Pages whose fragments are built without the user and offer nothing: every viewer is one audience there,
+# so all their sockets share one render per change.
+SHARED_PAGES = frozenset({"runs", "map"})
+EVERY_VIEWER = ("every viewer",)
+
+
 def audience(scope: pages.PageScope, user: User) -> tuple:
     """What makes `user`'s fragments of `scope` differ from someone else's: sockets with equal audiences
     are sent one and the same render.
 
     The fragments offer what the role permits (permissions); the name counts where the page filters by
-    it (`mine`) or an owner rule reads it (deciding one's own waits and no others).
+    it (`mine`) or an owner rule reads it (deciding one's own waits and no others). On SHARED_PAGES
+    nothing differs.
     """
+    if scope.page in SHARED_PAGES:
+        return EVERY_VIEWER
     named = scope.mine or (user.has_perm(actions.DECIDE_OWN) and not user.has_perm(actions.DECIDE_ANY))
     return (user.is_superuser, tuple(sorted(user.get_all_permissions())), user.get_username() if named else "")
 

@@ -6,18 +6,21 @@ import asyncio
 from collections import Counter
 
 import pytest
+from channels.db import database_sync_to_async
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from receipts.models import Run
 from sidewisp import live, liverender, pages
-from tests.sidewisp.test_consumer import _event, run_async
-from tests.sidewisp.test_live_hub import SCOPE, Page, stand_in  # noqa: F401 - stand_in is a fixture
+from tests.sidewisp import test_live_hub
+from tests.sidewisp.test_consumer import _event, receive_until, run_async, session_cookie
+from tests.sidewisp.test_live_hub import SCOPE, Page, open_sockets
 
 RUNS = pages.PageScope("runs")
+renders, stand_in = test_live_hub.renders, test_live_hub.stand_in  # the hub tests' fixtures
 
 
-def test_a_change_that_finds_the_page_idle_is_rendered_with_the_rest_of_its_burst(stand_in):  # noqa: F811
+def test_a_change_that_finds_the_page_idle_is_rendered_with_the_rest_of_its_burst(stand_in):
     async def body():
         hub, page = live.Hub(), Page()
         topic = hub.subscribe(page, SCOPE, ("viewer",))
@@ -33,7 +36,7 @@ def test_a_change_that_finds_the_page_idle_is_rendered_with_the_rest_of_its_burs
     run_async(body)
 
 
-def test_the_last_change_of_a_burst_is_always_rendered_and_every_change_is_named(stand_in):  # noqa: F811
+def test_the_last_change_of_a_burst_is_always_rendered_and_every_change_is_named(stand_in):
     async def body():
         hub, page = live.Hub(), Page()
         topic = hub.subscribe(page, SCOPE, ("viewer",))
@@ -137,3 +140,27 @@ def _count_row_renders(monkeypatch) -> Counter:
 
     monkeypatch.setattr(liverender, "render_to_string", counting)
     return counted
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_viewer_and_an_approver_on_the_runs_list_share_one_render_per_change(viewer, owner, renders, record_handoff):
+    cookies = [session_cookie(viewer), session_cookie(owner)]
+
+    async def body():
+        sockets = await open_sockets("/ws/health/?page=runs", *cookies)
+        renders.clear()
+        await database_sync_to_async(record_handoff)("h-shared", "op-shared", "false_complete")
+        for communicator in sockets:
+            await receive_until(communicator, "op-shared")
+        assert len(renders) == 1  # rendered as one of them only: one topic, not one per role
+        for communicator in sockets:
+            await communicator.disconnect()
+
+    run_async(body)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_roles_still_get_their_own_renders_where_the_page_offers_actions(viewer, owner):
+    runs, waits = pages.PageScope("runs"), pages.PageScope("waits")
+    assert pages.audience(runs, viewer) == pages.audience(runs, owner)
+    assert pages.audience(waits, viewer) != pages.audience(waits, owner)
