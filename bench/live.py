@@ -1,27 +1,41 @@
-"""Live pages under load: receipt commit → change visible in 10 connected pages, at 50 / 200 / 500 events/s.
+"""Live pages under load: a change's commit → its appearance in 10 real WebSocket clients on mixed pages.
 
-A daphne serving the app (against DATABASE_URL's PostgreSQL and the Redis
-channel layer) has ten real WebSocket clients on the overview, each with a
-logged-in session cookie. A publisher process records receipts through the
-real recording path (the evidence writer's `LocalSink`: one transaction per
-batch holding every receipt due by then, its events published once after the
-commit; one new handoff per receipt, ten to a run) at each
-rate in turn and stamps each commit. A change is visible in a client when the
-overview's verdict counts it shows add up to at least the handoffs committed
-with it; p50/p95/p99 are over every (receipt, client) pair, and "delivered" is
-the share seen within 12 s. Figures are printed, never judged.
+A daphne serving the app (against DATABASE_URL's database and the Redis
+channel layer) has ten real WebSocket clients, logged in, on mixed pages:
+three on the overview, three on the runs list, two on the waits inbox and two
+on one run's page. A publisher process then offers changes at each phase's
+rate for a few seconds:
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/h_live python -m bench.live [--quick] [--app-dir DIR]
+- **recorded**: receipts through the real recording path (the evidence
+  writer's `LocalSink`: one transaction per batch holding every receipt due
+  by then, at most MAX_BATCH, its events published once after the commit; one
+  new handoff per receipt, ten to a run, every WATCHED_EVERY-th on the watched
+  run). It prints what was *stored* per second beside what was offered.
+- **synthetic**: events only, at a true rate (a message every SYNTHETIC_TICK
+  seconds with what is due), about runs that exist: the push path alone.
+
+Each event carries its run's sequence number, and every message a page gets
+names the events its render covered (the render started after the event
+arrived, so after the commit). A change appeared in a client when a message
+naming it arrived there; latency is from the commit (recorded) or the send
+(synthetic) to that message, per (event, client) pair for every client whose
+page the event concerns; "delivered" is the share of those pairs seen within
+DELIVERY_SECONDS. The overview's clients also check that their verdict counts
+add up to the handoffs stored. The daphne is traced (`--serve`: the hub's
+methods wrapped, never changed) to say where the time goes. Figures are
+printed, never judged.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres python -m bench.live [--quick] [--app-dir DIR]
 
 `--app-dir` serves another checkout of the app (e.g. `git archive` of an
-earlier commit) to compare consumers; the publisher and clients stay these.
+earlier commit) to compare hubs; the publisher, the clients and the trace stay these.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import bisect
+import contextvars
 import json
 import os
 import re
@@ -29,39 +43,74 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
-if __package__ in (None, ""):  # run as a script: the repository root is the import root
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if __package__ in (None, ""):  # run as a script: the repository root is an import root (after PYTHONPATH's)
+    sys.path.append(str(Path(__file__).resolve().parent.parent))
 
 from bench.table import Row
 
-RATES = (50, 200, 500)
-CLIENTS = 10
+# (mode, offered events or receipts per second)
+PHASES = (("recorded", 50), ("recorded", 500), ("synthetic", 500))
+PAGES = {"overview": 3, "runs": 3, "waits": 2, "run": 2}  # clients per page: ten in all
 DELIVERY_SECONDS = 12.0
 MAX_BATCH = 500  # receipts per transaction at most
-GOAL = "p95 ≤ 300 ms at 500 events/s with 10 pages, every change delivered"
-PAGE = "/ws/health/?page=overview"
+PER_RUN = 10  # receipts (new handoffs) per run
+WATCHED_EVERY = 50  # every 50th receipt is a handoff of the watched run (the run page's)
+WARM_UP_RECEIPTS = 200  # stored before the clients connect, so every page has rows
+SYNTHETIC_TICK = 0.01
+GOAL = "p95 ≤ 300 ms at a stored 500/s with 10 pages, 100 % delivered"
 COUNTS = re.compile(r'data-count="([A-Z_]+)">(\d+)<')
+MARKER = re.compile(r'<div id="ws-seq" hidden data-marker="([^"]*)"')
+STAGES = (
+    ("published → hub", "stamp", "recv"),
+    ("hub → render asked", "recv", "call"),
+    ("asked → thread", "call", "start"),
+    ("render", "start", "end"),
+    ("render → sent", "end", "sent"),
+    ("sent → client", "sent", "seen"),
+)
 
 
-@dataclass(frozen=True)
+# The render thread's own CPU time: far below the render's wall time, the render waited for a core (or the GIL).
+RENDER_CPU = "of which the render thread's CPU"
+
+
+@dataclass
 class Phase:
+    mode: str
     rate: int
-    achieved: float  # receipts committed per second
-    latencies: list[float]  # seconds, per (receipt, client) pair delivered within DELIVERY_SECONDS
-    pairs: int  # (receipt, client) pairs in all
+    stored: float  # receipts (recorded) or events (synthetic) per second, measured
+    latencies: list[float]  # seconds, per (event, client) pair delivered within DELIVERY_SECONDS
+    pairs: int  # (event, client) pairs the pages should show
+    counts_ok: bool | None  # the overview clients' verdict counts add up to the handoffs stored (recorded)
+    stages: dict[str, list[float]]
+    load: float
+    seconds: float
+    server_cores: float  # the daphne's CPU seconds per second while the publisher ran
 
-    def row(self, note: str) -> Row:
+    def rows(self, note: str) -> list[Row]:
         delivered = 100 * len(self.latencies) / self.pairs if self.pairs else 0.0
-        figure = f"{_pcts(self.latencies)}; delivered within 12 s {delivered:.1f} %"
-        what = f"live page, commit → visible in {CLIENTS} clients at {self.rate} events/s"
-        return Row("live", what, figure, GOAL, f"{note}; achieved {self.achieved:.0f} receipts/s")
+        what_rate = "receipts" if self.mode == "recorded" else "synthetic events (push path alone)"
+        what = f"live pages, commit → visible in 10 clients (overview, runs, waits, a run), {self.rate} {what_rate}/s"
+        stored = f"stored {self.stored:.0f} receipts/s" if self.mode == "recorded" else f"sent {self.stored:.0f}/s"
+        figure = f"offered {self.rate}/s, {stored}; {_pcts(self.latencies)}; delivered {delivered:.1f} %"
+        if self.counts_ok is not None:
+            figure += "; overview counts = stored" if self.counts_ok else "; overview counts ≠ stored"
+        phase_note = f"{note}, {self.seconds:.0f} s; daphne used {self.server_cores:.2f} of a core"
+        phase_note += f"; load average {self.load:.2f} on {os.cpu_count()} cores"
+        rows = [Row("live", what, figure, GOAL, phase_note)]
+        if any(self.stages.values()):
+            parts = [f"{name} {_p(values, 50)}/{_p(values, 95)}" for name, values in self.stages.items() if values]
+            what = f"where the time goes at {self.rate}/s {self.mode} (p50/p95 ms per event and page)"
+            rows.append(Row("live", what, "; ".join(parts), "", "from the traced daphne (bench.live --serve)"))
+        return rows
 
 
 def rows(quick: bool, app_dir: str | None = None) -> list[Row]:
@@ -69,18 +118,19 @@ def rows(quick: bool, app_dir: str | None = None) -> list[Row]:
 
     from bench.environment import throwaway_database
 
-    seconds = 4.0 if quick else 15.0
+    seconds = 3.0 if quick else 12.0
     with throwaway_database() as name:
         database_url = _database_url(connection, name)
         cookie = _session_cookie()
-        with _daphne(database_url, app_dir) as port:
-            phases = asyncio.run(_measure(port, cookie, database_url, seconds))
+        watched = _warm_up()
+        with tempfile.TemporaryDirectory() as tmp, _daphne(database_url, app_dir, Path(tmp) / "trace") as server:
+            phases = asyncio.run(_measure(server, cookie, database_url, watched, seconds))
     where = f"daphne from {app_dir}" if app_dir else "daphne, this checkout"
-    note = f"{where}, {connection.vendor}, overview page, {seconds:.0f} s per rate"
-    return [phase.row(note) for phase in phases]
+    note = f"{where}, {connection.vendor}"
+    return [row for phase in phases for row in phase.rows(note)]
 
 
-# --- the server and the session --------------------------------------------------------
+# --- the server, the session and the data ------------------------------------------------
 
 
 def _database_url(connection, name: str) -> str:
@@ -104,18 +154,29 @@ def _session_cookie() -> str:
     return f"sessionid={client.cookies['sessionid'].value}"
 
 
+def _warm_up() -> int:
+    """Rows on every page before the clients connect; the watched run's id."""
+    from agents.writer import LocalSink
+    from receipts.models import Run
+
+    LocalSink().write([_receipt(n, "warm") for n in range(1, WARM_UP_RECEIPTS + 1)])
+    return Run.objects.get(operation_id=_watched_operation("warm")).pk
+
+
 @contextmanager
-def _daphne(database_url: str, app_dir: str | None) -> Iterator[int]:
+def _daphne(database_url: str, app_dir: str | None, trace: Path) -> Iterator[Server]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cwd = Path(app_dir).resolve() if app_dir else Path(__file__).resolve().parent.parent
-    env = {**os.environ, "DATABASE_URL": database_url, "PYTHONPATH": str(cwd)}
-    args = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "sidewisp.asgi:application"]
+    here = Path(__file__).resolve().parent.parent
+    cwd = Path(app_dir).resolve() if app_dir else here
+    env = {**os.environ, "DATABASE_URL": database_url, "PYTHONPATH": f"{cwd}{os.pathsep}{here}"}
+    # As a script: with --app-dir, that checkout's app is served (PYTHONPATH first) and traced by this file.
+    args = [sys.executable, str(Path(__file__).resolve()), "--serve", str(port), str(trace)]
     server = subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         _wait_for_port(port, server)
-        yield port
+        yield Server(port, server.pid, trace)
     finally:
         server.terminate()
         try:
@@ -138,37 +199,49 @@ def _wait_for_port(port: int, server: subprocess.Popen) -> None:
     raise RuntimeError(msg)
 
 
-# --- clients and publisher -------------------------------------------------------------
+# --- clients ---------------------------------------------------------------------------
 
 
+@dataclass
 class Client:
-    """One page: when it saw which total of handoffs (monotonic seconds, count)."""
+    """One page: when each event was first named in a message it got, and the verdict counts it shows."""
 
-    def __init__(self) -> None:
-        self.times: list[float] = []
-        self.counts: list[int] = []
+    page: str
+    run: int | None = None
+    seen: dict[tuple[int, int], float] = field(default_factory=dict)
+    total: int = 0  # the overview's verdict counts, added up
 
     def note(self, message: str) -> None:
+        now = time.monotonic()
+        found = MARKER.search(message)
+        if found:
+            for run, seqs in json.loads(found.group(1).replace("&quot;", '"')).get("seqs", []):
+                for seq in seqs:
+                    self.seen.setdefault((run, seq), now)
         start = message.find('id="verdict-counts"')
-        if start < 0:
-            return
-        section = message[start : message.find("</section>", start)]
-        total = sum(int(n) for _, n in COUNTS.findall(section))
-        if not self.counts or total > self.counts[-1]:
-            self.times.append(time.monotonic())
-            self.counts.append(total)
+        if start >= 0:
+            section = message[start : message.find("</section>", start)]
+            self.total = sum(int(n) for _, n in COUNTS.findall(section))
 
-    def seen_at(self, count: int) -> float | None:
-        i = bisect.bisect_left(self.counts, count)
-        return self.times[i] if i < len(self.counts) else None
+    def concerned(self, event: dict) -> bool:
+        """Whether this page should show `event` (as `pages.PageScope.is_affected_by` decides)."""
+        if self.page == "run":
+            return event["run"] == self.run
+        if self.page == "waits":
+            return event["type"] == "handoff.changed"
+        return True
+
+    def url(self, port: int) -> str:
+        params = {"page": self.page, **({"run": str(self.run)} if self.run is not None else {})}
+        return f"ws://127.0.0.1:{port}/ws/health/?{urlencode(params)}"
 
 
 async def _listen(port: int, cookie: str, client: Client, ready: asyncio.Event) -> None:
     import websockets
 
-    url = f"ws://127.0.0.1:{port}{PAGE}"
+    headers = {"Cookie": cookie}
     async with websockets.connect(
-        url, origin=f"http://127.0.0.1:{port}", additional_headers={"Cookie": cookie}, max_size=None
+        client.url(port), origin=f"http://127.0.0.1:{port}", additional_headers=headers, max_size=None
     ) as ws:
         client.note(await ws.recv())  # the snapshot
         ready.set()
@@ -176,23 +249,41 @@ async def _listen(port: int, cookie: str, client: Client, ready: asyncio.Event) 
             client.note(message if isinstance(message, str) else message.decode())
 
 
-async def _measure(port: int, cookie: str, database_url: str, seconds: float) -> list[Phase]:
-    clients = [Client() for _ in range(CLIENTS)]
+def _cpu_seconds(pid: int) -> float:
+    """The process's user and system CPU seconds so far (Linux /proc; 0 where there is none)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Server:
+    port: int
+    pid: int  # the daphne's own process (it runs in `--serve`'s)
+    trace: Path
+
+
+async def _measure(server: Server, cookie: str, database_url: str, watched: int, seconds: float) -> list:
+    clients = [Client(page, watched if page == "run" else None) for page, n in PAGES.items() for _ in range(n)]
     readies = [asyncio.Event() for _ in clients]
-    listeners = [asyncio.create_task(_listen(port, cookie, c, r)) for c, r in zip(clients, readies, strict=True)]
+    listeners = [asyncio.create_task(_listen(server.port, cookie, c, r)) for c, r in zip(clients, readies, strict=True)]
     try:
         await asyncio.wait_for(asyncio.gather(*(r.wait() for r in readies)), 30)
         phases = []
-        for rate in RATES:
-            commits, achieved = await _publish(database_url, rate, seconds)
-            last = commits[-1][0] if commits else 0
-            deadline = time.monotonic() + DELIVERY_SECONDS
-            while time.monotonic() < deadline and any((c.counts or [0])[-1] < last for c in clients):
-                await asyncio.sleep(0.1)
+        for number, (mode, rate) in enumerate(PHASES):
+            cpu, started = _cpu_seconds(server.pid), time.monotonic()
+            events, stored, total = await _publish(database_url, mode, rate, seconds, f"p{number}")
+            server_cores = (_cpu_seconds(server.pid) - cpu) / (time.monotonic() - started)
+            await _wait_delivered(clients, events)
             for listener in listeners:
                 if listener.done():
                     listener.result()  # a client that failed fails the benchmark, loudly
-            phases.append(_phase(rate, achieved, commits, clients))
+            counts_ok = all(c.total == total for c in clients if c.page == "overview") if mode == "recorded" else None
+            latencies, pairs, stages = _figures(events, clients, _read_trace(server.trace))
+            load = os.getloadavg()[0]
+            phases.append(Phase(mode, rate, stored, latencies, pairs, counts_ok, stages, load, seconds, server_cores))
         return phases
     finally:
         for listener in listeners:
@@ -200,59 +291,121 @@ async def _measure(port: int, cookie: str, database_url: str, seconds: float) ->
         await asyncio.gather(*listeners, return_exceptions=True)
 
 
-def _phase(rate: int, achieved: float, commits: list[tuple[int, float]], clients: list[Client]) -> Phase:
-    # Every receipt counts once per client: a commit of n receipts is n changes seen at the same moment.
-    latencies = []
-    previous = commits[0][0] - 1 if commits else 0
-    for count, committed in commits:
-        receipts, previous = count - previous, count
+async def _wait_delivered(clients: list[Client], events: list[dict]) -> None:
+    deadline = time.monotonic() + DELIVERY_SECONDS
+    last = events[-1] if events else None
+    while last is not None and time.monotonic() < deadline:
+        waiting = [c for c in clients if any(c.concerned(e) and _key(e) not in c.seen for e in events[-50:])]
+        if not waiting:
+            return
+        await asyncio.sleep(0.1)
+
+
+def _key(event: dict) -> tuple[int, int]:
+    return event["run"], event["seq"]
+
+
+def _figures(events: list[dict], clients: list[Client], trace: dict) -> tuple[list[float], int, dict]:
+    latencies: list[float] = []
+    pairs = 0
+    stages: dict[str, list[float]] = {name: [] for name, _, _ in STAGES} | {RENDER_CPU: []}
+    for event in events:
         for client in clients:
-            seen = client.seen_at(count)
-            if seen is not None and seen - committed <= DELIVERY_SECONDS:
-                latencies += [max(0.0, seen - committed)] * receipts
-    pairs = (commits[-1][0] - commits[0][0] + 1) * len(clients) if commits else 0
-    return Phase(rate, achieved, latencies, pairs)
+            if not client.concerned(event):
+                continue
+            pairs += 1
+            seen = client.seen.get(_key(event))
+            if seen is None or seen - event["stamp"] > DELIVERY_SECONDS:
+                continue
+            latencies.append(max(0.0, seen - event["stamp"]))
+            times = {"stamp": event["stamp"], "seen": seen, **trace.get((_key(event), client.page), {})}
+            for name, start, end in STAGES:
+                if start in times and end in times:
+                    stages[name].append(max(0.0, times[end] - times[start]))
+            if "cpu" in times:
+                stages[RENDER_CPU].append(times["cpu"])
+    return latencies, pairs, stages
 
 
-async def _publish(database_url: str, rate: int, seconds: float) -> tuple[list[tuple[int, float]], float]:
-    """Run the publisher process; its (total handoffs after the commit, commit time) lines."""
-    env = {**os.environ, "DATABASE_URL": database_url}
+def _read_trace(path: Path) -> dict:
+    """(event key, page) → the hub's times for the first render that covered it (from `--serve`)."""
+    received: dict[tuple[int, int], float] = {}
+    renders: dict = {}
+    if not path.exists():
+        return renders
+    for line in path.read_text().splitlines():
+        record = json.loads(line)
+        if "recv" in record:
+            for run, seq in record["events"]:
+                received.setdefault((run, seq), record["recv"])
+            continue
+        for run, seq in record["seqs"]:
+            times = {k: record[k] for k in ("call", "start", "end", "sent", "cpu") if k in record}
+            renders.setdefault(((run, seq), record["page"]), {"recv": received.get((run, seq)), **times})
+    return {key: {k: v for k, v in times.items() if v is not None} for key, times in renders.items()}
+
+
+# --- the publisher process -------------------------------------------------------------
+
+
+async def _publish(database_url: str, mode: str, rate: int, seconds: float, tag: str) -> tuple[list[dict], float, int]:
+    """Run the publisher process; the events it published (each stamped), its stored rate, the handoffs stored."""
     root = str(Path(__file__).resolve().parent.parent)
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "bench.live",
         "--publish",
+        mode,
         str(rate),
         str(seconds),
+        tag,
         cwd=root,
-        env={**env, "PYTHONPATH": root},
+        env={**os.environ, "DATABASE_URL": database_url, "PYTHONPATH": root},
         stdout=asyncio.subprocess.PIPE,
     )
-    commits: list[tuple[int, float]] = []
-    achieved = 0.0
+    events: list[dict] = []
+    stored, total = 0.0, 0
     async for line in process.stdout:
         record = json.loads(line)
-        if "achieved" in record:
-            achieved = record["achieved"]
+        if "stored" in record:
+            stored, total = record["stored"], record["handoffs"]
         else:
-            commits.append((record["count"], record["at"]))
+            events += [{**event, "stamp": record["at"]} for event in record["events"]]
     await process.wait()
-    return commits, achieved
+    return events, stored, total
 
 
-def publish(rate: int, seconds: float) -> None:
-    """The publisher process: `rate` receipts a second for `seconds`, a line per commit on stdout."""
+def publish(mode: str, rate: int, seconds: float, tag: str) -> None:
+    """The publisher process: `rate` a second for `seconds`; a line per commit (or send) with its events."""
     from bench.environment import setup_django
 
     setup_django()
-    from agents.writer import LocalSink
-    from receipts import intake
+    from receipts import broadcast
+
+    sent_events: list[dict] = []
+    publish_many = broadcast.publish_many
+
+    def stamped(events, *, wait=True):
+        # Called once per batch, after its commit: the commit's time and its events.
+        print(json.dumps({"at": time.monotonic(), "events": [_minimal(e) for e in events]}), flush=True)
+        sent_events.extend(events)
+        return publish_many(events, wait=wait)
+
+    broadcast.publish_many = stamped
+    started = time.monotonic()
+    sent = (_record if mode == "recorded" else _synthesize)(rate, seconds, tag, started)
+    elapsed = time.monotonic() - started
     from receipts.models import Handoff
 
+    print(json.dumps({"stored": sent / elapsed, "handoffs": Handoff.objects.count()}), flush=True)
+    broadcast._publisher().wait_sent(5.0)
+
+
+def _record(rate: int, seconds: float, tag: str, started: float) -> int:
+    from agents.writer import LocalSink
+
     sink = LocalSink()
-    total = Handoff.objects.count()
-    started = time.monotonic()
     sent = 0
     while (now := time.monotonic()) - started < seconds:
         # What is due by now, in one transaction (at most MAX_BATCH), as a batched writer flushes its buffer.
@@ -260,23 +413,69 @@ def publish(rate: int, seconds: float) -> None:
         if due <= 0:
             time.sleep((sent + 1) / rate - (now - started))
             continue
-        batch = []
-        for _ in range(due):
-            sent += 1
-            name = f"bench-live-{os.getpid()}-{sent}"
-            batch.append(intake.PartEntry(f"bench-live-{os.getpid()}-op-{sent // 10}", name, "created", _created()))
-        sink.write(batch)
-        committed = time.monotonic()  # the commit, and its events queued for publishing (not yet sent)
-        total += due
-        print(json.dumps({"count": total, "at": committed}), flush=True)
-    print(json.dumps({"achieved": sent / (time.monotonic() - started)}), flush=True)
-    # The last batch's events are queued, not yet sent: give this process's publisher loop a moment.
-    time.sleep(1.0)
+        sink.write([_receipt(n, tag) for n in range(sent + 1, sent + due + 1)])
+        sent += due
+    return sent
 
 
-def _created() -> dict:
+def _synthesize(rate: int, seconds: float, tag: str, started: float) -> int:
+    from receipts import broadcast
+    from receipts.models import Run
+
+    runs = list(Run.objects.order_by("-pk").values_list("pk", "seq")[:40])
+    watched = Run.objects.get(operation_id=_watched_operation("warm"))
+    seqs = {pk: seq + 1000 for pk, seq in [*runs, (watched.pk, watched.seq)]}  # beyond what the pages saw
+    watched = watched.pk
+    sent = 0
+    while (now := time.monotonic()) - started < seconds:
+        due = int((now - started) * rate) + 1 - sent
+        if due <= 0:
+            time.sleep(min(SYNTHETIC_TICK, (sent + 1) / rate - (now - started)))
+            continue
+        events = []
+        for n in range(sent + 1, sent + due + 1):
+            run = watched if n % WATCHED_EVERY == 0 else runs[n % len(runs)][0]
+            seqs[run] += 1
+            events.append(_synthetic_event(run, seqs[run], n, tag))
+        broadcast.publish_many(events, wait=False)
+        sent += due
+        time.sleep(SYNTHETIC_TICK)
+    return sent
+
+
+def _minimal(event: dict) -> dict:
+    return {"type": event["type"], "run": event["run"], "seq": event["seq"]}
+
+
+def _synthetic_event(run: int, seq: int, n: int, tag: str) -> dict:
     at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return {
+        "type": "handoff.changed",
+        "run": run,
+        "operation_id": f"bench-{tag}",
+        "seq": seq,
+        "handoff": n,
+        "handoff_id": f"bench-{tag}-{n}",
+        "part": "created",
+        "verdict": "IN_PROGRESS",
+        "boundary": None,
+        "final_status": None,
+        "wait_open": False,
+        "dry_run": False,
+        "at": at,
+    }
+
+
+def _watched_operation(tag: str) -> str:
+    return f"bench-live-{tag}-watched"
+
+
+def _receipt(n: int, tag: str):
+    from receipts import intake
+
+    operation = _watched_operation("warm") if n % WATCHED_EVERY == 0 else f"bench-live-{tag}-op-{n // PER_RUN}"
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    created = {
         "sender": "triage",
         "receiver": "sales",
         "route_version": "routes/1",
@@ -284,23 +483,93 @@ def _created() -> dict:
         "required_context_keys": [],
         "at": at,
     }
+    return intake.PartEntry(operation, f"bench-live-{tag}-{n}", "created", created)
+
+
+# --- the traced server (`--serve`) -----------------------------------------------------
+
+_render_times: contextvars.ContextVar[dict | None] = contextvars.ContextVar("render_times", default=None)
+
+
+def serve(port: int, trace: Path) -> None:
+    """daphne with the hub's steps timed into `trace` (one JSON line per message received and per render)."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sidewisp.settings")
+    from daphne.cli import CommandLineInterface
+
+    import sidewisp.asgi  # noqa: F401 - sets Django up before the hub is imported
+    from sidewisp import live
+
+    out = trace.open("a", buffering=1)
+    _trace_hub(live, out)
+    CommandLineInterface().run(["-b", "127.0.0.1", "-p", str(port), "sidewisp.asgi:application"])
+
+
+def _trace_hub(live, out) -> None:
+    dispatch, render, on_render_thread = live.Hub.dispatch, live.Hub._render, live.on_render_thread
+
+    def traced_dispatch(self, message):
+        events = message.get("events") or ([message["event"]] if message.get("event") else [])
+        keys = [[e.get("run"), e.get("seq")] for e in events if isinstance(e, dict)]
+        out.write(json.dumps({"recv": time.monotonic(), "events": keys}) + "\n")
+        return dispatch(self, message)
+
+    async def traced_render(self, topic, *args, **kwargs):
+        covered = [[run, seq] for run, seqs in topic.pending.items() for seq in seqs]
+        times = {"call": time.monotonic()}
+        token = _render_times.set(times)
+        try:
+            return await render(self, topic, *args, **kwargs)
+        finally:
+            _render_times.reset(token)
+            times["sent"] = time.monotonic()
+            out.write(json.dumps({"page": topic.scope.page, "seqs": covered, **times}) + "\n")
+
+    async def traced_on_render_thread(function, *args):
+        times = _render_times.get()
+        if times is None or "start" in times:
+            return await on_render_thread(function, *args)
+
+        def timed(*inner):
+            times["start"], cpu = time.monotonic(), time.thread_time()
+            try:
+                return function(*inner)
+            finally:
+                times["end"], times["cpu"] = time.monotonic(), time.thread_time() - cpu
+
+        return await on_render_thread(timed, *args)
+
+    live.Hub.dispatch, live.Hub._render, live.on_render_thread = traced_dispatch, traced_render, traced_on_render_thread
+
+
+# --- figures ---------------------------------------------------------------------------
+
+
+def _p(values: list[float], q: int) -> str:
+    if len(values) < 2:
+        return f"{values[0] * 1000:.0f}" if values else "-"
+    return f"{statistics.quantiles(values, n=100)[q - 1] * 1000:.0f}"
 
 
 def _pcts(values: list[float]) -> str:
     if len(values) < 2:
         return "no change seen"
     q = statistics.quantiles(values, n=100)
-    return f"p50 {q[49] * 1000:.0f} ms / p95 {q[94] * 1000:.0f} ms / p99 {q[98] * 1000:.0f} ms"
+    return f"p50 {q[49] * 1000:.0f} ms / p95 {q[94] * 1000:.0f} ms / max {max(values) * 1000:.0f} ms"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--app-dir", help="serve the app from this checkout instead")
-    parser.add_argument("--publish", nargs=2, metavar=("RATE", "SECONDS"), help=argparse.SUPPRESS)
+    parser.add_argument("--publish", nargs=4, metavar=("MODE", "RATE", "SECONDS", "TAG"), help=argparse.SUPPRESS)
+    parser.add_argument("--serve", nargs=2, metavar=("PORT", "TRACE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.publish:
-        publish(int(args.publish[0]), float(args.publish[1]))
+        mode, rate, seconds, tag = args.publish
+        publish(mode, int(rate), float(seconds), tag)
+        return
+    if args.serve:
+        serve(int(args.serve[0]), Path(args.serve[1]))
         return
     from bench.environment import setup_django
     from bench.table import markdown

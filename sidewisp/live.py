@@ -6,14 +6,16 @@ audience (`pages.audience`: what decides the offers in its fragments); sockets
 with the same page and audience form a topic and are sent one and the same
 render, never a render made for another audience.
 
-Per topic: the first change is rendered at once, what follows within
-COALESCE_SECONDS is collected and rendered once after it, and at most one
-render is in flight (changes arriving meanwhile are rendered when it ends).
-Renders run on a small thread pool of their own, not on the single
-thread-sensitive one that Django's sync code shares. A newcomer (connect,
-resync) gets a snapshot cut from the topic's next render; every other
-subscriber gets what changed since the previous one (list pages: the rows),
-so every subscriber of a topic always shows the same render. Every
+Per topic: a change that finds the topic idle is rendered SETTLE_SECONDS
+later (the parts recorded one by one with it come in the same render); what
+follows is collected and rendered COALESCE_SECONDS after the previous render
+started, and at most one render is in flight (changes arriving meanwhile are
+rendered when it ends; none is dropped). Renders run on threads of their own
+(`RenderThreads`), not on the single thread-sensitive one that Django's sync
+code shares; each keeps its database connection while busy. A newcomer
+(connect, resync) gets a snapshot cut from the topic's next render; every
+other subscriber gets what changed since the previous one (list pages: the
+rows), so every subscriber of a topic always shows the same render. Every
 RESYNC_SECONDS an idle topic compares the database's change marker with the
 one read before its last render and, when they differ, renders again and
 sends everyone what changed since: events lost on the way (Redis down) are
@@ -29,17 +31,20 @@ socket that opens meanwhile is told at once.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
+import queue
+import threading
+import time
 from collections import defaultdict
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
-from django.db import DatabaseError, connections
+from django.db import DatabaseError, close_old_connections, connections
 from django.template.loader import render_to_string
 
 from receipts.broadcast import HEALTH_GROUP
@@ -47,10 +52,18 @@ from sidewisp import pages
 
 logger = logging.getLogger(__name__)
 
-COALESCE_SECONDS = 0.25
+COALESCE_SECONDS = 0.03
+# A change that finds its topic idle is rendered this soon: the parts recorded one by one with it (each
+# its own event, milliseconds apart) come in one render, not a half-recorded handoff and then the rest.
+SETTLE_SECONDS = 0.02
+# A render thread idle this long closes its database connection.
+IDLE_CLOSE_SECONDS = 1.0
 # This often an idle topic asks whether the database changed since its last render (one cheap query).
 RESYNC_SECONDS = 5.0
 RENDER_THREADS = 4
+# A topic renders as one of its subscribers whose audience was asked at most this long ago (each socket
+# checks its own user every RESYNC_SECONDS; this only decides whose eyes a render is made for).
+AUDIENCE_FRESH_SECONDS = 1.0
 # After the channel layer failed (Redis down), try to listen again after this long.
 RELISTEN_SECONDS = 0.5
 # This often the hub sends itself a probe through the channel layer; one not back this long after is a failure.
@@ -60,24 +73,57 @@ LIVE_WORDS = {
     False: ("paused", "Live updates paused: the event channel is not answering. This page catches up every {} s."),
 }
 
-# Database work of the live pages (renders, markers, user checks): beside, not on, the thread-sensitive thread.
-executor = ThreadPoolExecutor(max_workers=RENDER_THREADS, thread_name_prefix="sidewisp-live")
-
 
 async def on_render_thread(function, *args):
-    """`function(*args)` on the live pages' threads, on a database connection of its own.
+    """`function(*args)` on the live pages' threads (`RenderThreads`), each with a database connection of its own."""
+    return await asyncio.wrap_future(render_threads.submit(function, *args))
 
-    The connection is closed afterwards: a few renders a second per page do not need it kept, and
-    a connection left open on a pool thread would outlive the page (and keep a test database busy).
+
+class RenderThreads:
+    """The live pages' database work (renders, markers, user checks): beside, not on, the thread-sensitive
+    thread that Django's sync code shares.
+
+    Each thread keeps its database connection while work keeps coming (a new connection per render was a
+    PostgreSQL backend started and torn down many times a second) and closes it once idle for
+    IDLE_CLOSE_SECONDS, so no connection outlives the pages that needed it.
     """
-    return await asyncio.get_running_loop().run_in_executor(executor, _with_own_connection, function, args)
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.threads: list[threading.Thread] = []
+        self.lock = threading.Lock()
+
+    def submit(self, function, *args) -> concurrent.futures.Future:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        self.jobs.put((future, function, args))
+        with self.lock:
+            if len(self.threads) < self.size:
+                name = f"sidewisp-live-{len(self.threads)}"
+                thread = threading.Thread(target=self._work, name=name, daemon=True)
+                self.threads.append(thread)
+                thread.start()
+        return future
+
+    def _work(self) -> None:
+        while True:
+            try:
+                future, function, args = self.jobs.get(timeout=IDLE_CLOSE_SECONDS)
+            except queue.Empty:
+                connections.close_all()
+                future, function, args = self.jobs.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            close_old_connections()  # one that failed or is too old (CONN_MAX_AGE) is not used again
+            try:
+                future.set_result(function(*args))
+            except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine, which decides
+                future.set_exception(exc)
+            finally:
+                del future, function, args
 
 
-def _with_own_connection(function, args):
-    try:
-        return function(*args)
-    finally:
-        connections.close_all()
+render_threads = RenderThreads(RENDER_THREADS)
 
 
 class Subscriber(Protocol):
@@ -256,10 +302,12 @@ class Hub:
     async def _drain(self, topic: Topic) -> None:
         # One loop per topic while there is something to render: no second render starts beside it.
         loop = asyncio.get_running_loop()
+        settle = SETTLE_SECONDS  # the change that found the topic idle waits for the rest of its burst
         try:
             while topic.dirty or topic.newcomers:
-                # A lone change goes out at once; what follows a change's render waits out the window.
-                wait = topic.last_render + COALESCE_SECONDS - loop.time()
+                # What follows a change's render waits out the window (from that render's start).
+                wait = max(settle, topic.last_render + COALESCE_SECONDS - loop.time())
+                settle = 0.0
                 if wait > 0 and not topic.newcomers:
                     await asyncio.sleep(wait)
                 if topic.dirty:
@@ -285,8 +333,11 @@ class Hub:
         topic.renders += 1
         if page is None:
             return
-        snapshot = page.snapshot() if newcomers else ""
-        changes = page.changes_since(topic.shown, sorted(seqs.items()))
+        try:
+            snapshot, changes = await on_render_thread(_messages, page, topic.shown, seqs, bool(newcomers))
+        except DatabaseError:
+            logger.warning("live fragments not rendered", exc_info=True)
+            return
         topic.shown, topic.marker = page, marker
         sends = []
         for subscriber in list(topic.subscribers):
@@ -334,14 +385,37 @@ async def _gather(sends: Iterable) -> None:
 
 def _render_page(scope: pages.PageScope, audience: tuple, user_ids: list[int]) -> tuple[tuple, pages.LivePage | None]:
     """On a render thread: the marker first (a change during the render shows at the next tick), then the
-    page for a subscriber whose audience (asked now, fresh) is still the topic's; nobody's, if none is."""
+    page for a subscriber whose audience (asked at most AUDIENCE_FRESH_SECONDS ago) is still the topic's;
+    nobody's, if none is."""
     marker = pages.change_marker(scope)
+    user = _render_as(scope, audience, user_ids)
+    return marker, (pages.render_live(scope, user) if user is not None else None)
+
+
+def _render_as(scope: pages.PageScope, audience: tuple, user_ids: list[int]):
+    key, now = (scope, audience, tuple(user_ids)), time.monotonic()
+    with _asked_lock:
+        asked_at, user = _asked.get(key, (float("-inf"), None))
+    if now - asked_at < AUDIENCE_FRESH_SECONDS:
+        return user
     by_id = {user.pk: user for user in get_user_model()._default_manager.filter(pk__in=user_ids, is_active=True)}
-    for user_id in user_ids:
-        user = by_id.get(user_id)
-        if user is not None and pages.audience(scope, user) == audience:
-            return marker, pages.render_live(scope, user)
-    return marker, None
+    user = next((u for u in map(by_id.get, user_ids) if u is not None and pages.audience(scope, u) == audience), None)
+    with _asked_lock:
+        for old in [k for k, (at, _) in _asked.items() if now - at >= AUDIENCE_FRESH_SECONDS]:
+            del _asked[old]
+        _asked[key] = (now, user)
+    return user
+
+
+# Whom a topic renders as, by (scope, audience, subscribers' ids): (when asked, the user or None).
+_asked: dict[tuple, tuple[float, object]] = {}
+_asked_lock = threading.Lock()
+
+
+def _messages(page: pages.LivePage, shown: pages.LivePage | None, seqs: dict, snapshot: bool) -> tuple[str, str]:
+    """On a render thread (a list's whole fragments are rendered there when needed): the newcomers'
+    snapshot ("" without newcomers) and everyone else's message ("" when there is nothing to say)."""
+    return page.snapshot() if snapshot else "", page.changes_since(shown, sorted(seqs.items()))
 
 
 _hubs: dict[asyncio.AbstractEventLoop, Hub] = {}

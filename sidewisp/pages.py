@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
-import json
-import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from urllib.parse import parse_qs, urlencode
@@ -21,7 +19,6 @@ from django import forms
 from django.core.paginator import Paginator
 from django.db.models import Exists, OuterRef
 from django.http import QueryDict
-from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 
@@ -908,217 +905,16 @@ def _flat(params: QueryDict | Mapping[str, str]) -> dict[str, str]:
     return params.dict() if isinstance(params, QueryDict) else dict(params)
 
 
-# --- out-of-band fragments for the socket ---------------------------------------
+# --- the live pages' renderer: sidewisp.liverender (it builds on the contexts above) ---------------
 
-# The fragments each page swaps live, by template; each has a stable id.
-_FRAGMENTS: dict[str, tuple[str, ...]] = {
-    "overview": (
-        "sidewisp/_run_status.html",
-        "sidewisp/_window.html",
-        "sidewisp/_counts.html",
-        "sidewisp/_newest.html",
-        "sidewisp/_soonest.html",
-        "sidewisp/_false_short.html",
-    ),
-    "runs": ("sidewisp/_runs_list.html",),
-    "run": ("sidewisp/_run.html", "teammap/_run_map.html", "sidewisp/_run_history.html"),  # + its history (issue 21 §1)
-    "waits": ("sidewisp/_waits.html",),
-    "false": ("sidewisp/_false_completions.html",),
-    "map": ("teammap/_map.html",),  # the team map (sidewisp.mappage)
-}
+LIVE_NAMES = frozenset({"LivePage", "audience", "change_marker", "render_live", "render_oob"})
 
 
-@dataclass(frozen=True)
-class LiveList:
-    """A list page's live shape: its rows swap one by one, the parts around them (counts, pager) whole."""
+def __getattr__(name: str):
+    # Imported on first use, not here: sidewisp.liverender imports this module.
+    if name in LIVE_NAMES:
+        from sidewisp import liverender
 
-    rows_id: str  # the <ul> that holds the rows
-    row_template: str
-    items: str  # the rows' context key
-    name: str  # what the row template calls one row
-    row_id: str  # the rows' id prefix ("run-row" for id="run-row-12")
-    row_context: tuple[tuple[str, object], ...]  # what the list template passes its row template
-    around: tuple[str, ...]  # the other parts' templates, each one element with its own id
-
-
-_LISTS: dict[str, LiveList] = {
-    "runs": LiveList(
-        "runs-rows",
-        "sidewisp/_run_row.html",
-        "runs",
-        "run",
-        "run-row",
-        (),
-        ("sidewisp/_runs_count.html", "sidewisp/_list_pager.html"),
-    ),
-    "waits": LiveList(
-        "waits-rows",
-        "sidewisp/_wait_line.html",
-        "waits",
-        "h",
-        "wait",
-        (("prefix", "wait"), ("label", "Pages of open waits"), ("previous", "Sooner"), ("next", "Later")),
-        ("sidewisp/_waits_summary.html", "sidewisp/_list_pager.html", "sidewisp/_waits_resolved.html"),
-    ),
-    "false": LiveList(
-        "false-rows",
-        "sidewisp/_handoff_line.html",
-        "false_completions",
-        "h",
-        "false",
-        (("prefix", "false"), ("actions", True)),
-        ("sidewisp/_false_summary.html", "sidewisp/_list_pager.html"),
-    ),
-}
-_PAGER_IDS = {"runs": ("runs-pager", "#runs-live"), "waits": ("waits-pager", ""), "false": ("false-pager", "")}
-
-
-@dataclass(frozen=True)
-class LivePage:
-    """One render of a page's live fragments for one audience, from which every socket's message is cut.
-
-    `fragments` are the whole fragments (out-of-band, by id); a list page also has its `rows` in order
-    (row id -> markup) and the parts `around` them, so a change can be sent as the rows that changed.
-    """
-
-    scope: PageScope
-    fragments: tuple[str, ...]
-    run_seq: tuple[int, int] | None = None  # the run page's (run id, sequence) for a snapshot's baseline
-    rows: tuple[tuple[str, str], ...] | None = None
-    around: tuple[str, ...] = ()
-
-    def snapshot(self) -> str:
-        """Everything, with a marker that gives the page its baseline sequence."""
-        seqs = [[self.run_seq[0], [self.run_seq[1]]]] if self.run_seq else []
-        return _with_marker(list(self.fragments), {"kind": "snapshot", "seqs": seqs})
-
-    def changes_since(self, before: LivePage | None, seqs: Iterable[tuple[int, list[int]]]) -> str:
-        """What a page showing `before` needs to show this: the changed fragments (the changed, new and
-        removed rows of a list) and the events' marker; "" when nothing changed and no event is named."""
-        marker = {"kind": "events", "seqs": [[run, sorted(numbers)] for run, numbers in seqs]}
-        parts = self._row_changes(before) if before is not None else None
-        if parts is None:
-            previous = {_without_clock(f) for f in before.fragments} if before is not None else set()
-            parts = [fragment for fragment in self.fragments if _without_clock(fragment) not in previous]
-        if not parts and not marker["seqs"]:
-            return ""
-        return _with_marker(parts, marker)
-
-    def _row_changes(self, before: LivePage) -> list[str] | None:
-        # Rows are sent one by one only while both renders have rows and the ones that stay keep their
-        # order (new rows slot in where they belong, e.g. the newest first); otherwise the whole list.
-        if not self.rows or not before.rows:
-            return None
-        old, new = dict(before.rows), dict(self.rows)
-        if [k for k, _ in before.rows if k in new] != [k for k, _ in self.rows if k in old]:
-            return None
-        listed = _LISTS[self.scope.page]
-        parts = [_row_swap(row_id, remove=True) for row_id in old if row_id not in new]
-        # From the last row up, each new or changed row goes before the one that follows it (in place by then).
-        place = f"beforeend:#{listed.rows_id}"
-        placed: list[str] = []
-        for row_id, markup in reversed(self.rows):
-            if row_id not in old or _without_clock(old[row_id]) != _without_clock(markup):
-                placed.append(_row_swap(row_id, remove=row_id in old, markup=markup, place=place))
-            place = f"beforebegin:#{row_id}"
-        shown = {_without_clock(part) for part in before.around}
-        return parts + placed + [part for part in self.around if _without_clock(part) not in shown]
-
-
-# The words of a relative time or a countdown ("3 minutes ago", "due in 0h 04m"): the page script keeps
-# them current from their datetime, so a render that differs only in them is no change.
-_CLOCK_TEXT = re.compile(r'(<time class="(?:moment|countdown)[^>]*>)[^<]*(</time>)')
-
-
-def _without_clock(markup: str) -> str:
-    return _CLOCK_TEXT.sub(r"\1\2", markup)
-
-
-def _row_swap(row_id: str, *, remove: bool, markup: str = "", place: str = "") -> str:
-    context = {"row_id": row_id, "remove": remove, "markup": markup, "place": place}
-    return render_to_string("sidewisp/_oob_row.html", context)
-
-
-def _with_marker(parts: list[str], marker: dict) -> str:
-    parts.append(render_to_string("sidewisp/_ws_seq.html", {"marker": json.dumps(marker), "oob": True}))
-    return "\n".join(parts)
-
-
-def audience(scope: PageScope, user: User) -> tuple:
-    """What makes `user`'s fragments of `scope` differ from someone else's: sockets with equal audiences
-    are sent one and the same render.
-
-    The fragments offer what the role permits (permissions); the name counts where the page filters by
-    it (`mine`) or an owner rule reads it (deciding one's own waits and no others).
-    """
-    named = scope.mine or (user.has_perm(actions.DECIDE_OWN) and not user.has_perm(actions.DECIDE_ANY))
-    return (user.is_superuser, tuple(sorted(user.get_all_permissions())), user.get_username() if named else "")
-
-
-def _context_for(scope: PageScope, user: User) -> dict | None:
-    builders: dict[str, Callable[[], dict | None]] = {
-        "overview": lambda: overview_context(user, QueryDict(scope.query).get("window") or ""),
-        "runs": lambda: runs_context(QueryDict(scope.query)),
-        "run": lambda: _run_context_or_none(scope.run_id, user, _page_number(scope)),
-        "waits": lambda: waits_context(user, mine=scope.mine, page=_page_number(scope)),
-        "false": lambda: false_context(user, _page_number(scope)),
-        "map": lambda: _map_context(scope),
-    }
-    return builders[scope.page]()
-
-
-def _map_context(scope: PageScope) -> dict:
-    from sidewisp import mappage  # it builds on this module
-
-    return mappage.map_context(QueryDict(scope.query))
-
-
-def _page_number(scope: PageScope) -> str:
-    return QueryDict(scope.query).get("page") or "1"
-
-
-def _run_context_or_none(run_id: int | None, user: User, page: object = 1) -> dict | None:
-    run = Run.objects.filter(pk=run_id).first()
-    return run_context(run, user, page) if run is not None else None
-
-
-def change_marker(scope: PageScope) -> tuple:
-    return dashboard.change_marker(scope.run_id if scope.page == "run" else None)
-
-
-def render_live(scope: PageScope, user: User) -> LivePage | None:
-    """The page's live fragments for `user` (whose role decides what they offer); None if the page is gone."""
-    context = _context_for(scope, user)
-    if context is None:
-        return None
-    context["user"] = user
-    listed = _LISTS.get(scope.page)
-    if listed is not None:
-        context["pager_id"], context["target"] = _PAGER_IDS[scope.page]
-        if scope.page == "runs":
-            context["runs"] = context["page_obj"].object_list
-    context["oob"] = True
-    fragments = tuple(render_to_string(template, context) for template in _FRAGMENTS[scope.page])
-    if scope.page == "run":
-        return LivePage(scope, fragments, run_seq=(context["run"].pk, context["run"].seq))
-    if listed is None:
-        return LivePage(scope, fragments)
-    row_context = {**context, **dict(listed.row_context)}
-    rows = tuple(
-        (f"{listed.row_id}-{item.pk}", render_to_string(listed.row_template, {**row_context, listed.name: item}))
-        for item in context[listed.items]
-    )
-    around = tuple(render_to_string(template, context) for template in listed.around)
-    return LivePage(scope, fragments, rows=rows, around=around)
-
-
-def render_oob(scope: PageScope, user: User, seqs: Iterable[tuple[int, list[int]]], *, snapshot: bool) -> str:
-    """The page's live fragments as out-of-band swaps, then the sequence marker the page script reads.
-
-    `seqs` are (run id, [event sequence numbers]) seen since the last render; a
-    snapshot carries the run's current sequence instead, so the page has a baseline.
-    """
-    page = render_live(scope, user)
-    if page is None:
-        return ""
-    return page.snapshot() if snapshot else page.changes_since(None, seqs)
+        return getattr(liverender, name)
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)

@@ -1,0 +1,166 @@
+"""The live pages' speed without their promises bending: bursts, queries per render, rows not rendered twice."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import pytest
+from channels.db import database_sync_to_async
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from receipts.models import Run
+from sidewisp import live, liverender, pages
+from tests.sidewisp import test_live_hub
+from tests.sidewisp.test_consumer import _event, receive_until, run_async, session_cookie
+from tests.sidewisp.test_live_hub import SCOPE, Page, open_sockets
+
+RUNS = pages.PageScope("runs")
+renders, stand_in = test_live_hub.renders, test_live_hub.stand_in  # the hub tests' fixtures
+
+
+def test_a_change_that_finds_the_page_idle_is_rendered_with_the_rest_of_its_burst(stand_in):
+    async def body():
+        hub, page = live.Hub(), Page()
+        topic = hub.subscribe(page, SCOPE, ("viewer",))
+        assert (await page.next())["kind"] == "snapshot"
+        hub.dispatch({"type": "health.event", "event": _event(run=7, seq=1)})
+        for _ in range(3):
+            await asyncio.sleep(0)  # the topic's render loop has started and is settling
+        hub.dispatch({"type": "health.event", "event": _event(run=7, seq=2)})
+        assert await page.next() == {"kind": "events", "seqs": [[7, [1, 2]]]}
+        assert stand_in.count == 2  # the snapshot and one render for both
+        await hub.unsubscribe(page, topic)
+
+    run_async(body)
+
+
+def test_the_last_change_of_a_burst_is_always_rendered_and_every_change_is_named(stand_in):
+    async def body():
+        hub, page = live.Hub(), Page()
+        topic = hub.subscribe(page, SCOPE, ("viewer",))
+        assert (await page.next())["kind"] == "snapshot"
+        for seq in range(1, 61):
+            hub.dispatch({"type": "health.event", "event": _event(run=7, seq=seq)})
+            if seq % 7 == 0:
+                await asyncio.sleep(live.COALESCE_SECONDS / 3)  # some land during renders, some between
+        named: list[int] = []
+        while 60 not in named:
+            marker = await page.next()
+            named += [seq for _, seqs in marker["seqs"] for seq in seqs]
+        assert sorted(named) == list(range(1, 61))  # each once, none lost
+        assert stand_in.count < 60  # coalesced: fewer renders than changes
+        await hub.unsubscribe(page, topic)
+
+    run_async(body)
+
+
+@pytest.mark.django_db
+# Not yet the run page: it reads each open wait's decisions on its own (pages._offer_on_handoff).
+@pytest.mark.parametrize("page", ["overview", "runs", "waits", "false"])
+def test_a_render_reads_as_many_queries_with_many_rows_as_with_few(page, viewer, record_handoff):
+    def add(numbers: range) -> None:
+        for n in numbers:  # waits and false completions, on one run (the run page) or a run each
+            record_handoff(f"h-{n}", "op-1" if page == "run" else f"op-{n}", "waiting" if n % 2 else "false_complete")
+
+    add(range(1, 3))
+    few = _queries(page, viewer)
+    add(range(3, 15))
+    assert _queries(page, viewer) == few
+
+
+@pytest.mark.django_db
+def test_a_topic_asks_who_its_subscribers_are_once_a_second_not_once_a_render(viewer, record_handoff):
+    record_handoff("h-1", "op-1", "healthy")
+    audience = pages.audience(RUNS, viewer)
+    live._asked.clear()
+    with CaptureQueriesContext(connection) as first:
+        live._render_page(RUNS, audience, [viewer.pk])
+    with CaptureQueriesContext(connection) as second:
+        _, page = live._render_page(RUNS, audience, [viewer.pk])
+    assert len(second) < len(first)
+    assert "op-1" in page.rows[0][1]
+
+
+@pytest.mark.django_db
+def test_a_topic_whose_subscriber_lost_its_audience_renders_nothing_once_asked_again(viewer, monkeypatch):
+    live._asked.clear()
+    monkeypatch.setattr(live, "AUDIENCE_FRESH_SECONDS", 0.0)  # ask every time
+    assert live._render_page(RUNS, ("someone else",), [viewer.pk])[1] is None
+
+
+@pytest.mark.django_db
+def test_an_unchanged_run_row_is_not_rendered_again_and_a_changed_one_is(viewer, record_handoff, monkeypatch):
+    stays = record_handoff("h-stays", "op-stays", "false_complete")
+    changes = record_handoff("h-changes", "op-changes", "false_complete")
+    rendered = _count_row_renders(monkeypatch)
+    before = pages.render_live(RUNS, viewer)
+    assert rendered["sidewisp/_run_row.html"] <= 2
+    rendered.clear()
+    again = pages.render_live(RUNS, viewer)
+    assert rendered["sidewisp/_run_row.html"] == 0 and again.rows == before.rows
+    Run.objects.filter(pk=changes.run_id).update(status="failed")
+    after = pages.render_live(RUNS, viewer)
+    assert rendered["sidewisp/_run_row.html"] == 1
+    message = after.changes_since(again, [])
+    assert f'id="run-row-{changes.run_id}"' in message and "task: Failed" in message
+    assert f'<li id="run-row-{stays.run_id}"' not in message
+
+
+@pytest.mark.django_db
+def test_a_list_change_said_by_its_rows_does_not_render_the_whole_list(viewer, record_handoff, monkeypatch):
+    record_handoff("h-1", "op-1", "false_complete")
+    rendered = _count_row_renders(monkeypatch)
+    before = pages.render_live(RUNS, viewer)
+    record_handoff("h-2", "op-2", "false_complete")
+    after = pages.render_live(RUNS, viewer)
+    message = after.changes_since(before, [])
+    assert "op-2" in message and 'id="runs-list"' not in message
+    assert rendered["sidewisp/_runs_list.html"] == 0
+    assert 'id="runs-list"' in after.snapshot()  # a newcomer gets the whole list
+
+
+def _queries(page: str, user) -> int:
+    run = Run.objects.order_by("pk").first()
+    scope = pages.PageScope(page, run_id=run.pk if page == "run" else None)
+    pages.render_live(scope, user).snapshot()  # warm: content types, templates
+    with CaptureQueriesContext(connection) as queries:
+        pages.render_live(scope, user).snapshot()
+    return len(queries)
+
+
+def _count_row_renders(monkeypatch) -> Counter:
+    counted: Counter = Counter()
+    render_to_string = liverender.render_to_string
+
+    def counting(template, context=None, *args, **kwargs):
+        counted[template] += 1
+        return render_to_string(template, context, *args, **kwargs)
+
+    monkeypatch.setattr(liverender, "render_to_string", counting)
+    return counted
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_viewer_and_an_approver_on_the_runs_list_share_one_render_per_change(viewer, owner, renders, record_handoff):
+    cookies = [session_cookie(viewer), session_cookie(owner)]
+
+    async def body():
+        sockets = await open_sockets("/ws/health/?page=runs", *cookies)
+        renders.clear()
+        await database_sync_to_async(record_handoff)("h-shared", "op-shared", "false_complete")
+        for communicator in sockets:
+            await receive_until(communicator, "op-shared")
+        assert len(renders) == 1  # rendered as one of them only: one topic, not one per role
+        for communicator in sockets:
+            await communicator.disconnect()
+
+    run_async(body)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_roles_still_get_their_own_renders_where_the_page_offers_actions(viewer, owner):
+    runs, waits = pages.PageScope("runs"), pages.PageScope("waits")
+    assert pages.audience(runs, viewer) == pages.audience(runs, owner)
+    assert pages.audience(waits, viewer) != pages.audience(waits, owner)
