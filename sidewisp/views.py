@@ -20,7 +20,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from receipts import actions
 from receipts.models import Run
 from receipts.runtime import current as current_runtime
-from sidewisp import decided, forms, health, pages
+from sidewisp import auditcsv, decided, forms, health, pages
 from sidewisp.pages import PageScope
 from sidewisp.refusals import checked_query
 
@@ -357,7 +357,7 @@ def audit_log(request: HttpRequest) -> HttpResponse:
 def audit_csv(request: HttpRequest) -> StreamingHttpResponse:
     if not actions.may_read_audit(request.user):
         raise PermissionDenied(actions.AUDIT_DENIAL)
-    response = StreamingHttpResponse(pages.audit_csv_chunks(request.GET), content_type="text/csv; charset=utf-8")
+    response = StreamingHttpResponse(auditcsv.chunks(request.GET), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="sidewisp-audit.csv"'
     return response
 
