@@ -165,13 +165,15 @@ def overview_context(user: User, window: str = "") -> dict:
     now = timezone.now()
     since = now - timedelta(seconds=labels.WINDOWS[window][1])
     health_counts, status_counts = dashboard.run_status_counts(since)
+    stats = dashboard.window_stats(since, now)
     return {
         "window": window,
         "windows": [(key, label) for key, (label, _) in labels.WINDOWS.items()],
         "health_counts": health_counts,
         "status_counts": status_counts,
-        "stats": dashboard.window_stats(since, now),
-        "counts": dashboard.overview_counts(since),  # the window's handoffs, like the "Over time" card
+        "stats": stats,
+        # The window's handoffs, like the "Over time" card (a long window's come with its stats, from the rollup).
+        "counts": dashboard.overview_counts(since, counted=stats.by_verdict),
         "window_label": labels.WINDOWS[window][0],
         "newest": dashboard.newest_handoffs(),
         "soonest": with_offers(dashboard.open_waits(limit=dashboard.SOONEST_LIMIT), user),
