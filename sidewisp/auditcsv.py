@@ -68,7 +68,8 @@ def _copied(entries) -> Iterator[bytes]:
     with connection.cursor() as cursor, cursor.cursor.copy(copy_sql, params) as copy:
         yield from copy
     if connection.queries_logged:  # the query log (DEBUG, tests' query counts) sees the COPY like any query
-        connection.queries_log.append({"sql": copy_sql % tuple(params), "time": f"{time.monotonic() - started:.3f}"})
+        sql = connection.ops.compose_sql(copy_sql, params)
+        connection.queries_log.append({"sql": sql, "time": f"{time.monotonic() - started:.3f}"})
 
 
 def _cells() -> list:
