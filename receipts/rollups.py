@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.db import connection, transaction
-from django.db.models import Count, Max, Sum
+from django.db.models import Case, Count, IntegerField, Max, Sum, Value, When
 
 from receipts.models import Handoff, VerdictBucket
 
@@ -49,9 +49,15 @@ def window_counts(since: datetime, edges: list[datetime]) -> WindowCounts:
     head = Handoff.objects.filter(created_at__gte=since, created_at__lt=first_hour)
     for verdict, n in head.order_by().values_list("verdict").annotate(n=Count("pk")):
         _add(counts, 0, verdict, n)
-    hours = VerdictBucket.objects.filter(bucket__gte=first_hour).order_by().values_list("bucket", "verdict")
-    for hour, verdict, n in hours.annotate(n=Sum("n")):
-        _add(counts, _interval(edges, hour), verdict, n)
+    # The database sums each interval's hours (at most SPARK_BUCKETS x verdicts rows come back, not an hour each).
+    interval = Case(
+        *(When(bucket__gte=edge, then=Value(n)) for n, edge in reversed(list(enumerate(edges)))),
+        default=Value(0),
+        output_field=IntegerField(),
+    )
+    hours = VerdictBucket.objects.filter(bucket__gte=first_hour).annotate(interval=interval).order_by()
+    for index, verdict, n in hours.values_list("interval", "verdict").annotate(n=Sum("n")):
+        _add(counts, index, verdict, n)
     return counts
 
 
@@ -60,14 +66,6 @@ def _add(counts: WindowCounts, index: int, verdict: str, n: int) -> None:
         counts.by_verdict[verdict] = counts.by_verdict.get(verdict, 0) + n
         bucket = counts.by_bucket[index]
         bucket[verdict] = bucket.get(verdict, 0) + n
-
-
-def _interval(edges: list[datetime], at: datetime) -> int:
-    index = 0
-    for n, edge in enumerate(edges):
-        if at >= edge:
-            index = n
-    return index
 
 
 def compact() -> int:
