@@ -716,10 +716,10 @@ class TaskDelivery(models.Model):
 class VerdictBucket(models.Model):
     """A change in how many handoffs created in an hour (UTC) have a verdict now: +1 or -1, or a compacted sum.
 
-    Written only by the database: triggers on the handoff table append a +1 when a handoff is inserted and a
-    -1 / +1 pair when its verdict (or creation time) changes, so every write path, ORM or bulk SQL, keeps it
-    exact; `receipts.rollups.compact` folds the deltas into one row per hour and verdict. The sum over an
-    hour's rows is that hour's count by current verdict.
+    Written only by the database: triggers on the handoff table append a +1 when a handoff is inserted, a
+    -1 / +1 pair when its verdict (or creation time) changes and a -1 when it is deleted, so every write
+    path, ORM or bulk SQL, keeps it exact; `receipts.rollups.compact` folds the deltas into one row per hour
+    and verdict. The sum over an hour's rows is that hour's count by current verdict.
     """
 
     bucket = models.DateTimeField()

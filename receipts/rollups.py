@@ -1,10 +1,10 @@
 """The overview's long windows from hourly rollups: handoffs per creation hour and current verdict.
 
 The database keeps `VerdictBucket` itself (migration 0021's triggers on the handoff table: +1 for a new
-handoff, -1 / +1 when its verdict or creation time changes), inside the transaction that changed the
-handoff, so a verdict that changes after its hour was counted moves with it: the rollup can never show a
-handoff as healthy that is not. Deltas are appended, never updated (no two writers wait on one counter
-row); `compact` folds them into one row per hour and verdict (beat, every minute).
+handoff, -1 / +1 when its verdict or creation time changes, -1 when it is deleted), inside the transaction
+that changed the handoff, so a verdict that changes after its hour was counted moves with it: the rollup
+can never show a handoff as healthy that is not. Deltas are appended, never updated (no two writers wait on
+one counter row); `compact` folds them into one row per hour and verdict (beat, every minute).
 
 A window reads the whole hours it covers from the rollup and the part-hour at its start from the handoffs
 (an index range of at most an hour): exact to the handoff, whatever the window's length.

@@ -86,6 +86,18 @@ def test_long_windows_count_exactly_what_a_live_count_of_the_handoffs_finds():
             assert bucket == dict(inside.values_list("verdict").annotate(n=Count("pk"))), (hours, i)
 
 
+def test_a_deleted_handoff_leaves_its_hour():
+    kept, gone = (
+        _handoff(1, "HEALTHY", timezone.now() - timedelta(hours=5)),
+        _handoff(2, "FALSE_COMPLETE", timezone.now()),
+    )
+    Handoff.objects.filter(pk=gone.pk).delete()  # as retention deletes (runs stay: PROTECT is the other way)
+    since = timezone.now() - timedelta(hours=24)
+
+    assert rollups.window_counts(since, [since]).by_verdict == {"HEALTHY": 1}
+    assert kept.pk and rollups.compact() == 1
+
+
 def test_compaction_leaves_one_row_per_hour_and_verdict_and_drops_the_zeros():
     at = timezone.now().replace(minute=30) - timedelta(hours=5)
     first, second = _handoff(1, "HEALTHY", at), _handoff(2, "HEALTHY", at)
