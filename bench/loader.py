@@ -115,9 +115,11 @@ class _Table:
     name: str
     columns: tuple[str, ...]
     filler: tuple
+    given: int  # how many of a generated row's values are used (an optional column the model lacks is not)
 
 
-# The columns the loader fills, per model, in the order its row generators yield them.
+# The columns the loader fills, per model, in the order its row generators yield them; after "|" the
+# optional ones, filled only when the model has them (a schema before or after the change that added them).
 FILLED = {
     "run": (
         "id operation_id thread_id source status dry_run auto_continue seq deliveries error created_at updated_at "
@@ -129,7 +131,7 @@ FILLED = {
         "verification_part final_status verdict boundary boundaries classified_at wait_open wait_owner "
         "wait_deadline created_at updated_at settled_at run_id"
     ),
-    "receipt": "id part attempt payload recorded_at handoff_id",
+    "receipt": "id part attempt payload recorded_at handoff_id | handoff_month",  # the month: issue 22 §3
     "verdictchange": "id verdict boundary cause at handoff_id",
     "middlewarereport": "id agent kind detail attempt recorded_at run_id",
     "auditentry": "id at actor_name action object_type object_id verdict reason outcome detail handoff_id run_id",
@@ -139,13 +141,21 @@ FILLED = {
 def _tables() -> dict[str, _Table]:
     from django.apps import apps
 
-    return {name: _table(apps.get_model("receipts", name), tuple(cols.split())) for name, cols in FILLED.items()}
+    tables = {}
+    for name, columns in FILLED.items():
+        model = apps.get_model("receipts", name)
+        required, _, optional = columns.partition("|")
+        known = {f.column for f in model._meta.concrete_fields}
+        tables[name] = _table(model, tuple(required.split()), tuple(c for c in optional.split() if c in known))
+    return tables
 
 
-def _table(model, filled: tuple[str, ...]) -> _Table:
+def _table(model, filled: tuple[str, ...], optional: tuple[str, ...] = ()) -> _Table:
     from django.db.models import JSONField
 
     fields = {f.column: f for f in model._meta.concrete_fields}
+    given = len(filled)
+    filled = (*filled, *optional)
     if unknown := [c for c in filled if c not in fields]:
         msg = f"bench.loader: {model._meta.label} has no column {', '.join(unknown)} any more; update bench/loader.py"
         raise SchemaMismatch(msg)
@@ -165,7 +175,7 @@ def _table(model, filled: tuple[str, ...]) -> _Table:
             value = datetime.now(UTC)
         columns.append(column)
         filler.append(json.dumps(value) if isinstance(f, JSONField) and value is not None else value)
-    return _Table(model._meta.db_table, (*filled, *columns), tuple(filler))
+    return _Table(model._meta.db_table, (*filled, *columns), tuple(filler), given + len(optional))
 
 
 class _Writer:
@@ -184,7 +194,7 @@ class _Writer:
         count = 0
         with self.cursor.cursor.copy(f"COPY {table.name} ({', '.join(table.columns)}) FROM STDIN") as copy:
             for row in rows:
-                copy.write_row((*row, *table.filler))
+                copy.write_row((*row[: table.given], *table.filler))
                 count += 1
         return count
 
@@ -193,7 +203,8 @@ class _Writer:
         one = f"({', '.join(['%s'] * len(table.columns))})"
 
         def adapted(row: tuple) -> list:
-            return [ops.adapt_datetimefield_value(v) if isinstance(v, datetime) else v for v in (*row, *table.filler)]
+            values = (*row[: table.given], *table.filler)
+            return [ops.adapt_datetimefield_value(v) if isinstance(v, datetime) else v for v in values]
 
         count, batch = 0, []
         for row in rows:
@@ -401,6 +412,7 @@ def _handoff_rows(hands: list[_Handoff]):
 def _receipt_rows(hands: list[_Handoff]):
     n = 0
     for h in hands:
+        month = h.created_at.date().replace(day=1)  # created_at is UTC: the receipts' partition month (optional)
         parts = _parts(h)
         names = [p for p in parts if parts[p] is not None]
         names = [*names, "final_status"][:5]
@@ -408,7 +420,8 @@ def _receipt_rows(hands: list[_Handoff]):
             for offset, name in enumerate(names):
                 n += 1
                 payload = parts.get(name) if name != "final_status" else "complete"
-                yield (n, name, attempt, json.dumps(payload), h.created_at + timedelta(milliseconds=200 * offset), h.id)
+                at = h.created_at + timedelta(milliseconds=200 * offset)
+                yield (n, name, attempt, json.dumps(payload), at, h.id, month)
 
 
 def _verdict_change_rows(hands: list[_Handoff]):
