@@ -120,6 +120,7 @@ def _measure(client, name: str, url: str, requests: int) -> Measured:
 
     _set_liveness(name)
     times = []
+    _drain(client.get(url))  # warm: the process's first request fills caches (content types) once
     reset_queries()  # each request resets the log (request_started): start from an empty one
     with CaptureQueriesContext(connection) as captured:
         response = client.get(url)
