@@ -8,9 +8,7 @@ on connect and after events. One source of markup, one source of truth.
 
 from __future__ import annotations
 
-import csv
-import io
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from urllib.parse import parse_qs, urlencode
@@ -35,7 +33,6 @@ RUNS_PER_PAGE = 25
 WAITS_PER_PAGE = 25
 FALSE_PER_PAGE = 25
 AUDIT_PER_PAGE = 50
-AUDIT_CSV_LIMIT = 10_000
 # Lists served by page number (OFFSET) up to this page; deeper pages go by cursor (`?older=` / `?newer=`).
 MAX_NUMBERED_PAGE = 40
 # The query parameters that say where in a list a page is (kept out of the links' filter query).
@@ -165,13 +162,15 @@ def overview_context(user: User, window: str = "") -> dict:
     now = timezone.now()
     since = now - timedelta(seconds=labels.WINDOWS[window][1])
     health_counts, status_counts = dashboard.run_status_counts(since)
+    stats = dashboard.window_stats(since, now)
     return {
         "window": window,
         "windows": [(key, label) for key, (label, _) in labels.WINDOWS.items()],
         "health_counts": health_counts,
         "status_counts": status_counts,
-        "stats": dashboard.window_stats(since, now),
-        "counts": dashboard.overview_counts(since),  # the window's handoffs, like the "Over time" card
+        "stats": stats,
+        # The window's handoffs, like the "Over time" card (a long window's come with its stats, from the rollup).
+        "counts": dashboard.overview_counts(since, counted=stats.by_verdict),
         "window_label": labels.WINDOWS[window][0],
         "newest": dashboard.newest_handoffs(),
         "soonest": with_offers(dashboard.open_waits(limit=dashboard.SOONEST_LIMIT), user),
@@ -864,41 +863,6 @@ def audit_context(params: QueryDict | Mapping[str, str]) -> dict:
     position = ListPositionForm(params).position()
     page = list_page(query.entries.select_related("run"), "at", AUDIT_PER_PAGE, position)
     return {"form": query.form, "page_obj": page, "query": urlencode(_filter_query(params))}
-
-
-AUDIT_COLUMNS = ("at", "actor", "action", "object_type", "object_id", "run", "verdict", "outcome", "reason")
-
-
-def audit_csv_rows(params: QueryDict | Mapping[str, str]) -> Iterable[list[str]]:
-    yield list(AUDIT_COLUMNS)
-    # Plain values, no model per row: ten thousand rows stream in a fraction of the time.
-    names = ("actor_name", "action", "object_type", "object_id", "run__operation_id", "verdict", "outcome", "reason")
-    entries = AuditQuery(params).entries.values_list("at", *names)[:AUDIT_CSV_LIMIT]
-    for at, *values in entries.iterator(chunk_size=2000):
-        yield [at.isoformat(), *(_csv_safe(value or "") for value in values)]
-
-
-def _csv_safe(value: str) -> str:
-    # A cell starting with = + - @ is a formula in a spreadsheet: never let a reason run as one.
-    return f"'{value}" if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
-
-
-CSV_ROWS_PER_CHUNK = 1_000
-
-
-def audit_csv_chunks(params: QueryDict | Mapping[str, str]) -> Iterator[str]:
-    """The audit CSV as text, a chunk per CSV_ROWS_PER_CHUNK rows (a streaming response writes each chunk
-    once; a write per row cost more than the rows themselves)."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    for n, row in enumerate(audit_csv_rows(params), start=1):
-        writer.writerow(row)
-        if n % CSV_ROWS_PER_CHUNK == 0:
-            yield buffer.getvalue()
-            buffer.seek(0)
-            buffer.truncate()
-    if buffer.tell():
-        yield buffer.getvalue()
 
 
 def _flat(params: QueryDict | Mapping[str, str]) -> dict[str, str]:

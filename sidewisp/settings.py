@@ -158,6 +158,10 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE: dict = {
     # Beat's own heartbeat (sidewisp.health.check_beat): a stopped beat is a banner on every page within seconds.
     "beat-heartbeat": {"task": "receipts.tasks.beat_heartbeat", "schedule": 2.0, "options": {"expires": 2.0}},
+    # The workers' status (who answered a ping, when): pages and /healthz read it instead of pinging.
+    "worker-status": {"task": "sidewisp.tasks.record_worker_status", "schedule": 2.0, "options": {"expires": 2.0}},
+    # The overview's hourly rollup: its deltas folded into one row per hour and verdict (receipts.rollups).
+    "compact-rollups": {"task": "sidewisp.tasks.compact_rollups", "schedule": 60.0, "options": {"expires": 60.0}},
     # Verdicts of waits depend on the time: a passed deadline turns a wait UNCERTAIN.
     "reclassify-overdue-waits": {"task": "receipts.tasks.reclassify_overdue_waits", "schedule": 15.0},
     # Overdue waits are escalated to a backup owner or decided by the safe default (reject).

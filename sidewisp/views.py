@@ -20,7 +20,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from receipts import actions, retention
 from receipts.models import RetentionPolicy, Run
 from receipts.runtime import current as current_runtime
-from sidewisp import decided, forms, health, pages
+from sidewisp import auditcsv, decided, forms, health, pages
 from sidewisp.pages import PageScope
 from sidewisp.refusals import checked_query
 
@@ -162,8 +162,8 @@ def false_completions(request: HttpRequest) -> HttpResponse:
 @require_GET
 @viewer_required
 def system(request: HttpRequest) -> HttpResponse:
-    # Not on the socket: a worker ping can take a second, so the page polls it instead.
-    context = {"checks": health.overall(), "retention": retention.last_run(), "policy": RetentionPolicy.current()}
+    # The workers as beat's status task last found them, with its age: no ping on a request.
+    context = {"checks": health.shown(), "retention": retention.last_run(), "policy": RetentionPolicy.current()}
     return _page(request, "system", context)
 
 
@@ -358,7 +358,7 @@ def audit_log(request: HttpRequest) -> HttpResponse:
 def audit_csv(request: HttpRequest) -> StreamingHttpResponse:
     if not actions.may_read_audit(request.user):
         raise PermissionDenied(actions.AUDIT_DENIAL)
-    response = StreamingHttpResponse(pages.audit_csv_chunks(request.GET), content_type="text/csv; charset=utf-8")
+    response = StreamingHttpResponse(auditcsv.chunks(request.GET), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="sidewisp-audit.csv"'
     return response
 

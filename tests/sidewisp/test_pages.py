@@ -360,6 +360,18 @@ def test_page_queries_stay_constant_as_handoffs_grow(viewer_client, django_asser
     assert response.status_code == 200
 
 
+@pytest.mark.parametrize("n", [10, 10_000])
+@pytest.mark.parametrize("window", ["24h", "7d"])
+def test_the_long_overview_windows_read_the_rollup_in_as_few_queries(
+    viewer_client, django_assert_max_num_queries, n, window
+):
+    bulk_handoffs(n, per_run=10)
+    # One query fewer than the default window: the verdict counts come with the window's rollup read.
+    with django_assert_max_num_queries(MAX_QUERIES["sidewisp:overview"] - 1):
+        response = viewer_client.get(reverse("sidewisp:overview"), {"window": window})
+    assert response.status_code == 200
+
+
 def test_the_runs_fragment_carries_a_socket_that_follows_its_filters(viewer_client):
     bulk_handoffs(10)
     query = {"verdict": "FALSE_COMPLETE", "page": "1"}

@@ -1,0 +1,113 @@
+"""The overview's long windows from hourly rollups: handoffs per creation hour and current verdict.
+
+The database keeps `VerdictBucket` itself (migration 0021's triggers on the handoff table: +1 for a new
+handoff, -1 / +1 when its verdict or creation time changes, -1 when it is deleted), inside the transaction
+that changed the handoff, so a verdict that changes after its hour was counted moves with it: the rollup
+can never show a handoff as healthy that is not. Deltas are appended, never updated (no two writers wait on
+one counter row); `compact` folds them into one row per hour and verdict (beat, every minute).
+
+A window reads the whole hours it covers from the rollup and the part-hour at its start from the handoffs
+(an index range of at most an hour): exact to the handoff, whatever the window's length.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from django.db import connection, transaction
+from django.db.models import Case, Count, IntegerField, Max, Sum, Value, When
+
+from receipts.models import Handoff, VerdictBucket
+
+HOUR = timedelta(hours=1)
+
+
+@dataclass
+class WindowCounts:
+    """Handoffs created since a time by current verdict, and per trend bucket (each bucket's verdicts)."""
+
+    by_verdict: dict[str, int] = field(default_factory=dict)
+    by_bucket: list[dict[str, int]] = field(default_factory=list)
+
+
+def floor_hour(at: datetime) -> datetime:
+    return at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def trend_edges(since: datetime, now: datetime, buckets: int) -> list[datetime]:
+    """`buckets` contiguous intervals from `since`, each starting on an hour after the first: the rollup's
+    hours then fall wholly inside one interval. Needs a bucket width of at least an hour."""
+    width = (now - since) / buckets
+    return [since, *(floor_hour(since + width * i) for i in range(1, buckets))]
+
+
+def window_counts(since: datetime, edges: list[datetime]) -> WindowCounts:
+    """Handoffs created at or after `since` by verdict, whole and per interval of `edges`; two queries."""
+    first_hour = floor_hour(since) + (HOUR if floor_hour(since) < since else timedelta(0))
+    counts = WindowCounts(by_bucket=[{} for _ in edges])
+    head = Handoff.objects.filter(created_at__gte=since, created_at__lt=first_hour)
+    for verdict, n in head.order_by().values_list("verdict").annotate(n=Count("pk")):
+        _add(counts, 0, verdict, n)
+    # The database sums each interval's hours (at most SPARK_BUCKETS x verdicts rows come back, not an hour each).
+    interval = Case(
+        *(When(bucket__gte=edge, then=Value(n)) for n, edge in reversed(list(enumerate(edges)))),
+        default=Value(0),
+        output_field=IntegerField(),
+    )
+    hours = VerdictBucket.objects.filter(bucket__gte=first_hour).annotate(interval=interval).order_by()
+    for index, verdict, n in hours.values_list("interval", "verdict").annotate(n=Sum("n")):
+        _add(counts, index, verdict, n)
+    return counts
+
+
+def _add(counts: WindowCounts, index: int, verdict: str, n: int) -> None:
+    if n:
+        counts.by_verdict[verdict] = counts.by_verdict.get(verdict, 0) + n
+        bucket = counts.by_bucket[index]
+        bucket[verdict] = bucket.get(verdict, 0) + n
+
+
+def compact() -> int:
+    """Fold the deltas into one row per hour and verdict (zero sums dropped); how many rows remain.
+
+    PostgreSQL: one statement deletes the rows it sees and inserts their sums, so a delta committed meanwhile
+    is either folded or left for the next time, never lost. SQLite has one writer at a time: the rows up to
+    the highest id seen are folded in one transaction.
+    """
+    table = VerdictBucket._meta.db_table
+    with transaction.atomic(), connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                f"WITH moved AS (DELETE FROM {table} RETURNING bucket, verdict, n) "
+                f"INSERT INTO {table} (bucket, verdict, n) SELECT bucket, verdict, SUM(n) FROM moved "
+                "GROUP BY bucket, verdict HAVING SUM(n) <> 0"
+            )
+        else:
+            upto = VerdictBucket.objects.aggregate(last=Max("pk"))["last"] or 0
+            sums = list(
+                VerdictBucket.objects.filter(pk__lte=upto)
+                .order_by()
+                .values_list("bucket", "verdict")
+                .annotate(total=Sum("n"))
+            )
+            VerdictBucket.objects.filter(pk__lte=upto).delete()
+            VerdictBucket.objects.bulk_create(VerdictBucket(bucket=b, verdict=v, n=n) for b, v, n in sums if n)
+    return VerdictBucket.objects.count()
+
+
+def rebuild() -> None:
+    """Count every handoff into the rollup afresh (after a bulk load that bypassed the triggers, e.g. TRUNCATE)."""
+    with transaction.atomic():
+        VerdictBucket.objects.all().delete()
+        table, handoffs = VerdictBucket._meta.db_table, Handoff._meta.db_table
+        hour = (
+            "date_trunc('hour', created_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'"
+            if connection.vendor == "postgresql"
+            else "strftime('%Y-%m-%d %H:00:00', created_at)"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {table} (bucket, verdict, n) SELECT {hour}, verdict, COUNT(*) FROM {handoffs} "
+                "GROUP BY 1, 2"
+            )
