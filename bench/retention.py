@@ -53,7 +53,7 @@ def _load(quick: bool):
     from bench import pages
 
     _partition_ahead()
-    return pages._prepare(quick)
+    return pages._prepare(pages.QUICK_HANDOFFS if quick else pages.FULL_HANDOFFS)
 
 
 def _p95(times: list[float]) -> float:
