@@ -48,7 +48,7 @@ from django.utils import timezone
 from receipts import destinations, outbox
 from receipts.bundle import text_problem
 from receipts.models import Delivery, Handoff, NotificationChannel, OutboxIntent, Run
-from receipts.signals import HandoffState, handoff_changed
+from receipts.signals import Change, HandoffState, handoffs_changed
 
 log = logging.getLogger(__name__)
 
@@ -162,11 +162,12 @@ def wait_events(before: HandoffState | None, after: HandoffState) -> list[tuple[
     return events
 
 
-@receiver(handoff_changed, dispatch_uid="receipts.notifications.notify_wait_owner")
-def notify_wait_owner(sender, handoff: Handoff, before: HandoffState | None, now: datetime, **kwargs) -> None:
-    """Promise the owner's messages for what this change did to the wait (in the recording transaction)."""
-    for event, owner, previous in wait_events(before, HandoffState.of(handoff)):
-        notify_owner(handoff, event, owner, previous_owner=previous, now=now)
+@receiver(handoffs_changed, dispatch_uid="receipts.notifications.notify_wait_owners")
+def notify_wait_owners(sender, changes: list[Change], **kwargs) -> None:
+    """Promise the owners' messages for what these changes did to waits (in the recording transaction)."""
+    for change in changes:
+        for event, owner, previous in wait_events(change.before, change.after):
+            notify_owner(change.handoff, event, owner, previous_owner=previous, now=change.now)
 
 
 def notify_owner(handoff: Handoff, event: str, owner: str, *, previous_owner: str = "", now: datetime) -> int:
