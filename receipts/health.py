@@ -450,6 +450,7 @@ def refresh_many(runs, *, now: datetime | None = None) -> None:
     """
     from django.utils import timezone
 
+    from receipts import sqlsets
     from receipts.models import Run
 
     runs = {run.pk: run for run in runs}
@@ -474,8 +475,7 @@ def refresh_many(runs, *, now: datetime | None = None) -> None:
         if not same or any(row[name] != value for name, value in kept.items()):
             run.updated_at = now
             changed.append(run)
-    if changed:
-        Run.objects.bulk_update(changed, ["health", "health_reasons", "updated_at", *SUMMARY_FIELDS])
+    sqlsets.update_rows(Run, changed, ["health", "health_reasons", "updated_at", *SUMMARY_FIELDS])
 
 
 def _facts(row: Mapping, verdicts: dict, in_progress: dict, settled: set[int], reports: list) -> dict:

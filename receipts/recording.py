@@ -16,7 +16,7 @@ import contextvars
 import hashlib
 import logging
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -417,8 +417,11 @@ CLASSIFIED_FIELDS = (
 )
 
 
-def _classify_into(handoff: Handoff, now: datetime) -> None:
-    result = verdicts.classify(handoff.to_bundle(), _contracts(), now)
+def _classify_into(handoff: Handoff, now: datetime, parse: Callable[[str, object], bundle.Part] | None = None) -> None:
+    """Classify the handoff's evidence at `now` into its fields; `parse` (name, stored value -> part) may reuse
+    parts parsed before (the stored values are minimized: parsing one again gives the same part)."""
+    found = handoff.to_bundle() if parse is None else _bundle_of(handoff, parse)
+    result = verdicts.classify(found, _contracts(), now)
     handoff.verdict = result.verdict
     handoff.boundary = result.boundary or ""
     handoff.next_move = result.next_move
@@ -428,7 +431,15 @@ def _classify_into(handoff: Handoff, now: datetime) -> None:
     wait = handoff.wait_part or {}
     handoff.wait_open = bool(handoff.wait_part) and wait.get("resolved") is not True
     handoff.wait_owner = wait.get("owner") or ""
-    handoff.wait_deadline = bundle.parse_part("wait", wait).deadline_utc if handoff.wait_part else None
+    handoff.wait_deadline = found.wait.deadline_utc if handoff.wait_part else None
+
+
+def _bundle_of(handoff: Handoff, parse: Callable[[str, object], bundle.Part]) -> bundle.Bundle:
+    """`handoff.to_bundle()` with its parts parsed by `parse` (ids and status were validated when stored)."""
+    parts = {name: None if (value := handoff.part(name)) is None else parse(name, value) for name in bundle.PARTS}
+    return bundle.Bundle(
+        handoff.handoff_id, handoff.run.operation_id, **parts, final_status=handoff.final_status or None
+    )
 
 
 def _publish_after_commit(handoff: Handoff, part: str, now: datetime) -> None:

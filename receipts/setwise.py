@@ -14,10 +14,10 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from receipts import bundle, recording, signals
+from receipts import bundle, recording, signals, sqlsets
 from receipts.models import Handoff, Receipt, Run, VerdictChange
 
 logger = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ def record_parts(entries: Sequence) -> list[bool]:
         _create_runs({p.operation_id for p in parts} - set(recording._current().runs))
         fresh = _create_handoffs(parts)
         changed, history, changes = _applied(parts, fresh, stored)
-        _update_handoffs(changed.values(), _fields_of(parts))
+        sqlsets.update_rows(Handoff, changed.values(), _fields_of(parts))
         VerdictChange.objects.bulk_create(history)
         signals.send_changes(changes)
     return stored
@@ -149,6 +149,7 @@ def _create_handoffs(parts: Iterable[_Part]) -> set[int]:
 def _applied(parts: list[_Part], fresh: set[int], stored: list[bool]):
     """Apply and classify every part in order, in memory: (changed handoffs, history rows, signal changes)."""
     current = recording._current()
+    parse = _PartCache()
     changed: dict[int, Handoff] = {}
     history: list[VerdictChange] = []
     changes: list[signals.Change] = []
@@ -170,7 +171,7 @@ def _applied(parts: list[_Part], fresh: set[int], stored: list[bool]):
         state_before = None if first else signals.HandoffState.of(handoff)
         recording._apply(handoff, p.part, p.value)
         recording._unsettled_by(handoff, p.part, p.value)
-        recording._classify_into(handoff, now)
+        recording._classify_into(handoff, now, parse)
         handoff.updated_at = now
         changed[handoff.pk] = handoff
         if handoff.verdict != before:
@@ -182,6 +183,19 @@ def _applied(parts: list[_Part], fresh: set[int], stored: list[bool]):
         recording._publish_after_commit(handoff, p.part, now)
         stored[p.index] = True
     return changed, history, changes
+
+
+class _PartCache:
+    """`bundle.parse_part` once per stored value of the set: a handoff is classified again after each part."""
+
+    def __init__(self) -> None:
+        self._found: dict[tuple[str, int], tuple[object, bundle.Part]] = {}
+
+    def __call__(self, name: str, value: object) -> bundle.Part:
+        hit = self._found.get((name, id(value)))
+        if hit is None or hit[0] is not value:  # the value is kept with its part: its id stays its own
+            hit = self._found[(name, id(value))] = (value, bundle.parse_part(name, value))
+        return hit[1]
 
 
 def _snapshot(handoff: Handoff) -> Handoff:
@@ -202,26 +216,3 @@ def _fields_of(parts: Iterable[_Part]) -> list[str]:
         else:
             names.add(f"{p.part}_part")
     return sorted(names)
-
-
-def _update_handoffs(handoffs: Iterable[Handoff], names: list[str]) -> None:
-    """Write `names` of every handoff in one statement (PostgreSQL: UPDATE … FROM (VALUES …))."""
-    handoffs = list(handoffs)
-    if not handoffs:
-        return
-    if connection.vendor != "postgresql":
-        Handoff.objects.bulk_update(handoffs, names)
-        return
-    fields = [Handoff._meta.pk, *(Handoff._meta.get_field(name) for name in names)]
-    quote = connection.ops.quote_name
-    row = "(" + ", ".join(f"%s::{field.cast_db_type(connection)}" for field in fields) + ")"
-    params = [field.get_db_prep_save(getattr(h, field.attname), connection) for h in handoffs for field in fields]
-    table, pk = quote(Handoff._meta.db_table), quote(Handoff._meta.pk.column)
-    columns = ", ".join(quote(field.column) for field in fields)
-    assignments = ", ".join(f"{quote(field.column)} = v.{quote(field.column)}" for field in fields[1:])
-    sql = (
-        f"UPDATE {table} SET {assignments} FROM (VALUES {', '.join([row] * len(handoffs))}) AS v ({columns}) "
-        f"WHERE {table}.{pk} = v.{pk}"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
