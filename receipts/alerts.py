@@ -175,11 +175,12 @@ _STATE_FIELDS = frozenset({"firing", "announced", "fired_at", "notices", "change
 def _rules_changed(sender, update_fields=None, **kwargs) -> None:
     if update_fields is not None and set(update_fields) <= _STATE_FIELDS:
         return
-    _bump_rules_version()
-    transaction.on_commit(_bump_rules_version)
+    forget_verdict_rules()
+    transaction.on_commit(forget_verdict_rules)
 
 
-def _bump_rules_version() -> None:
+def forget_verdict_rules() -> None:
+    """Make every process read the active verdict rules again (a rule was saved or deleted)."""
     global _rules_cached
     _rules_cached = None
     try:
