@@ -63,13 +63,16 @@ def _checked(entries: Sequence) -> list[_Part]:
     """
     current = recording._current()
     owner: dict[str, str] = {}  # handoff id -> operation id, for handoffs this set creates
+    valid: set[tuple[str, str, str]] = set()  # (handoff, operation, attempt) ids checked already
     parts = []
     for index, entry in enumerate(entries):
         handoff_id = entry.handoff_id or _latest(entry.operation_id)
         if handoff_id is None:
             continue
         value = recording._minimized(entry.part, entry.value)
-        recording._validate_ids(handoff_id, entry.operation_id, entry.attempt)
+        if (ids := (handoff_id, entry.operation_id, entry.attempt)) not in valid:
+            recording._validate_ids(*ids)
+            valid.add(ids)
         run = current.runs.get(entry.operation_id)
         if run is not None and (problem := recording.owner_problem(run)):
             logger.warning("receipt refused: %s", problem)
