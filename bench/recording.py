@@ -1,15 +1,22 @@
-"""How fast evidence is recorded: receipts per second with 1, 4 and 8 writer processes, and the CPU per receipt.
+"""How fast evidence is stored: receipts per second with 1, 4 and 8 writer processes, beside the database's own floor.
 
-Two paths, side by side, on the database at DATABASE_URL (PostgreSQL for the
-figures that count; SQLite works but serializes writers) in a throwaway test
-database, with the events published to the Redis at REDIS_URL:
+On the database at DATABASE_URL (PostgreSQL for the figures that count; SQLite
+works but serializes writers) in a throwaway test database, with the events
+published to the Redis at REDIS_URL:
 
-- **batched**: what an agent does now: `agents.writer` entries, written by the
-  process's writer thread in batches (one transaction and one publish each);
-- **record()**: one `receipts.recording.record` call per receipt, as before.
+- **batched**: what an agent does: `agents.writer` entries, written by the
+  process's writer thread in batches of up to 200 (one transaction, one set per
+  run of part entries, one publish each);
+- **record()**: one `receipts.recording.record` call per receipt (the row path);
+- **floor** (PostgreSQL only): the same receipt rows inserted by PostgreSQL
+  itself, as 200-row multi-row INSERTs (one transaction each) and as one COPY,
+  measured in the same run; the batched row prints its ratio to them.
 
-Each process records whole healthy handoffs (created, reduced, destination,
-verification, final_status). Prints figures, never pass/fail:
+A figure is what was *stored*: the receipts counted in the database after the
+writers finished, divided by the wall time from the first submit to the last
+commit. Each process records whole healthy handoffs (created, reduced,
+destination, verification, final_status), each handoff a run of its own. Prints
+figures, never pass/fail:
 
     DATABASE_URL=postgres://... .venv/bin/python bench/recording.py [--quick]
 
@@ -19,6 +26,8 @@ Events go to a channel prefix of the benchmark's own (bench.environment): no ope
 from __future__ import annotations
 
 import argparse
+import io
+import json
 import multiprocessing
 import statistics
 import sys
@@ -41,56 +50,61 @@ from tests.factories import healthy_bundle, healthy_parts  # noqa: E402
 SECTION = "recording"
 PROCESSES = (1, 4, 8)
 GOAL = "≥ 3,000/s (≤ 0.67 ms CPU per receipt)"
+FLOOR_BATCH = 200  # rows per multi-row INSERT: the writer's batch
 
 
 def rows(quick: bool = False) -> list[Row]:
-    """Receipts/s and client CPU per receipt for both paths at 1, 4 and 8 processes (a test database of its own)."""
-    handoffs = {"batched": 60 if quick else 300, "record": 10 if quick else 40}  # per process
+    """Stored receipts/s and CPU per receipt for both paths (batched at 1, 4 and 8 processes), beside the floor."""
+    handoffs = {"batched": 60 if quick else 400, "record": 10 if quick else 40}  # per process
     with throwaway_database():
         from agents.contracts import install_team_contracts
 
         install_team_contracts()
         found = [_classify_row()]
-        for path in ("batched", "record"):
-            for processes in PROCESSES:
-                found.append(_measure(path, processes, handoffs[path]))
+        floor = _floor(handoffs["batched"] * (len(healthy_parts()) + 1))
+        for processes in PROCESSES:
+            found.append(_measure("batched", processes, handoffs["batched"], floor))
+        found.append(_measure("record", 1, handoffs["record"], None))
+        found += _floor_rows(floor)
         connections.close_all()
         return found
 
 
-def _measure(path: str, processes: int, handoffs: int) -> Row:
+def _measure(path: str, processes: int, handoffs: int, floor: dict[str, float] | None) -> Row:
+    from receipts.models import Receipt
+
     connections.close_all()  # a forked child must open its own connection
     context = multiprocessing.get_context("fork")
     start = context.Barrier(processes)
     results = context.Queue()
+    prefix = f"{path}-{processes}"
     workers = [
-        context.Process(target=_work, args=(path, f"{path}-{processes}-{i}", handoffs, start, results))
-        for i in range(processes)
+        context.Process(target=_work, args=(path, f"{prefix}-{i}", handoffs, start, results)) for i in range(processes)
     ]
     for worker in workers:
         worker.start()
-    found = [results.get(timeout=600) for _ in workers]
+    found = [results.get(timeout=900) for _ in workers]
     for worker in workers:
         worker.join()
-    receipts = sum(n for n, _, _, _ in found)
+    offered = sum(n for n, _, _, _ in found)
+    stored = Receipt.objects.filter(handoff__handoff_id__startswith=f"h-{prefix}-").count()
     wall = max(end for _, _, end, _ in found) - min(begin for _, begin, _, _ in found)
-    cpu_ms = sum(cpu for _, _, _, cpu in found) * 1000 / receipts
+    cpu_ms = sum(cpu for _, _, _, cpu in found) * 1000 / max(stored, 1)
     what = f"{'batched writer' if path == 'batched' else 'record() per receipt'}, {processes} process(es)"
-    figure = f"{receipts / wall:,.0f} receipts/s; {cpu_ms:.2f} ms client CPU per receipt"
-    note = f"{connection.vendor}; {receipts} receipts, {len(healthy_parts()) + 1} per handoff, events to Redis"
-    return Row(SECTION, what, figure, GOAL if path == "batched" else "was 54 / 77 / 37 per s", note)
+    figure = f"{stored / wall:,.0f} receipts/s stored; {cpu_ms:.2f} ms client CPU per receipt"
+    if floor and processes == 1:
+        ratios = ", ".join(f"1/{rate / (stored / wall):,.1f} of {name}" for name, rate in floor.items())
+        figure += f" ({ratios})"
+    note = f"{connection.vendor}; {stored} of {offered} offered receipts stored, {len(healthy_parts()) + 1} per handoff"
+    goal = GOAL if path == "batched" else "the row path, for reference (was 54 / 77 / 37 per s)"
+    return Row(SECTION, what, figure, goal, note + ", events to Redis")
 
 
 def _work(path: str, prefix: str, handoffs: int, start, results) -> None:
     from agents import writer
-    from receipts.intake import PartEntry
     from receipts.recording import record
 
-    entries = [
-        PartEntry(f"op-{prefix}-{i}", f"h-{prefix}-{i}", part, value)
-        for i in range(handoffs)
-        for part, value in [*healthy_parts().items(), ("final_status", "complete")]
-    ]
+    entries = _entries(prefix, handoffs)
     buffer = writer.Writer(writer.LocalSink()) if path == "batched" else None
     start.wait()
     cpu, begin = time.process_time(), time.perf_counter()
@@ -104,6 +118,76 @@ def _work(path: str, prefix: str, handoffs: int, start, results) -> None:
     end = time.perf_counter()
     results.put((len(entries), begin, end, time.process_time() - cpu))
     connections.close_all()
+
+
+def _entries(prefix: str, handoffs: int) -> list:
+    from receipts.intake import PartEntry
+
+    return [
+        PartEntry(f"op-{prefix}-{i}", f"h-{prefix}-{i}", part, value)
+        for i in range(handoffs)
+        for part, value in [*healthy_parts().items(), ("final_status", "complete")]
+    ]
+
+
+# --- the floor: PostgreSQL storing the same rows itself --------------------------------------------
+
+
+def _floor(receipts: int) -> dict[str, float]:
+    """Rows/s of PostgreSQL's own multi-row INSERT and COPY of `receipts` receipt rows (empty on SQLite)."""
+    if connection.vendor != "postgresql":
+        return {}
+    rows = [
+        (0, entry.part, entry.attempt, json.dumps(entry.value), datetime.now(UTC))
+        for entry in _entries("floor", receipts // (len(healthy_parts()) + 1))
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE TABLE bench_floor (id bigint GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY, handoff_id bigint,"
+            " part varchar(20), attempt varchar(200), payload jsonb, recorded_at timestamptz)"
+        )
+    try:
+        return {"multi-row INSERT": _multi_row(rows), "COPY": _copy(rows)}
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TABLE bench_floor")
+
+
+def _multi_row(rows: list[tuple]) -> float:
+    from django.db import transaction
+
+    begin = time.perf_counter()
+    for i in range(0, len(rows), FLOOR_BATCH):
+        chunk = rows[i : i + FLOOR_BATCH]
+        values = ", ".join(["(%s, %s, %s, %s::jsonb, %s)"] * len(chunk))
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO bench_floor (handoff_id, part, attempt, payload, recorded_at) VALUES {values}",
+                [value for row in chunk for value in row],
+            )
+    return len(rows) / (time.perf_counter() - begin)
+
+
+def _copy(rows: list[tuple]) -> float:
+    from django.db import transaction
+
+    text = io.StringIO()
+    for handoff, part, attempt, payload, at in rows:
+        escaped = payload.replace("\\", "\\\\")
+        text.write(f"{handoff}\t{part}\t{attempt}\t{escaped}\t{at.isoformat()}\n")
+    begin = time.perf_counter()
+    with transaction.atomic(), connection.cursor() as cursor:
+        raw = cursor.cursor  # the psycopg cursor under Django's wrapper
+        with raw.copy("COPY bench_floor (handoff_id, part, attempt, payload, recorded_at) FROM STDIN") as copy:
+            copy.write(text.getvalue())
+    return len(rows) / (time.perf_counter() - begin)
+
+
+def _floor_rows(floor: dict[str, float]) -> list[Row]:
+    if not floor:
+        return [Row(SECTION, "PostgreSQL floor (multi-row INSERT, COPY)", "n/a", note="PostgreSQL only")]
+    note = f"the same receipt rows into a table of the receipts' shape, {FLOOR_BATCH} rows per INSERT, one COPY"
+    return [Row(SECTION, f"PostgreSQL's own {name}", f"{rate:,.0f} rows/s", note=note) for name, rate in floor.items()]
 
 
 def _classify_row() -> Row:

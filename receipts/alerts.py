@@ -19,14 +19,17 @@ change is the settle).
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from celery import current_app
 from django.conf import settings
+from django.core.cache import cache
 from django.db import transaction
 from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 from django.urls import reverse
 from django.utils import timezone
@@ -36,7 +39,7 @@ from redis import RedisError
 from receipts import health, notifications, outbox
 from receipts.bundle import VERDICTS
 from receipts.models import AlertRule, Handoff, VerdictChange
-from receipts.signals import HandoffState, handoff_changed
+from receipts.signals import Change, handoffs_changed
 
 log = logging.getLogger(__name__)
 
@@ -99,27 +102,91 @@ def evaluate_all(*, now: datetime | None = None, workers_answering: Callable[[in
     return promised
 
 
-@receiver(handoff_changed, dispatch_uid="receipts.alerts.react_to_verdict")
-def react_to_verdict(sender, handoff: Handoff, before: HandoffState | None, now: datetime, **kwargs) -> None:
-    """Verdict rules on the verdict this handoff just turned, or just settled in, evaluated in the recording
-    transaction.
+@receiver(handoffs_changed, dispatch_uid="receipts.alerts.react_to_verdicts")
+def react_to_verdicts(sender, changes: list[Change], **kwargs) -> None:
+    """Verdict rules on the verdicts these handoffs just turned, or just settled in, evaluated in the
+    recording transaction.
 
-    Only a rule not yet announcing can change here (the handoff makes its condition hold): one cheap
-    query, usually empty. A handoff in progress holds no condition. A condition that ends (the handoff
-    left the verdict, or an operator settled it) is resolved by the beat evaluation, seconds later.
+    Only a rule not yet announcing can change here (a handoff makes its condition hold). The active verdict
+    rules are read from a cache (`verdict_rules`); only when one matches a change is the database asked which
+    of them are not announcing yet. A handoff in progress holds no condition. A condition that ends (the
+    handoff left the verdict, or an operator settled it) is resolved by the beat evaluation, seconds later.
     """
-    after = HandoffState.of(handoff)
-    if not after.final:
+    turned = [change for change in changes if _turned(change)]
+    if not turned:
         return
-    if before is not None and before.verdict == after.verdict and before.final:
+    matching = {
+        pk
+        for pk, verdict, agent in verdict_rules()
+        for change in turned
+        if verdict == change.after.verdict and agent in ("", change.handoff.sender, change.handoff.receiver)
+    }
+    if not matching:
         return
-    rules = (
-        AlertRule.objects.filter(active=True, kind=AlertRule.Kind.VERDICT, verdict=handoff.verdict)
-        .filter(Q(agent="") | Q(agent__in=[handoff.sender, handoff.receiver]))
-        .exclude(firing=True, announced=True)
-    )
-    for pk in rules.values_list("pk", flat=True):
-        evaluate(pk, now=now)
+    quiet = AlertRule.objects.filter(pk__in=matching, active=True).exclude(firing=True, announced=True)
+    for pk in quiet.order_by("pk").values_list("pk", flat=True):
+        evaluate(pk, now=turned[-1].now)
+
+
+def _turned(change: Change) -> bool:
+    """Whether the change gave the handoff a final verdict it did not have (or had in progress)."""
+    before, after = change.before, change.after
+    return after.final and not (before is not None and before.verdict == after.verdict and before.final)
+
+
+# --- the cache of active verdict rules ------------------------------------------------------------------
+
+_RULES_VERSION = "alerts:verdict-rules:version"
+# (version, [(pk, verdict, agent)]) of this process's last read; replaced whole, so threads never see half of it.
+_rules_cached: tuple[str, list[tuple[int, str, str]]] | None = None
+
+
+def verdict_rules() -> list[tuple[int, str, str]]:
+    """The active verdict rules as (pk, verdict, agent): read once per change of the rules, in any process.
+
+    A version in the shared cache is bumped whenever a rule is saved or deleted (at once, and again after
+    commit, so another process never keeps what it read before the commit); without the cache the rules
+    are read every time.
+    """
+    global _rules_cached
+    try:
+        version = cache.get(_RULES_VERSION)
+        if version is None:
+            version = uuid.uuid4().hex
+            cache.add(_RULES_VERSION, version, timeout=None)
+            version = cache.get(_RULES_VERSION) or version
+    except RedisError:
+        version = None
+    cached = _rules_cached
+    if version is not None and cached is not None and cached[0] == version:
+        return cached[1]
+    rules = AlertRule.objects.filter(active=True, kind=AlertRule.Kind.VERDICT).order_by("pk")
+    found = list(rules.values_list("pk", "verdict", "agent"))
+    _rules_cached = (version, found) if version is not None else None
+    return found
+
+
+# Fields only the evaluation writes: saving them changes no rule's match.
+_STATE_FIELDS = frozenset({"firing", "announced", "fired_at", "notices", "changed_at"})
+
+
+@receiver(post_save, sender=AlertRule, dispatch_uid="receipts.alerts.rules_saved")
+@receiver(post_delete, sender=AlertRule, dispatch_uid="receipts.alerts.rules_deleted")
+def _rules_changed(sender, update_fields=None, **kwargs) -> None:
+    if update_fields is not None and set(update_fields) <= _STATE_FIELDS:
+        return
+    forget_verdict_rules()
+    transaction.on_commit(forget_verdict_rules)
+
+
+def forget_verdict_rules() -> None:
+    """Make every process read the active verdict rules again (a rule was saved or deleted)."""
+    global _rules_cached
+    _rules_cached = None
+    try:
+        cache.set(_RULES_VERSION, uuid.uuid4().hex, timeout=None)
+    except RedisError:
+        log.warning("alerts: the rules cache version could not be bumped")
 
 
 def evaluate(rule_pk: int, *, now: datetime, workers: int | None = None) -> str | None:

@@ -6,12 +6,12 @@ class ReceiptsConfig(AppConfig):
     verbose_name = "Handoff receipts"
 
     def ready(self) -> None:
-        from receipts.signals import handoff_changed
+        from receipts.signals import handoffs_changed
 
         # Trace export (issue 14 §3): a span per handoff verdict change, when SIDEWISP_OTLP_ENDPOINT is set.
-        from receipts.traces import export_handoff_change
+        from receipts.traces import export_handoff_changes
 
-        handoff_changed.connect(export_handoff_change, dispatch_uid="sidewisp-trace-export")
+        handoffs_changed.connect(export_handoff_changes, dispatch_uid="sidewisp-trace-export")
 
         # issue 19 §1: a flush (between tests) must not give this database a new deployment id.
         from django.db.models.signals import post_migrate

@@ -27,7 +27,7 @@ the field, prefixed with the entry's index (`entries[3].part`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -141,17 +141,38 @@ def apply(entries: Sequence[Entry]) -> list[bool]:
     `bundle.BundleError` naming the field); an entry already stored for its
     attempt stores nothing again (idempotent). Callers decide the transaction:
     the API wraps a request in one (all or nothing), the local writer one per batch.
-    Inside that transaction the entries are one `recording.batch()`: contracts read
-    once, each run's health refreshed once.
+    Inside that transaction the entries are one `recording.batch()`: runs, handoffs and
+    contracts read once, each run's health refreshed once. Consecutive part entries are
+    recorded as one set (`receipts.setwise`); the other entries (reports, settles and any
+    other kind) are applied in order between those sets, each through `_apply_one`.
     """
-    from receipts import recording  # recording imports this module's callers, not the reverse
+    from receipts import recording, setwise  # recording imports this module's callers, not the reverse
 
     with recording.batch():
         recording.prefetch(
             (entry.operation_id for entry in entries),
             (entry.handoff_id for entry in entries if isinstance(entry, PartEntry | SettleEntry) and entry.handoff_id),
+            latest_of=(e.operation_id for e in entries if isinstance(e, PartEntry) and not e.handoff_id),
         )
-        return [_apply_one(entry) for entry in entries]
+        stored: list[bool] = []
+        for parts, other in _segments(entries):
+            stored += setwise.record_parts(parts) if parts else [_apply_one(other)]
+        return stored
+
+
+def _segments(entries: Sequence[Entry]) -> Iterator[tuple[list[PartEntry], Entry | None]]:
+    """The entries in order as (consecutive part entries, None) and ([], one other entry)."""
+    parts: list[PartEntry] = []
+    for entry in entries:
+        if isinstance(entry, PartEntry):
+            parts.append(entry)
+            continue
+        if parts:
+            yield parts, None
+            parts = []
+        yield [], entry
+    if parts:
+        yield parts, None
 
 
 def _apply_one(entry: Entry) -> bool:

@@ -48,7 +48,7 @@ from django.utils import timezone
 from receipts import destinations, outbox
 from receipts.bundle import text_problem
 from receipts.models import Delivery, Handoff, NotificationChannel, OutboxIntent, Run
-from receipts.signals import HandoffState, handoff_changed
+from receipts.signals import Change, HandoffState, handoffs_changed
 
 log = logging.getLogger(__name__)
 
@@ -162,15 +162,30 @@ def wait_events(before: HandoffState | None, after: HandoffState) -> list[tuple[
     return events
 
 
-@receiver(handoff_changed, dispatch_uid="receipts.notifications.notify_wait_owner")
-def notify_wait_owner(sender, handoff: Handoff, before: HandoffState | None, now: datetime, **kwargs) -> None:
-    """Promise the owner's messages for what this change did to the wait (in the recording transaction)."""
-    for event, owner, previous in wait_events(before, HandoffState.of(handoff)):
-        notify_owner(handoff, event, owner, previous_owner=previous, now=now)
+@receiver(handoffs_changed, dispatch_uid="receipts.notifications.notify_wait_owners")
+def notify_wait_owners(sender, changes: list[Change], **kwargs) -> None:
+    """Promise the owners' messages for what these changes did to waits (in the recording transaction).
+
+    Each owner's channels are read once for all the changes."""
+    channels: dict[str, list[NotificationChannel]] = {}
+    for change in changes:
+        for event, owner, previous in wait_events(change.before, change.after):
+            if owner not in channels:
+                channels[owner] = list(channels_of(owner))
+            notify_owner(change.handoff, event, owner, previous_owner=previous, now=change.now, to=channels[owner])
 
 
-def notify_owner(handoff: Handoff, event: str, owner: str, *, previous_owner: str = "", now: datetime) -> int:
-    """Promise `event` about `handoff`'s wait to every channel of `owner`; returns how many were new."""
+def notify_owner(
+    handoff: Handoff,
+    event: str,
+    owner: str,
+    *,
+    previous_owner: str = "",
+    now: datetime,
+    to: list[NotificationChannel] | None = None,
+) -> int:
+    """Promise `event` about `handoff`'s wait to every channel of `owner` (`to`, when read already); returns
+    how many were new."""
     wait = handoff.wait_part or {}
     payload = {
         "event": event,
@@ -192,7 +207,7 @@ def notify_owner(handoff: Handoff, event: str, owner: str, *, previous_owner: st
     token = str(wait.get("resume_token_id") or "")
     deadline = payload["deadline_utc"] if event in (WAIT_DUE_SOON, WAIT_ESCALATED) else ""
     promised = 0
-    for channel in channels_of(owner):
+    for channel in channels_of(owner) if to is None else to:
         k = key(event, handoff.pk, token, owner, deadline, channel.pk)
         if promise(channel, event, payload, key=k, run=handoff.run, recipient=owner, now=now) is not None:
             promised += 1

@@ -16,13 +16,13 @@ import contextvars
 import hashlib
 import logging
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F
+from django.db.models import F, OuterRef, Subquery
 from django.utils import timezone
 
 from receipts import broadcast, bundle, health, signals, verdicts
@@ -137,6 +137,7 @@ class _Batch:
     receipts: list[Receipt] = field(default_factory=list)  # inserted together at the end
     events: dict[int, tuple[Run, list[dict]]] = field(default_factory=dict)  # run pk -> events awaiting a seq
     stale: dict[int, tuple[Run, datetime | None]] = field(default_factory=dict)  # runs whose health to refresh
+    latest: dict[str, str | None] = field(default_factory=dict)  # operation id -> its latest handoff's id
 
 
 _local = threading.local()
@@ -161,22 +162,49 @@ def batch() -> Iterator[None]:
     try:
         yield
         Receipt.objects.bulk_create(current.receipts)
-        for run, events in current.events.values():
-            last = next_seq(run, len(events))
-            for seq, event in enumerate(events, start=last - len(events) + 1):
-                event["seq"] = seq
-        for run, now in current.stale.values():
-            health.refresh(run, now=now, publish=False)
+        _number_events(current.events.values())
+        _refresh_stale(list(current.stale.values()))
     finally:
         _local.batch = None
 
 
-def prefetch(operation_ids: Iterable[str], handoff_ids: Iterable[str]) -> None:
-    """Read (and lock, in primary-key order) the runs, handoffs and stored parts a batch will record into."""
+def _number_events(pending: Iterable[tuple[Run, list[dict]]]) -> None:
+    """Give each run's events of the batch their sequence numbers: one UPDATE for all the runs."""
+    pending = [(run, events) for run, events in pending if events]
+    if not pending:
+        return
+    last = next_seqs({run.pk: len(events) for run, events in pending})
+    for run, events in pending:
+        for seq, event in enumerate(events, start=last[run.pk] - len(events) + 1):
+            event["seq"] = seq
+
+
+def _refresh_stale(stale: list[tuple[Run, datetime | None]]) -> None:
+    """Each touched run's health and summary: `health.refresh` for one run, `health.refresh_many` for several."""
+    if len(stale) == 1:
+        run, now = stale[0]
+        health.refresh(run, now=now, publish=False)
+    elif stale:
+        health.refresh_many([run for run, _ in stale], now=max((now for _, now in stale if now), default=None))
+
+
+def prefetch(operation_ids: Iterable[str], handoff_ids: Iterable[str], latest_of: Iterable[str] = ()) -> None:
+    """Read (and lock, in primary-key order) the runs, handoffs and stored parts a batch will record into;
+    for the runs in `latest_of` (outcome parts without a handoff id) their latest handoff too."""
     current = _current()
-    operation_ids = set(operation_ids) - set(current.runs)
-    current.runs.update((run.operation_id, run) for run in Run.objects.filter(operation_id__in=operation_ids))
+    latest_of = set(latest_of)
+    operation_ids = (set(operation_ids) | latest_of) - set(current.runs)
+    runs = Run.objects.filter(operation_id__in=operation_ids)
+    if latest_of:
+        newest = Handoff.objects.filter(run=OuterRef("pk")).order_by("-created_at", "-pk").values("handoff_id")[:1]
+        runs = runs.annotate(latest_handoff=Subquery(newest))
+    for run in runs:
+        current.runs[run.operation_id] = run
+        if run.operation_id in latest_of:
+            current.latest[run.operation_id] = run.latest_handoff
+    current.latest.update((op, None) for op in latest_of - set(current.runs))
     current.absent |= {f"run:{op}" for op in operation_ids - set(current.runs)}
+    handoff_ids = {*handoff_ids, *(current.latest[op] for op in latest_of if current.latest.get(op))}
     wanted = set(handoff_ids) - set(current.handoffs)
     if not wanted:
         return
@@ -237,6 +265,22 @@ def reclassify(handoff: Handoff, *, now: datetime | None = None) -> bool:
         signals.send_handoff_changed(locked, cause=RECLASSIFIED, before=state_before, now=now)
         _publish_after_commit(locked, RECLASSIFIED, now)
     return True
+
+
+def next_seqs(counts: dict[int, int]) -> dict[int, int]:
+    """Take `n` event sequence numbers for each run (pk -> n) in one UPDATE; pk -> the last of them."""
+    if len(counts) == 1 or not connection.features.can_return_columns_from_insert:
+        return {pk: next_seq(Run(pk=pk), n) for pk, n in counts.items()}
+    table, seq, pk = (connection.ops.quote_name(n) for n in (Run._meta.db_table, "seq", Run._meta.pk.column))
+    rows = ", ".join(["(%s, %s)"] * len(counts))
+    cast = "::bigint" if connection.vendor == "postgresql" else ""
+    sql = (
+        f"UPDATE {table} SET {seq} = {seq} + v.column2{cast} FROM (VALUES {rows}) AS v "
+        f"WHERE {table}.{pk} = v.column1{cast} RETURNING {table}.{pk}, {table}.{seq}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [value for item in sorted(counts.items()) for value in item])
+        return dict(cursor.fetchall())
 
 
 def next_seq(run: Run, n: int = 1) -> int:
@@ -373,8 +417,11 @@ CLASSIFIED_FIELDS = (
 )
 
 
-def _classify_into(handoff: Handoff, now: datetime) -> None:
-    result = verdicts.classify(handoff.to_bundle(), _contracts(), now)
+def _classify_into(handoff: Handoff, now: datetime, parse: Callable[[str, object], bundle.Part] | None = None) -> None:
+    """Classify the handoff's evidence at `now` into its fields; `parse` (name, stored value -> part) may reuse
+    parts parsed before (the stored values are minimized: parsing one again gives the same part)."""
+    found = handoff.to_bundle() if parse is None else _bundle_of(handoff, parse)
+    result = verdicts.classify(found, _contracts(), now)
     handoff.verdict = result.verdict
     handoff.boundary = result.boundary or ""
     handoff.next_move = result.next_move
@@ -384,7 +431,15 @@ def _classify_into(handoff: Handoff, now: datetime) -> None:
     wait = handoff.wait_part or {}
     handoff.wait_open = bool(handoff.wait_part) and wait.get("resolved") is not True
     handoff.wait_owner = wait.get("owner") or ""
-    handoff.wait_deadline = bundle.parse_part("wait", wait).deadline_utc if handoff.wait_part else None
+    handoff.wait_deadline = found.wait.deadline_utc if handoff.wait_part else None
+
+
+def _bundle_of(handoff: Handoff, parse: Callable[[str, object], bundle.Part]) -> bundle.Bundle:
+    """`handoff.to_bundle()` with its parts parsed by `parse` (ids and status were validated when stored)."""
+    parts = {name: None if (value := handoff.part(name)) is None else parse(name, value) for name in bundle.PARTS}
+    return bundle.Bundle(
+        handoff.handoff_id, handoff.run.operation_id, **parts, final_status=handoff.final_status or None
+    )
 
 
 def _publish_after_commit(handoff: Handoff, part: str, now: datetime) -> None:
@@ -568,8 +623,8 @@ def _announce_settled(changed: list[tuple[Handoff, signals.HandoffState]], now: 
     VerdictChange.objects.bulk_create(
         VerdictChange(handoff=h, verdict=h.verdict, boundary=h.boundary, cause=SETTLED, at=now) for h, _ in changed
     )
-    for handoff, before in changed:
-        signals.send_handoff_changed(handoff, cause=SETTLED, before=before, now=now)
+    signals.send_changes([signals.Change(h, SETTLED, before, signals.HandoffState.of(h), now) for h, before in changed])
+    for handoff, _ in changed:
         _publish_after_commit(handoff, SETTLED, now)
 
 

@@ -9,7 +9,9 @@ network I/O or raise (a receiver's bug must not lose a receipt: `send_robust`).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.dispatch import Signal
 
@@ -21,6 +23,10 @@ from receipts.health import due_part
 # verdict final (cause = "settled"; the verdict stays, `before.due` was set). kwargs: handoff, cause, before
 # (a HandoffState, None for a new handoff), now.
 handoff_changed = Signal()
+# Sent once per set of changes (a batch's part entries, or one change elsewhere), before `handoff_changed`
+# is sent for each of them: kwargs `changes`, a list of `Change` in the order they happened. The built-in
+# receivers (alerts, notifications, trace export) listen here, so a batch costs them one pass.
+handoffs_changed = Signal()
 logger = logging.getLogger(__name__)
 
 
@@ -55,10 +61,37 @@ class HandoffState:
         return not self.due
 
 
+@dataclass(frozen=True)
+class Change:
+    """One change to a handoff: the handoff as the change left it, its cause, the states before and after."""
+
+    handoff: object  # a receipts.models.Handoff (a snapshot when later changes of the same batch follow)
+    cause: str
+    before: HandoffState | None
+    after: HandoffState
+    now: datetime
+
+
 def send_handoff_changed(handoff, *, cause: str, before: HandoffState | None, now) -> None:
-    for receiver, result in handoff_changed.send_robust(
-        sender=type(handoff), handoff=handoff, cause=cause, before=before, now=now
-    ):
+    """Announce one change (`send_changes` of one)."""
+    send_changes([Change(handoff, cause, before, HandoffState.of(handoff), now)])
+
+
+def send_changes(changes: Sequence[Change]) -> None:
+    """`handoffs_changed` once for all of `changes`, then `handoff_changed` for each when anyone listens."""
+    if not changes:
+        return
+    sender = type(changes[0].handoff)
+    _log_failures(handoffs_changed.send_robust(sender=sender, changes=list(changes)), "handoffs_changed")
+    if not handoff_changed.has_listeners(sender):
+        return
+    for change in changes:
+        kwargs = {"handoff": change.handoff, "cause": change.cause, "before": change.before, "now": change.now}
+        _log_failures(handoff_changed.send_robust(sender=sender, **kwargs), "handoff_changed")
+
+
+def _log_failures(results, signal: str) -> None:
+    for receiver, result in results:
         if isinstance(result, Exception):
             name = getattr(receiver, "__qualname__", receiver)
-            logger.warning("handoff_changed receiver %s failed: %s", name, type(result).__name__)
+            logger.warning("%s receiver %s failed: %s", signal, name, type(result).__name__)

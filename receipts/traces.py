@@ -40,7 +40,7 @@ from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 
 from receipts import health
-from receipts.signals import HandoffState
+from receipts.signals import Change
 
 # The GenAI semantic conventions' operation for one agent handing work to another (the receiver is invoked).
 GEN_AI_OPERATION = "invoke_agent"
@@ -95,19 +95,25 @@ def trace_id_for(operation_id: str) -> int:
     return int.from_bytes(hashlib.sha256(operation_id.encode()).digest()[:16], "big") or 1
 
 
-def export_handoff_change(sender, *, handoff, cause: str, before: HandoffState | None, now: datetime, **kwargs) -> None:
-    """`receipts.signals.handoff_changed` receiver: a span for a verdict change or a settlement, after commit."""
+def export_handoff_changes(sender, *, changes, **kwargs) -> None:
+    """`receipts.signals.handoffs_changed` receiver: a span for each verdict change or settlement, after commit."""
     tracer = _exporting.tracer()
     if tracer is None:
         return
-    after = HandoffState.of(handoff)
+    spans = [span for change in changes if (span := _span_of(change)) is not None]
+    if spans:
+        transaction.on_commit(partial(_emit_all, tracer, spans), robust=True)
+
+
+def _span_of(change: Change) -> HandoffSpan | None:
+    handoff, after, before, now = change.handoff, change.after, change.before, change.now
     if not after.final:
-        return  # not yet a verdict: no span, and never an error span for "not yet"
+        return None  # not yet a verdict: no span, and never an error span for "not yet"
     # The previous verdict that was exported: one in progress never was.
     previous = before.verdict if before is not None and before.final else ""
-    if previous == handoff.verdict and cause not in health.SETTLEMENT_CAUSES:
-        return
-    span = HandoffSpan(
+    if previous == after.verdict and change.cause not in health.SETTLEMENT_CAUSES:
+        return None
+    return HandoffSpan(
         handoff_id=handoff.handoff_id,
         operation_id=handoff.run.operation_id,
         sender=handoff.sender,
@@ -117,11 +123,15 @@ def export_handoff_change(sender, *, handoff, cause: str, before: HandoffState |
         previous_verdict=previous,
         boundary=handoff.boundary,
         final_status=handoff.final_status,
-        cause=cause,
+        cause=change.cause,
         started=min(handoff.created_at, now),
         ended=now,
     )
-    transaction.on_commit(partial(_emit, tracer, span), robust=True)
+
+
+def _emit_all(tracer: trace.Tracer, spans: list[HandoffSpan]) -> None:
+    for span in spans:
+        _emit(tracer, span)
 
 
 def _emit(tracer: trace.Tracer, span: HandoffSpan) -> None:
