@@ -216,19 +216,36 @@ def store(token: SourceToken, entries: Sequence[intake.Entry]) -> list[bool]:
     # Recording as the source: a run of anyone else is refused again where the receipts are written.
     with broadcast.batched(), transaction.atomic(), recording.writing_as(token.source_name), recording.batch():
         statuses = dict.fromkeys(_claim_runs(token, entries), Run.Status.RUNNING)
-        stored = []
-        for index, entry in enumerate(entries):
-            try:
-                stored += intake.apply([entry])
-            except recording.RunNotOwned as exc:
-                raise OutOfScope(f"entries[{index}].operation_id", exc.message) from None
-            except bundle.BundleError as exc:
-                raise bundle.BundleError(f"entries[{index}].{exc.field}", exc.message) from None
-            if stored[-1] and isinstance(entry, intake.PartEntry) and entry.part == FINAL_STATUS_PART:
+        try:
+            with transaction.atomic():  # a savepoint: a refused body leaves the transaction usable to name its entry
+                stored = intake.apply(entries)  # consecutive parts as one set (issue 20 §2)
+        except (recording.RunNotOwned, bundle.BundleError):
+            _raise_naming_the_entry(entries)
+            raise
+        for entry, new in zip(entries, stored, strict=True):
+            if new and isinstance(entry, intake.PartEntry) and entry.part == FINAL_STATUS_PART:
                 statuses[entry.operation_id] = entry.value
         for run in Run.objects.filter(operation_id__in=statuses):
             runs.set_status(run, statuses[run.operation_id])
         return stored
+
+
+def _raise_naming_the_entry(entries: Sequence[intake.Entry]) -> None:
+    """The refusal of the first entry that fails, prefixed with its index (`entries[3].part`).
+
+    Only on the way to refusing the body: the entries are applied again one at a time, in order, in a savepoint
+    rolled back at the end, so an entry is judged after those before it as in the set and nothing of this search
+    is kept (the caller's transaction is rolled back by the error anyway).
+    """
+    with transaction.atomic():
+        for index, entry in enumerate(entries):
+            try:
+                intake.apply([entry])
+            except recording.RunNotOwned as exc:
+                raise OutOfScope(f"entries[{index}].operation_id", exc.message) from None
+            except bundle.BundleError as exc:
+                raise bundle.BundleError(f"entries[{index}].{exc.field}", exc.message) from None
+        transaction.set_rollback(True)
 
 
 def claim(token: SourceToken, decision: Decision) -> bool:
