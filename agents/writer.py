@@ -42,7 +42,7 @@ from typing import Protocol, TypedDict
 from django.conf import settings
 from django.db import connection, transaction
 
-from agents import evidence, faults
+from agents import evidence, faults, parking
 from agents.transient import TRANSIENT
 from receipts import broadcast, intake, recording
 from receipts.bundle import BundleError
@@ -72,6 +72,17 @@ class LocalSink:
         # As a local app: a run a remote source created is not this app's (issue 19).
         with broadcast.batched(), transaction.atomic(), recording.writing_as(""):
             intake.apply(entries)
+        if not connection.in_atomic_block:
+            _learn_stops({entry.operation_id for entry in entries})
+
+
+def _learn_stops(operation_ids: set[str]) -> None:
+    """After a batch committed: the stop flags of the runs this process drives among its entries
+    (`agents.parking`), read before the writer says the batch is stored. Never fails the batch."""
+    try:
+        parking.refresh(operation_ids)
+    except Exception as exc:  # noqa: BLE001 - the batch is committed; the observer reads the flag itself later
+        logger.warning("stop flags not read after a batch: %s", type(exc).__name__)
 
 
 def remote() -> bool:
@@ -146,10 +157,23 @@ class Writer:
 
     def flush(self, timeout: float | None = FLUSH_TIMEOUT) -> bool:
         """Wait until every entry submitted before this call is written (or given up); False on timeout."""
+        return self.wait_for(self.mark(), timeout)
+
+    def mark(self) -> int:
+        """How many entries were submitted so far: `wait_for(mark)` waits for exactly those."""
+        with self._cond:
+            return self._counts["submitted"]
+
+    def written_up_to(self, mark: int) -> bool:
+        """The first `mark` entries are written (or given up)."""
+        with self._cond:
+            return self._done >= mark
+
+    def wait_for(self, mark: int, timeout: float | None = FLUSH_TIMEOUT) -> bool:
+        """Wait until the first `mark` entries submitted are written (or given up); False on timeout."""
         if threading.current_thread() is self._thread:
             return True  # the writer itself (a signal receiver) cannot wait for itself
         with self._cond:
-            mark = self._counts["submitted"]
             if self._done >= mark:
                 return True
             self._flushing += 1
