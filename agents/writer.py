@@ -73,12 +73,14 @@ class LocalSink:
         with broadcast.batched(), transaction.atomic(), recording.writing_as(""):
             intake.apply(entries)
         if not connection.in_atomic_block:
-            _learn_stops({entry.operation_id for entry in entries})
+            ended = {entry.operation_id for entry in entries if isinstance(entry, intake.RunEntry) and entry.final}
+            _learn_stops({entry.operation_id for entry in entries} - ended)
 
 
 def _learn_stops(operation_ids: set[str]) -> None:
     """After a batch committed: the stop flags of the runs this process drives among its entries
-    (`agents.parking`), read before the writer says the batch is stored. Never fails the batch."""
+    (`agents.parking`; not those whose observer has ended), read before the writer says the batch is
+    stored. Never fails the batch."""
     try:
         parking.refresh(operation_ids)
     except Exception as exc:  # noqa: BLE001 - the batch is committed; the observer reads the flag itself later
