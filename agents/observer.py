@@ -650,9 +650,13 @@ async def _aobserved(
     local = not writer.remote()
     if not local:
         _remember_resume(operation_id, graph_input)
+    driven = _adriven(graph, graph_input, config, policy, user, ended, operation_id, local)
     with parking.watching(operation_id):
-        async for item in _adriven(graph, graph_input, config, policy, user, ended, operation_id, local):
-            yield item
+        try:
+            async for item in driven:
+                yield item
+        finally:
+            await driven.aclose()  # a caller that closes the stream closes the run's own generator at once
 
 
 async def _adriven(

@@ -9,6 +9,7 @@ stored before its run says it waits, and an operator's stop parks the run before
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from langgraph.types import Command
 
 from agents import evidence, parking, writer
 from agents.decisions import resume_value
-from agents.observer import observe
+from agents.observer import STREAM_CLOSED, aobserve, observe
 from agents.scripted import Call, Say
 from receipts import bundle, intake
 from receipts.models import Handoff, Run
@@ -219,3 +220,17 @@ def test_run_entries_stay_local_the_api_refuses_them():
     with pytest.raises(bundle.BundleError) as refused:
         intake.parse({"kind": "run", "operation_id": "op-1", "status": "running"})
     assert refused.value.field == "entry.kind"
+
+
+def test_an_async_caller_who_closes_the_stream_early_leaves_no_run_running(team_contracts):
+    config = config_for("op-aclosed")
+
+    async def take_one_and_close() -> None:
+        chunks = aobserve.astream(teams.swarm(InMemorySaver()), ask(), config, stream_mode="updates")
+        await chunks.__anext__()
+        await chunks.aclose()
+
+    asyncio.run(take_one_and_close())
+
+    run = Run.objects.get(operation_id="op-aclosed")
+    assert (run.status, run.error) == (Run.Status.FAILED, STREAM_CLOSED)
