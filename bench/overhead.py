@@ -22,7 +22,7 @@ by the thread that ran them (the evidence writer's, or the agent's side: the
 caller's thread and LangGraph's), and the load average is printed before and
 after the measurement.
 
-    .venv-bench/bin/python -m bench.overhead [--quick | --profile RUNS]
+    .venv-bench/bin/python -m bench.overhead [--quick | --profile RUNS | --profile-writer RUNS]
 """
 
 from __future__ import annotations
@@ -478,12 +478,68 @@ def profile(runs: int) -> None:
     pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
 
 
+class CapturingSink:
+    """An evidence-writer sink that keeps every batch it is given (and stores nothing)."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[Any]] = []
+
+    def write(self, entries: Any) -> None:
+        self.batches.append(list(entries))
+
+
+def profile_writer(runs: int) -> None:
+    """cProfile of what the evidence writer does to store `runs` Sidewisp runs, on this thread.
+
+    One observed run's batches are captured as the writer cut them, then written again `runs` times under
+    fresh operation, thread and handoff ids with the local sink, as the writer's thread writes them.
+    """
+    import dataclasses
+
+    setup_django()
+    with throwaway_database():
+        from agents import writer
+        from receipts.models import ContractVersion
+
+        ContractVersion.objects.get_or_create(version=ROUTE_VERSION, defaults={"routes": ROUTES})
+        graph, capture = build_graph(observed=True), CapturingSink()
+        this_process = writer.get()
+        writer.flush()
+        stores, this_process.sink = this_process.sink, capture
+        _observe(graph, "op-bench-captured", expect=None)
+        this_process.sink = stores
+
+        def renamed(entry: Any, i: int) -> Any:
+            entry = dataclasses.replace(entry, operation_id=f"op-bench-writer-{i}")
+            if getattr(entry, "thread_id", None):
+                entry = dataclasses.replace(entry, thread_id=f"op-bench-writer-{i}")
+            if getattr(entry, "handoff_id", None):
+                entry = dataclasses.replace(entry, handoff_id=f"{entry.handoff_id}-{i}")
+            return entry
+
+        sink, profiler = writer.LocalSink(), cProfile.Profile()
+        print(f"one run's batches: {[len(batch) for batch in capture.batches]} entries")
+        with counting_statements() as statements:
+            start = time.perf_counter()
+            profiler.runcall(
+                lambda: [sink.write([renamed(e, i) for e in batch]) for i in range(runs) for batch in capture.batches]
+            )
+            elapsed = time.perf_counter() - start
+        print(f"per run: {elapsed / runs * 1000:.1f} ms, {sum(statements.values()) / runs:.1f} SQL statements")
+    pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="20 runs per variant instead of 200")
     parser.add_argument("--profile", type=int, metavar="RUNS", help="profile RUNS Sidewisp runs instead")
+    parser.add_argument(
+        "--profile-writer", type=int, metavar="RUNS", help="profile the evidence writer storing RUNS runs instead"
+    )
     args = parser.parse_args()
-    if args.profile:
+    if args.profile_writer:
+        profile_writer(args.profile_writer)
+    elif args.profile:
         profile(args.profile)
     else:
         print(markdown(rows(args.quick)))
