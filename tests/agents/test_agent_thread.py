@@ -186,6 +186,8 @@ def test_a_stop_no_receipt_carries_is_read_once_the_memory_is_older_than_its_bou
     monkeypatch.setattr(parking, "MAX_AGE_SECONDS", -1.0)
     graph = teams.swarm(InMemorySaver(), busy_calls=1, bob_steps=bob_looks_up(1), bob_tools=[teams.lookup])
     config = config_for("op-stopped-quietly")
+    # The run's row exists before alice's tool stops it (a new run's row is the writer's to create, a moment later).
+    Run.objects.create(operation_id="op-stopped-quietly", thread_id="th-op-stopped-quietly")
     original_lookup = teams.lookup.func
 
     @evidence.closes_own_connection
