@@ -16,12 +16,15 @@ It streams the parent graph (`updates`, `tasks`, `custom`, `values`,
   only reliable "destination started" signal), with the task id as attempt id;
 
 and, at the end, the run's outcome on its latest handoff (a `wait` per
-interrupt, the outcome `verification`, `final_status`) and the run's status
-through `receipts.runs.set_status`. Receipts go to the batched writer
-(`agents.writer`) and never raise into the graph; the observer flushes it
-before the run's status changes (a wait is stored before the run shows as
-waiting) and before it returns. `observe` also works on a thread that runs an
-event loop, and `aobserve` is its async twin.
+interrupt, the outcome `verification`, `final_status`) and the run's status.
+Receipts and the run's lifecycle (created, running, waiting with its pending
+call, parked, ended: `receipts.intake.RunEntry`, applied by
+`receipts.lifecycle`) go to the batched writer (`agents.writer`) in one FIFO,
+so a wait is stored before the run shows as waiting without a flush; nothing
+raises into the graph. The agent's side reads the run's stop flag once, as
+`observe` starts (`agents.parking` remembers it for the per-step check), and
+waits for the writer once, as it returns. `observe` also works on a thread
+that runs an event loop, and `aobserve` is its async twin.
 
 In remote mode (`SIDEWISP_REMOTE_URL`) the run lives on the server: the
 observer touches no local database (no run row, status, pending call, parked

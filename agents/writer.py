@@ -9,10 +9,12 @@ persistent connection (`LocalSink`); with `SIDEWISP_REMOTE_URL` set, a
 Sidewisp server (`agents.remote.RemoteSink`), and no local database at all.
 This is OpenTelemetry's batch span processor, for evidence.
 
-- **Ordering**: first in, first written. `flush()` returns once everything
-  submitted before it is written; the observer flushes before it reads or
-  writes what depends on it (a wait is stored before the run is marked
-  waiting) and before `observe` returns.
+- **Ordering**: first in, first written (receipts and run changes alike, so a
+  wait is stored before the run is marked waiting). `flush()` returns once
+  everything submitted before it is written, `wait_for(mark)` once the first
+  `mark` entries are; `observe` flushes once, as it returns, and a run's
+  checkpointer waits for the mark of a transfer it would save past
+  (`agents.barrier`).
 - **Back-pressure**: when `CAPACITY` entries wait, `submit` blocks (counted in
   `stats()["blocked"]`). Only a buffer that stays full for `SUBMIT_TIMEOUT`
   seconds drops the entry, with an error log and `stats()["dropped"]`.
