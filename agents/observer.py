@@ -187,11 +187,6 @@ async def aobserve(
     return ended.outcome
 
 
-def auto_continue_stopped(operation_id: str) -> bool:
-    """True when an operator stopped auto-continue for the run (one indexed query)."""
-    return Run.objects.filter(operation_id=operation_id, auto_continue=False).exists()
-
-
 def conclude(
     graph: Any, config: dict, *, wait_policies: Mapping[str, WaitPolicy] | None = None, verifier: Verifier | None = None
 ) -> Outcome:

@@ -168,11 +168,6 @@ class Writer:
         with self._cond:
             return self._counts["submitted"]
 
-    def written_up_to(self, mark: int) -> bool:
-        """The first `mark` entries are written (or given up)."""
-        with self._cond:
-            return self._done >= mark
-
     def wait_for(self, mark: int, timeout: float | None = FLUSH_TIMEOUT) -> bool:
         """Wait until the first `mark` entries submitted are written (or given up); False on timeout."""
         if threading.current_thread() is self._thread:
