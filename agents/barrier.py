@@ -15,16 +15,13 @@ import asyncio
 import logging
 import os
 import threading
-from collections.abc import Callable
-from functools import wraps
 from typing import Any
 
 from agents import writer
 
 logger = logging.getLogger(__name__)
 
-GUARDED = "_sidewisp_guarded"  # set on a saver whose methods wait here
-_SAVES = ("put", "put_writes")
+GUARDED = "_sidewisp_guarded"  # true on a saver class whose saves wait here
 
 _lock = threading.Lock()
 _held: dict[str, int] = {}  # thread id -> the writer's mark right after its latest transfer's `created`
@@ -56,17 +53,56 @@ def release(thread_id: str | None) -> None:
 
 
 def guard(saver: Any) -> bool:
-    """Make `saver`'s saves wait for held transfers (once per saver); False when it cannot be guarded."""
-    if saver is None or getattr(saver, GUARDED, False):
-        return saver is not None
+    """Make `saver`'s saves wait for held transfers; False when it cannot be guarded (the middleware flushes then).
+
+    The saver becomes an instance of a subclass of its own class whose saves call `release` first, so a
+    clone LangGraph makes of it (`copy.copy` with another serializer) saves through its own methods, guarded.
+    """
+    if saver is None:
+        return False
+    if getattr(saver, GUARDED, False):
+        return True
     try:
-        for name in _SAVES:
-            setattr(saver, name, _waiting(getattr(saver, name)))
-            setattr(saver, f"a{name}", _awaiting(getattr(saver, f"a{name}")))
-        setattr(saver, GUARDED, True)
-    except (AttributeError, TypeError):  # a saver with slots or read-only methods: the middleware flushes instead
+        saver.__class__ = _guarded_class(type(saver))
+    except TypeError:  # a class whose layout cannot change (slots, extension types)
         return False
     return True
+
+
+_guarded_classes: dict[type, type] = {}
+
+
+def _guarded_class(cls: type) -> type:
+    with _lock:
+        found = _guarded_classes.get(cls)
+        if found is None:
+            found = _guarded_classes[cls] = type(f"Guarded{cls.__name__}", (cls,), _guarded_methods(cls))
+        return found
+
+
+def _guarded_methods(cls: type) -> dict[str, Any]:
+    def put(self: Any, *args: Any, **kwargs: Any) -> Any:
+        release(_thread_of(args, kwargs))
+        return cls.put(self, *args, **kwargs)
+
+    def put_writes(self: Any, *args: Any, **kwargs: Any) -> Any:
+        release(_thread_of(args, kwargs))
+        return cls.put_writes(self, *args, **kwargs)
+
+    async def aput(self: Any, *args: Any, **kwargs: Any) -> Any:
+        await _arelease(_thread_of(args, kwargs))
+        return await cls.aput(self, *args, **kwargs)
+
+    async def aput_writes(self: Any, *args: Any, **kwargs: Any) -> Any:
+        await _arelease(_thread_of(args, kwargs))
+        return await cls.aput_writes(self, *args, **kwargs)
+
+    return {"put": put, "put_writes": put_writes, "aput": aput, "aput_writes": aput_writes, GUARDED: True}
+
+
+async def _arelease(thread_id: str | None) -> None:
+    if held(thread_id):
+        await asyncio.to_thread(release, thread_id)  # off the event loop
 
 
 def _thread_of(args: tuple, kwargs: dict) -> str | None:
@@ -74,26 +110,6 @@ def _thread_of(args: tuple, kwargs: dict) -> str | None:
     configurable = (config or {}).get("configurable") if isinstance(config, dict) else None
     thread_id = (configurable or {}).get("thread_id")
     return str(thread_id) if thread_id is not None else None
-
-
-def _waiting(save: Callable[..., Any]) -> Callable[..., Any]:
-    @wraps(save)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        release(_thread_of(args, kwargs))
-        return save(*args, **kwargs)
-
-    return wrapper
-
-
-def _awaiting(save: Callable[..., Any]) -> Callable[..., Any]:
-    @wraps(save)
-    async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        thread_id = _thread_of(args, kwargs)
-        if held(thread_id):
-            await asyncio.to_thread(release, thread_id)  # off the event loop
-        return await save(*args, **kwargs)
-
-    return wrapper
 
 
 def _forget_after_fork() -> None:

@@ -10,6 +10,7 @@ stored before its run says it waits, and an operator's stop parks the run before
 from __future__ import annotations
 
 import asyncio
+import copy
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from agents import evidence, parking, writer
+from agents import barrier, evidence, parking, writer
 from agents.decisions import resume_value
 from agents.observer import STREAM_CLOSED, aobserve, observe
 from agents.scripted import Call, Say
@@ -236,3 +237,13 @@ def test_an_async_caller_who_closes_the_stream_early_leaves_no_run_running(team_
 
     run = Run.objects.get(operation_id="op-aclosed")
     assert (run.status, run.error) == (Run.Status.FAILED, STREAM_CLOSED)
+
+
+def test_a_guarded_checkpointer_stays_guarded_in_the_clone_langgraph_makes_of_it():
+    saver = InMemorySaver()
+
+    assert barrier.guard(saver) and barrier.guard(saver)  # once, and idempotent
+    clone = copy.copy(saver)  # what LangGraph's serializer allowlist does (BaseCheckpointSaver.with_allowlist)
+    assert isinstance(clone, InMemorySaver) and type(clone) is type(saver)
+    assert getattr(clone, barrier.GUARDED) is True
+    assert not barrier.guard(None)
