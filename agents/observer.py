@@ -539,6 +539,35 @@ async def _aparked_now(operation_id: str) -> bool:
     return is_stopped and await asyncio.to_thread(_park, operation_id)
 
 
+@dataclass
+class _Applied:
+    """A checkpointed run's applied transfers: their `reduced` is stored before the next root step starts.
+
+    The crash promise of "Evidence after a crash": a worker killed in the step after a transfer leaves the
+    resumed run a checkpoint history from which `agents.reconcile` re-derives what that step left unstored;
+    the transfer's `reduced` (submitted once the parent saved the step that applied it) is not among it. So
+    the step after a transfer waits for the writer to reach the mark after that `reduced` (a wait only in
+    steps that follow a transfer, only with a checkpointer). A run without one has no history to resume
+    from and never waits here.
+    """
+
+    checkpointed: bool
+    mark: int | None = None
+
+    def submit(self, entries: list) -> None:
+        writer.submit_all(entries)
+        if self.checkpointed and any(getattr(entry, "part", None) == "reduced" for entry in entries):
+            self.mark = writer.get().mark()
+
+    def due(self) -> bool:
+        return self.mark is not None
+
+    def stored_before_the_step(self) -> None:
+        if self.mark is not None:
+            mark, self.mark = self.mark, None
+            writer.get().wait_for(mark)
+
+
 def _park(operation_id: str) -> bool:
     logger.info("run %s parked: auto-continue stopped", operation_id)
     _submit_run(operation_id, Run.Status.PARKED, final=True)
@@ -614,11 +643,14 @@ def _driven(
     culprit = _Culprit()
     try:
         writer.submit_all(tracker.on_start(graph, config))
+        applied = _Applied(tracker.checkpointed)
         for ns, mode, chunk in graph.stream(graph_input, config, **user.options(options)):
-            if local and _root_start(ns, mode, chunk) and _parked_now(operation_id):
-                return Outcome("parked")
+            if _root_start(ns, mode, chunk):
+                applied.stored_before_the_step()
+                if local and _parked_now(operation_id):
+                    return Outcome("parked")
             if mode in options["stream_mode"]:
-                writer.submit_all(tracker.on_event(ns, mode, chunk))
+                applied.submit(tracker.on_event(ns, mode, chunk))
             culprit.see(ns, mode, chunk)
             yield from user.chunks(ns, mode, chunk)
         yield from user.chunks()
@@ -678,12 +710,16 @@ async def _adriven(
     culprit = _Culprit()
     try:
         writer.submit_all(await tracker.aon_start(graph, config))
+        applied = _Applied(tracker.checkpointed)
         async for ns, mode, chunk in graph.astream(graph_input, config, **user.options(options)):
-            if local and _root_start(ns, mode, chunk) and await _aparked_now(operation_id):
-                ended.outcome = Outcome("parked")
-                return
+            if _root_start(ns, mode, chunk):
+                if applied.due():
+                    await asyncio.to_thread(applied.stored_before_the_step)  # off the event loop
+                if local and await _aparked_now(operation_id):
+                    ended.outcome = Outcome("parked")
+                    return
             if mode in options["stream_mode"]:
-                writer.submit_all(tracker.on_event(ns, mode, chunk))
+                applied.submit(tracker.on_event(ns, mode, chunk))
             culprit.see(ns, mode, chunk)
             for item in user.chunks(ns, mode, chunk):
                 yield item
