@@ -47,8 +47,9 @@ def config_for(operation_id: str) -> dict:
 @contextmanager
 def agent_side() -> Iterator[dict]:
     """Count SQL statements by thread kind (the writer's, everyone else's) and flushes of the writer."""
-    seen: dict = {"queries": Counter(), "flushes": 0}
+    seen: dict = {"queries": Counter(), "flushes": 0, "waits": 0}
     execute, executemany, flush = utils.CursorWrapper.execute, utils.CursorWrapper.executemany, writer.Writer.flush
+    wait_for = writer.Writer.wait_for
 
     def side() -> str:
         return "writer" if threading.current_thread().name == WRITER_THREAD else "agent"
@@ -65,14 +66,18 @@ def agent_side() -> Iterator[dict]:
         seen["flushes"] += 1
         return flush(self, *args, **kwargs)
 
+    def counted_wait_for(self, *args, **kwargs):  # a flush, a checkpoint's or a step's wait for a transfer
+        seen["waits"] += 1
+        return wait_for(self, *args, **kwargs)
+
     writer.flush()  # nothing of an earlier test in the counts
     utils.CursorWrapper.execute, utils.CursorWrapper.executemany = counted_execute, counted_executemany
-    writer.Writer.flush = counted_flush
+    writer.Writer.flush, writer.Writer.wait_for = counted_flush, counted_wait_for
     try:
         yield seen
     finally:
         utils.CursorWrapper.execute, utils.CursorWrapper.executemany = execute, executemany
-        writer.Writer.flush = flush
+        writer.Writer.flush, writer.Writer.wait_for = flush, wait_for
 
 
 @contextmanager
@@ -247,3 +252,13 @@ def test_a_guarded_checkpointer_stays_guarded_in_the_clone_langgraph_makes_of_it
     assert isinstance(clone, InMemorySaver) and type(clone) is type(saver)
     assert getattr(clone, barrier.GUARDED) is True
     assert not barrier.guard(None)
+
+
+def test_a_run_without_a_checkpointer_waits_for_the_writer_only_as_it_ends(team_contracts):
+    # The bench's shape: agents as nodes, no checkpointer, so no checkpoint or resumed step to keep ahead of.
+    with agent_side() as seen:
+        outcome = observe(teams.agents_as_nodes(None), ask(), config_for("op-no-saver"), verifier=PASS)
+
+    handoff = Handoff.objects.get(run__operation_id="op-no-saver")
+    assert (outcome.status, handoff.verdict) == ("complete", "HEALTHY")
+    assert (seen["queries"]["agent"], seen["flushes"], seen["waits"]) == (1, 1, 1)
