@@ -39,6 +39,7 @@ from langgraph.config import get_config, get_stream_writer
 from langgraph.prebuilt import ToolNode
 from langgraph.types import Command
 
+from agents import barrier as barrier_module
 from agents import evidence, steps, writer
 from agents.handoffs import handoff_target
 from agents.tracking import HANDOFF_EVENT, messages_in, transfer_gotos, transfer_handoff_ids, turn_call_ids
@@ -50,6 +51,10 @@ CLEARED_PLACEHOLDER = "[cleared]"
 UNKNOWN_TOOL = "unknown_tool"
 # The configurable key `agents.observer.observe` marks its runs with: a transfer without it is streamed unobserved.
 OBSERVED_KEY = "sidewisp_observed"
+# How the observer keeps a transfer's `created` ahead of the checkpoint past it (`_before_next_checkpoint`).
+BARRIER_KEY = "sidewisp_transfer_barrier"
+BARRIER_CHECKPOINTER = "checkpointer"  # the run's checkpointer waits for the writer (agents.barrier)
+BARRIER_NONE_NEEDED = "none"  # the run has no checkpointer
 _RETRIES_EXHAUSTED = re.compile(r"failed after (\d+) attempts")
 _MODEL_FAILED = re.compile(r"^Model call failed after (\d+) attempts")
 _CALL_LIMIT = "Tool call limit exceeded"
@@ -103,7 +108,7 @@ class SidewispMiddleware(AgentMiddleware):
         result = handler(request)
         self._steps.after_tool(request, result)
         if context is not None and self._record_transfer(context, result):
-            writer.flush()  # `created` is stored before the parent can checkpoint past the transfer
+            _before_next_checkpoint(context)  # `created` is stored before the parent can checkpoint past it
         return result
 
     async def awrap_tool_call(
@@ -115,7 +120,10 @@ class SidewispMiddleware(AgentMiddleware):
         result = await handler(request)
         await self._steps.aafter_tool(request, result)
         if context is not None and self._record_transfer(context, result):
-            await asyncio.to_thread(writer.flush)  # as in wrap_tool_call, off the event loop
+            if _barrier_of(context) in (BARRIER_CHECKPOINTER, BARRIER_NONE_NEEDED):
+                _before_next_checkpoint(context)  # holds at most: nothing waits here
+            else:
+                await asyncio.to_thread(writer.flush)  # as in wrap_tool_call, off the event loop
         return result
 
     def _tool_context(self, request: ToolCallRequest) -> dict | None:
@@ -136,6 +144,8 @@ class SidewispMiddleware(AgentMiddleware):
             "tool_call_id": tool_call_id,
             "turn_ids": _turn_call_ids(request.state, tool_call_id),
             "attempt": str(getattr(info, "node_attempt", None) or 1),
+            "thread_id": (config.get("configurable") or {}).get("thread_id"),
+            "barrier": (config.get("configurable") or {}).get(BARRIER_KEY),
         }
 
     def _record_transfer(self, context: dict, result: Any) -> bool:
@@ -143,9 +153,10 @@ class SidewispMiddleware(AgentMiddleware):
 
         A goto list is one handoff per destination (the first keeps the call's own handoff id, which a
         declared receiver's `created` already used); a Command to END only is no handoff (spec v1.2).
-        The caller flushes the writer then: a worker killed after LangGraph saved the step that applies the
-        transfer still leaves its `created` (with this middleware's route version) for the resumed run's
-        observer to complete from the checkpoint history (`agents.reconcile`).
+        The caller then makes the next checkpoint of the run wait for the writer (`_before_next_checkpoint`):
+        a worker killed after LangGraph saved the step that applies the transfer still leaves its `created`
+        (with this middleware's route version) for the resumed run's observer to complete from the
+        checkpoint history (`agents.reconcile`).
         """
         if not isinstance(result, Command) or result.graph != Command.PARENT:
             return False
@@ -218,6 +229,24 @@ class SidewispMiddleware(AgentMiddleware):
 
     def _agent_name(self, config: dict) -> str:
         return self.agent or (config.get("metadata") or {}).get("lc_agent_name") or "agent"
+
+
+def _barrier_of(context: dict) -> str | None:
+    return context.get("barrier")
+
+
+def _before_next_checkpoint(context: dict) -> None:
+    """Keep the crash promise for a recorded transfer at the least cost the run allows.
+
+    The observer says how (`BARRIER_KEY`): its checkpointer waits for the writer before it saves anything
+    of this thread (`agents.barrier`), or the run has no checkpointer to move past the transfer. A run
+    observed otherwise (no observer, or a checkpointer that cannot be guarded) waits for the writer now.
+    """
+    barrier = _barrier_of(context)
+    if barrier == BARRIER_CHECKPOINTER and context.get("thread_id") is not None:
+        barrier_module.hold(str(context["thread_id"]))
+    elif barrier != BARRIER_NONE_NEEDED:
+        writer.flush()
 
 
 def _submit_reports(scope: tuple[str, str], reports: list[tuple[str, dict, str]]) -> None:

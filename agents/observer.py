@@ -16,12 +16,15 @@ It streams the parent graph (`updates`, `tasks`, `custom`, `values`,
   only reliable "destination started" signal), with the task id as attempt id;
 
 and, at the end, the run's outcome on its latest handoff (a `wait` per
-interrupt, the outcome `verification`, `final_status`) and the run's status
-through `receipts.runs.set_status`. Receipts go to the batched writer
-(`agents.writer`) and never raise into the graph; the observer flushes it
-before the run's status changes (a wait is stored before the run shows as
-waiting) and before it returns. `observe` also works on a thread that runs an
-event loop, and `aobserve` is its async twin.
+interrupt, the outcome `verification`, `final_status`) and the run's status.
+Receipts and the run's lifecycle (created, running, waiting with its pending
+call, parked, ended: `receipts.intake.RunEntry`, applied by
+`receipts.lifecycle`) go to the batched writer (`agents.writer`) in one FIFO,
+so a wait is stored before the run shows as waiting without a flush; nothing
+raises into the graph. The agent's side reads the run's stop flag once, as
+`observe` starts (`agents.parking` remembers it for the per-step check), and
+waits for the writer once, as it returns. `observe` also works on a thread
+that runs an event loop, and `aobserve` is its async twin.
 
 In remote mode (`SIDEWISP_REMOTE_URL`) the run lives on the server: the
 observer touches no local database (no run row, status, pending call, parked
@@ -30,8 +33,10 @@ check or auto-continue) and sends only entries, `final_status` included.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
+import time
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,17 +48,26 @@ from django.utils import timezone
 from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import Runnable
+from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel._messages import StreamMessagesHandler, graph_namespace
 from langgraph.types import Command, Interrupt
 
-from agents import evidence, tracking, writer
+from agents import barrier, evidence, parking, tracking, writer
 from agents.arguments import arg_schemas
-from agents.middleware import OBSERVED_KEY, UNKNOWN_TOOL, model_failure_reports
+from agents.middleware import (
+    BARRIER_CHECKPOINTER,
+    BARRIER_KEY,
+    BARRIER_NONE_NEEDED,
+    OBSERVED_KEY,
+    UNKNOWN_TOOL,
+    model_failure_reports,
+)
 from agents.tracking import CONTROL_KEYS, STREAM_MODES, Tracker, context_key_names  # noqa: F401 - re-exported
-from receipts import bundle, recording, runs
+from receipts import bundle
 from receipts import health as run_health
+from receipts.intake import RunEntry
 from receipts.models import MiddlewareReport, Receipt, Run
-from receipts.recording import record
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +78,7 @@ _STATUS = {
     "parked": Run.Status.PARKED,
 }
 _RESOLUTIONS = {"approve": "approved", "edit": "edited", "reject": "rejected"}
+UNREAD = object()  # a run's declined resolution not known yet: `verify` reads it
 DECISION_ORDER = ("approve", "edit", "reject")
 
 
@@ -172,11 +187,6 @@ async def aobserve(
     return ended.outcome
 
 
-def auto_continue_stopped(operation_id: str) -> bool:
-    """True when an operator stopped auto-continue for the run (one indexed query)."""
-    return Run.objects.filter(operation_id=operation_id, auto_continue=False).exists()
-
-
 def conclude(
     graph: Any, config: dict, *, wait_policies: Mapping[str, WaitPolicy] | None = None, verifier: Verifier | None = None
 ) -> Outcome:
@@ -208,6 +218,7 @@ def _conclude(
     verifier: Verifier | None,
     persisted: bool,
     schemas: Mapping[str, Mapping] | None = None,
+    declined: object = UNREAD,
 ) -> Outcome:
     if snapshot.interrupts:
         for pending in snapshot.interrupts:
@@ -219,19 +230,19 @@ def _conclude(
         _record_final(operation_id, "running", f"held-{evidence.digest(*snapshot.next)}")
         outcome = Outcome("parked", error=run_health.held_before(snapshot.next))  # not auto-continue stopped
     else:
-        outcome = _ending(operation_id, snapshot, verifier)
-    # The run's receipts (a wait among them) are stored before its pending call and status say so.
-    writer.flush()
-    if writer.remote():
-        return outcome  # the server keeps the run's lifecycle
-    if outcome.status == "waiting":
-        store = partial(_store_pending_call, operation_id, snapshot.interrupts, schemas or {})
-        evidence.guarded(operation_id, "run", store)
-    evidence.guarded(operation_id, "run", partial(_finish, operation_id, outcome))
+        outcome = _ending(operation_id, snapshot, verifier, declined)
+    if not writer.remote():  # the server keeps a remote run's lifecycle
+        pending = None
+        if outcome.status == "waiting":
+            call = partial(pending_call_of, operation_id, snapshot.interrupts, schemas or {})
+            pending = evidence.guarded(operation_id, "run", call)
+        # After the run's receipts in the writer's FIFO: a wait is stored before the run says it waits.
+        _submit_run(operation_id, _STATUS[outcome.status], error=outcome.error, pending_call=pending, final=True)
+    writer.flush()  # the run's one flush: its last receipts and its status are stored before observe returns
     return outcome
 
 
-def _ending(operation_id: str, snapshot: _Snapshot, verifier: Verifier | None) -> Outcome:
+def _ending(operation_id: str, snapshot: _Snapshot, verifier: Verifier | None, declined: object) -> Outcome:
     messages: list[BaseMessage] = list(snapshot.values.get("messages") or [])
     last = messages[-1] if messages else None
     failures = model_failure_reports([last]) if last is not None else []
@@ -244,25 +255,34 @@ def _ending(operation_id: str, snapshot: _Snapshot, verifier: Verifier | None) -
         return Outcome("failed", error="NoCompletionClaim")
     if verifier is not None:
         final = message_text(last)
-        check = partial(verify, operation_id, verifier, attempt="end", final_message=final)
+        check = partial(verify, operation_id, verifier, attempt="end", final_message=final, declined=declined)
         evidence.guarded(operation_id, "verification", check)
     _record_final(operation_id, "complete", "end")
     return Outcome("complete")
 
 
-def verify(operation_id: str, verifier: Verifier, *, attempt: str, final_message: str | None = None) -> str | None:
+def verify(
+    operation_id: str,
+    verifier: Verifier,
+    *,
+    attempt: str,
+    final_message: str | None = None,
+    declined: object = UNREAD,
+) -> str | None:
     """Run the outcome verifier and record `verification` on the latest handoff; the result or None.
 
     After a wait was `rejected` or `expired` (the run's latest decided wait), the outcome to prove is the
     opposite (spec §1 v1.1): the verifier's own check must FAIL (the gated action did not happen) AND the
     final message must not claim it was done (the verifier's `claims_done`, else `claims_done` here; no
-    final message counts as a claim). The receipt then names `<verifier>.declined`.
+    final message counts as a claim). The receipt then names `<verifier>.declined`. `declined` is that
+    resolution (or None) when the caller knows it already, as `observe` does from its start; else it is read.
     """
     found = verifier(operation_id)
     if found is None:
         return None
     name, result, receipt_id = found
-    if (resolution := declined_resolution(operation_id)) is not None:
+    resolution = declined_resolution(operation_id) if declined is UNREAD else declined
+    if resolution is not None:
         claim_check = getattr(verifier, "claims_done", None) or claims_done
         claimed = final_message is None or bool(claim_check(final_message))
         result = "pass" if result == "fail" and not claimed else "fail"
@@ -442,74 +462,124 @@ async def _asnapshot(graph: Any, config: dict, tracker: Tracker) -> _Snapshot:
     return _Snapshot(state.values, tuple(state.next), tuple(state.interrupts))
 
 
-def _begin(operation_id: str, config: dict, graph_input: Any) -> bool:
-    """Get or create the observed run and set it running; True when it is parked (auto-continue stopped)."""
-    return bool(evidence.guarded(operation_id, "run", partial(_start_run, operation_id, config, graph_input)))
+@dataclass(frozen=True)
+class _Start:
+    parked: bool  # an operator stopped the run: it is not driven
+    declined: object = UNREAD  # the run's latest decided wait's resolution when declined, when known
 
 
-def _start_run(operation_id: str, config: dict, graph_input: Any) -> bool:
-    thread_id = (config.get("configurable") or {}).get("thread_id") or operation_id
-    run, _ = Run.objects.get_or_create(
-        operation_id=operation_id,
-        defaults={"thread_id": str(thread_id), "mode": Run.Mode.OBSERVED, "source": Run.Source.AGENT},
-    )
-    if problem := recording.owner_problem(run, ""):  # a remote source's run (issue 19): not this app's
-        logger.warning("run not observed: %s", problem)
-        raise recording.RunNotOwned("operation_id", problem)
-    if not run.auto_continue:
+def _begin(operation_id: str, config: dict, graph_input: Any, policy: _Policy) -> _Start:
+    """Read the run's stop flag (the database is the truth at every start and resume) and hand its start
+    to the writer: created when new, its waits resolved on a resume, running; parked when stopped.
+
+    One indexed query on the caller's thread (two for an existing run that is not resumed and has a
+    verifier: its latest decided wait); the run's writes go to the writer, in the receipts' FIFO.
+    """
+    # Unread (the database away): driven as not stopped, as observation never stops the observed.
+    exists, is_stopped = evidence.guarded(operation_id, "run", partial(_stop_flag, operation_id)) or (True, False)
+    thread_id = str((config.get("configurable") or {}).get("thread_id") or operation_id)
+    if is_stopped:
         logger.info("run %s parked: auto-continue stopped", operation_id)
-        runs.set_status(run, Run.Status.PARKED)
-        return True
+        _submit_run(operation_id, Run.Status.PARKED, thread_id=thread_id)
+        return _Start(parked=True)
+    resumed = None
+    declined: object = None
     if isinstance(graph_input, Command) and graph_input.resume is not None:
-        _resolve_waits(run, graph_input.resume)
-        if run.pending_call is not None:
-            run.pending_call = None
-            run.save(update_fields=["pending_call", "updated_at"])
-    runs.set_status(run, Run.Status.RUNNING)
-    return False
+        decided = resolution_of(graph_input.resume)
+        resumed = {resume_token_id(operation_id, key) if key is not None else None: v for key, v in decided.items()}
+        declined = _declined_by(decided)
+    elif exists and policy.verifier is not None:
+        declined = UNREAD  # decided in an earlier call: read when the verifier runs
+    _submit_run(operation_id, Run.Status.RUNNING, thread_id=thread_id, resumed=resumed)
+    return _Start(parked=False, declined=declined)
 
 
-def _resolve_waits(run: Run, resume: object) -> None:
-    decided = resolution_of(resume)
-    by_token = {resume_token_id(run.operation_id, key): value for key, value in decided.items() if key is not None}
-    for handoff in run.handoffs.filter(wait_open=True):
-        token = (handoff.wait_part or {}).get("resume_token_id")
-        wait = {**handoff.wait_part, "resolved": True, "resolution": by_token.get(token, decided.get(None))}
-        write = partial(
-            record,
-            handoff_id=handoff.handoff_id,
-            operation_id=run.operation_id,
-            part="wait",
-            value=wait,
-            attempt=f"resolved-{evidence.digest(token)}",
-        )
-        evidence.guarded(run.operation_id, "wait", write)
+def _stop_flag(operation_id: str) -> tuple[bool, bool]:
+    """(the run exists, an operator stopped it), read from the database and remembered (agents.parking)."""
+    read_at = time.monotonic()
+    flag = Run.objects.filter(operation_id=operation_id).values_list("auto_continue", flat=True).first()
+    parking.learn({operation_id: flag is False}, read_at)
+    return flag is not None, flag is False
+
+
+def _declined_by(decided: Mapping[str | None, str | None]) -> str | None:
+    """The resolution a resume gave every wait it answered, when that is a declining one."""
+    resolutions = set(decided.values())
+    resolution = resolutions.pop() if len(resolutions) == 1 else None
+    return resolution if resolution in DECLINED else None
+
+
+def _submit_run(operation_id: str, status: str, **change: Any) -> None:
+    """Hand a change of the run's lifecycle to the writer (`receipts.lifecycle`), after its receipts."""
+    writer.submit(RunEntry(operation_id, status, **change))
 
 
 def _parked_now(operation_id: str) -> bool:
-    # The previous step's receipts are stored first: an operator who stops the run on seeing them
-    # (or anything reacting to them) parks it before the next step.
-    writer.flush()
-    if not evidence.guarded(operation_id, "run", partial(auto_continue_stopped, operation_id)):
-        return False
-    # An operator stopped the run: leave the graph at its last checkpoint (durability "sync")
-    # before the next step starts; resuming auto-continue drives it on from there.
+    """Before a root step: an operator stopped the run (from memory; the database when that is stale).
+
+    The run is then left at its last checkpoint (durability "sync") before the step starts, parked;
+    resuming auto-continue drives it on from there.
+    """
+    is_stopped = parking.stopped(operation_id)
+    if is_stopped is None:
+        is_stopped = bool(evidence.guarded(operation_id, "run", partial(evidence.run_orm, parking.read, operation_id)))
+    return is_stopped and _park(operation_id)
+
+
+async def _aparked_now(operation_id: str) -> bool:
+    """`_parked_now` for `aobserve`: a database read, when due, off the event loop."""
+    is_stopped = parking.stopped(operation_id)
+    if is_stopped is None:
+        read = partial(evidence.arun_orm, parking.read, operation_id)
+        try:
+            is_stopped = await read()
+        except Exception as exc:  # noqa: BLE001 - observation never breaks the observed graph
+            logger.warning("run %s: stop flag not read: %s", operation_id, type(exc).__name__)
+            is_stopped = False
+    return is_stopped and await asyncio.to_thread(_park, operation_id)
+
+
+@dataclass
+class _Applied:
+    """A checkpointed run's applied transfers: their `reduced` is stored before the next root step starts.
+
+    The crash promise of "Evidence after a crash": a worker killed in the step after a transfer leaves the
+    resumed run a checkpoint history from which `agents.reconcile` re-derives what that step left unstored;
+    the transfer's `reduced` (submitted once the parent saved the step that applied it) is not among it. So
+    the step after a transfer waits for the writer to reach the mark after that `reduced` (a wait only in
+    steps that follow a transfer, only with a checkpointer). A run without one has no history to resume
+    from and never waits here.
+    """
+
+    checkpointed: bool
+    mark: int | None = None
+
+    def submit(self, entries: list) -> None:
+        writer.submit_all(entries)
+        if self.checkpointed and any(getattr(entry, "part", None) == "reduced" for entry in entries):
+            self.mark = writer.get().mark()
+
+    def due(self) -> bool:
+        return self.mark is not None
+
+    def stored_before_the_step(self) -> None:
+        if self.mark is not None:
+            mark, self.mark = self.mark, None
+            writer.get().wait_for(mark)
+
+
+def _park(operation_id: str) -> bool:
     logger.info("run %s parked: auto-continue stopped", operation_id)
-    evidence.guarded(operation_id, "run", partial(_finish, operation_id, Outcome("parked")))
+    _submit_run(operation_id, Run.Status.PARKED, final=True)
+    writer.flush()  # the run's one flush: it ends here
     return True
 
 
 def _failed(operation_id: str, error: str) -> None:
     _record_final(operation_id, "failed", "error")
+    if not writer.remote():
+        _submit_run(operation_id, Run.Status.FAILED, error=error, final=True)
     writer.flush()
-    if writer.remote():
-        return
-    evidence.guarded(operation_id, "run", partial(_finish, operation_id, Outcome("failed", error=error)))
-
-
-def _store_pending_call(operation_id: str, interrupts: Sequence[Interrupt], schemas: Mapping[str, Mapping]) -> None:
-    pending = pending_call_of(operation_id, interrupts, schemas)
-    Run.objects.filter(operation_id=operation_id).update(pending_call=pending)
 
 
 def _schemas(graph: Any, snapshot: _Snapshot) -> dict[str, dict]:
@@ -521,18 +591,6 @@ def _schemas(graph: Any, snapshot: _Snapshot) -> dict[str, dict]:
     except Exception:  # observation never breaks the observed: no schema, names only
         logger.warning("tool schemas not read", exc_info=True)
         return {}
-
-
-def _finish(operation_id: str, outcome: Outcome) -> None:
-    run = Run.objects.filter(operation_id=operation_id).first()
-    if run is None:
-        return
-    if outcome.status != "waiting" and evidence.latest_handoff(operation_id) is None:
-        detail = {"status": outcome.status}
-        evidence.add_report(
-            operation_id, evidence.OBSERVER, MiddlewareReport.Kind.NO_HANDOFF, detail, f"end-{outcome.status}"
-        )
-    runs.set_status(run, _STATUS[outcome.status], error=outcome.error)
 
 
 def _record_final(operation_id: str, status: str, attempt: str) -> None:
@@ -565,22 +623,34 @@ def _observed(
 ) -> Generator[Any, None, Outcome]:
     """The one driver of `observe` and `observe.stream`: yields the caller's chunks, returns the Outcome."""
     operation_id = _operation_id(config)
-    config = user.configure(marked(config))
     local = not writer.remote()
     if not local:
         _remember_resume(operation_id, graph_input)
-    if local and evidence.run_orm(_begin, operation_id, config, graph_input):
+    with parking.watching(operation_id):
+        return (yield from _driven(graph, graph_input, config, policy, user, operation_id, local))
+
+
+def _driven(
+    graph: Any, graph_input: Any, config: dict, policy: _Policy, user: _UserStream, operation_id: str, local: bool
+) -> Generator[Any, None, Outcome]:
+    start = evidence.run_orm(_begin, operation_id, config, graph_input, policy) if local else _Start(False)
+    if start.parked:
+        writer.flush()  # the run's one flush
         return Outcome("parked")
     tracker = _tracker_for(graph, operation_id, policy.route_version)
+    config = user.configure(marked(config, graph, tracker))
     options = _stream_options(tracker)
     culprit = _Culprit()
     try:
         writer.submit_all(tracker.on_start(graph, config))
+        applied = _Applied(tracker.checkpointed)
         for ns, mode, chunk in graph.stream(graph_input, config, **user.options(options)):
-            if local and _root_start(ns, mode, chunk) and evidence.run_orm(_parked_now, operation_id):
-                return Outcome("parked")
+            if _root_start(ns, mode, chunk):
+                applied.stored_before_the_step()
+                if local and _parked_now(operation_id):
+                    return Outcome("parked")
             if mode in options["stream_mode"]:
-                writer.submit_all(tracker.on_event(ns, mode, chunk))
+                applied.submit(tracker.on_event(ns, mode, chunk))
             culprit.see(ns, mode, chunk)
             yield from user.chunks(ns, mode, chunk)
         yield from user.chunks()
@@ -591,7 +661,14 @@ def _observed(
         evidence.run_orm(_raised, operation_id, exc, culprit, retry=isinstance(exc, policy.retry_on))
         raise
     return evidence.run_orm(
-        _conclude, operation_id, snapshot, policy.wait_policies, policy.verifier, tracker.checkpointed, schemas
+        _conclude,
+        operation_id,
+        snapshot,
+        policy.wait_policies,
+        policy.verifier,
+        tracker.checkpointed,
+        schemas,
+        start.declined,
     )
 
 
@@ -600,24 +677,49 @@ async def _aobserved(
 ) -> AsyncGenerator[Any, None]:
     """`_observed` on `graph.astream`; the Outcome goes to `ended` (an async generator returns nothing)."""
     operation_id = _operation_id(config)
-    config = user.configure(marked(config))
     local = not writer.remote()
     if not local:
         _remember_resume(operation_id, graph_input)
-    if local and await evidence.arun_orm(_begin, operation_id, config, graph_input):
+    driven = _adriven(graph, graph_input, config, policy, user, ended, operation_id, local)
+    with parking.watching(operation_id):
+        try:
+            async for item in driven:
+                yield item
+        finally:
+            await driven.aclose()  # a caller that closes the stream closes the run's own generator at once
+
+
+async def _adriven(
+    graph: Any,
+    graph_input: Any,
+    config: dict,
+    policy: _Policy,
+    user: _UserStream,
+    ended: _Ended,
+    operation_id: str,
+    local: bool,
+) -> AsyncGenerator[Any, None]:
+    start = await evidence.arun_orm(_begin, operation_id, config, graph_input, policy) if local else _Start(False)
+    if start.parked:
+        await asyncio.to_thread(writer.flush)  # the run's one flush
         ended.outcome = Outcome("parked")
         return
     tracker = _tracker_for(graph, operation_id, policy.route_version)
+    config = user.configure(marked(config, graph, tracker))
     options = _stream_options(tracker)
     culprit = _Culprit()
     try:
         writer.submit_all(await tracker.aon_start(graph, config))
+        applied = _Applied(tracker.checkpointed)
         async for ns, mode, chunk in graph.astream(graph_input, config, **user.options(options)):
-            if local and _root_start(ns, mode, chunk) and await evidence.arun_orm(_parked_now, operation_id):
-                ended.outcome = Outcome("parked")
-                return
+            if _root_start(ns, mode, chunk):
+                if applied.due():
+                    await asyncio.to_thread(applied.stored_before_the_step)  # off the event loop
+                if local and await _aparked_now(operation_id):
+                    ended.outcome = Outcome("parked")
+                    return
             if mode in options["stream_mode"]:
-                writer.submit_all(tracker.on_event(ns, mode, chunk))
+                applied.submit(tracker.on_event(ns, mode, chunk))
             culprit.see(ns, mode, chunk)
             for item in user.chunks(ns, mode, chunk):
                 yield item
@@ -630,7 +732,14 @@ async def _aobserved(
         await evidence.arun_orm(_raised, operation_id, exc, culprit, retry=isinstance(exc, policy.retry_on))
         raise
     ended.outcome = await evidence.arun_orm(
-        _conclude, operation_id, snapshot, policy.wait_policies, policy.verifier, tracker.checkpointed, schemas
+        _conclude,
+        operation_id,
+        snapshot,
+        policy.wait_policies,
+        policy.verifier,
+        tracker.checkpointed,
+        schemas,
+        start.declined,
     )
 
 
@@ -642,9 +751,23 @@ def _exhausted(chunks: Generator[Any, None, Outcome]) -> Outcome:
             return stop.value
 
 
-def marked(config: dict) -> dict:
-    """`config` with the observer's mark, which tells `SidewispMiddleware` that this run is observed."""
-    return {**config, "configurable": {**(config.get("configurable") or {}), OBSERVED_KEY: True}}
+def marked(config: dict, graph: Any = None, tracker: Tracker | None = None) -> dict:
+    """`config` with the observer's mark, which tells `SidewispMiddleware` that this run is observed, and
+    how a transfer's `created` is kept ahead of the checkpoint past it (`agents.barrier`)."""
+    configurable = {**(config.get("configurable") or {}), OBSERVED_KEY: True}
+    if tracker is not None and (how := _barrier(graph, configurable, tracker)) is not None:
+        configurable[BARRIER_KEY] = how
+    return {**config, "configurable": configurable}
+
+
+def _barrier(graph: Any, configurable: Mapping[str, Any], tracker: Tracker) -> str | None:
+    """The run's checkpointer waits for the writer; or it has none; or None: the middleware flushes."""
+    if CONFIG_KEY_CHECKPOINTER in configurable:
+        return None  # a checkpointer lent through the config: not ours to guard
+    if not tracker.checkpointed:
+        return BARRIER_NONE_NEEDED
+    saver = getattr(graph, "checkpointer", None)
+    return BARRIER_CHECKPOINTER if isinstance(saver, BaseCheckpointSaver) and barrier.guard(saver) else None
 
 
 def _raised(operation_id: str, exc: BaseException, culprit: _Culprit, *, retry: bool) -> None:
@@ -666,16 +789,9 @@ def _raised(operation_id: str, exc: BaseException, culprit: _Culprit, *, retry: 
 
 
 def _retry_expected(operation_id: str, error: str) -> None:
+    if not writer.remote():
+        _submit_run(operation_id, Run.Status.QUEUED, error=error)  # an existing run only: a start named no thread
     writer.flush()
-    if writer.remote():
-        return
-    evidence.guarded(operation_id, "run", partial(_requeue, operation_id, error))
-
-
-def _requeue(operation_id: str, error: str) -> None:
-    run = Run.objects.filter(operation_id=operation_id).first()
-    if run is not None:
-        runs.set_status(run, Run.Status.QUEUED, error=error)
 
 
 @dataclass

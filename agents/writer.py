@@ -9,10 +9,12 @@ persistent connection (`LocalSink`); with `SIDEWISP_REMOTE_URL` set, a
 Sidewisp server (`agents.remote.RemoteSink`), and no local database at all.
 This is OpenTelemetry's batch span processor, for evidence.
 
-- **Ordering**: first in, first written. `flush()` returns once everything
-  submitted before it is written; the observer flushes before it reads or
-  writes what depends on it (a wait is stored before the run is marked
-  waiting) and before `observe` returns.
+- **Ordering**: first in, first written (receipts and run changes alike, so a
+  wait is stored before the run is marked waiting). `flush()` returns once
+  everything submitted before it is written, `wait_for(mark)` once the first
+  `mark` entries are; `observe` flushes once, as it returns, and a run's
+  checkpointer waits for the mark of a transfer it would save past
+  (`agents.barrier`).
 - **Back-pressure**: when `CAPACITY` entries wait, `submit` blocks (counted in
   `stats()["blocked"]`). Only a buffer that stays full for `SUBMIT_TIMEOUT`
   seconds drops the entry, with an error log and `stats()["dropped"]`.
@@ -42,7 +44,7 @@ from typing import Protocol, TypedDict
 from django.conf import settings
 from django.db import connection, transaction
 
-from agents import evidence, faults
+from agents import evidence, faults, parking
 from agents.transient import TRANSIENT
 from receipts import broadcast, intake, recording
 from receipts.bundle import BundleError
@@ -72,6 +74,19 @@ class LocalSink:
         # As a local app: a run a remote source created is not this app's (issue 19).
         with broadcast.batched(), transaction.atomic(), recording.writing_as(""):
             intake.apply(entries)
+        if not connection.in_atomic_block:
+            ended = {entry.operation_id for entry in entries if isinstance(entry, intake.RunEntry) and entry.final}
+            _learn_stops({entry.operation_id for entry in entries} - ended)
+
+
+def _learn_stops(operation_ids: set[str]) -> None:
+    """After a batch committed: the stop flags of the runs this process drives among its entries
+    (`agents.parking`; not those whose observer has ended), read before the writer says the batch is
+    stored. Never fails the batch."""
+    try:
+        parking.refresh(operation_ids)
+    except Exception as exc:  # noqa: BLE001 - the batch is committed; the observer reads the flag itself later
+        logger.warning("stop flags not read after a batch: %s", type(exc).__name__)
 
 
 def remote() -> bool:
@@ -146,10 +161,18 @@ class Writer:
 
     def flush(self, timeout: float | None = FLUSH_TIMEOUT) -> bool:
         """Wait until every entry submitted before this call is written (or given up); False on timeout."""
+        return self.wait_for(self.mark(), timeout)
+
+    def mark(self) -> int:
+        """How many entries were submitted so far: `wait_for(mark)` waits for exactly those."""
+        with self._cond:
+            return self._counts["submitted"]
+
+    def wait_for(self, mark: int, timeout: float | None = FLUSH_TIMEOUT) -> bool:
+        """Wait until the first `mark` entries submitted are written (or given up); False on timeout."""
         if threading.current_thread() is self._thread:
             return True  # the writer itself (a signal receiver) cannot wait for itself
         with self._cond:
-            mark = self._counts["submitted"]
             if self._done >= mark:
                 return True
             self._flushing += 1

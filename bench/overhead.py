@@ -17,9 +17,12 @@ all of them alike:
 
 The peers live in bench/requirements.txt (`make bench` installs them into
 .venv-bench); without them their rows say so. New database connections are
-counted with Django's `connection_created` signal (every thread's).
+counted with Django's `connection_created` signal (every thread's), SQL statements
+by the thread that ran them (the evidence writer's, or the agent's side: the
+caller's thread and LangGraph's), and the load average is printed before and
+after the measurement.
 
-    .venv-bench/bin/python -m bench.overhead [--quick | --profile RUNS]
+    .venv-bench/bin/python -m bench.overhead [--quick | --profile RUNS | --profile-writer RUNS]
 """
 
 from __future__ import annotations
@@ -28,9 +31,12 @@ import argparse
 import cProfile
 import importlib.util
 import logging
+import os
 import pstats
 import statistics
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -70,6 +76,8 @@ class Timing:
     samples_ms: list[float]
     connections_per_run: float
     note: str = ""
+    agent_statements_per_run: float = 0.0
+    writer_statements_per_run: float = 0.0
 
     @property
     def median(self) -> float:
@@ -143,9 +151,17 @@ class Variant:
     samples_ms: list[float] = field(default_factory=list)
     connections: int = 0
     calls: int = 0
+    statements: Counter = field(default_factory=Counter)  # "agent" / "writer" -> SQL statements in measured runs
 
     def timing(self) -> Timing:
-        return Timing(self.samples_ms, self.connections / len(self.samples_ms), self.describe(self.calls))
+        runs = len(self.samples_ms)
+        return Timing(
+            self.samples_ms,
+            self.connections / runs,
+            self.describe(self.calls),
+            self.statements["agent"] / runs,
+            self.statements["writer"] / runs,
+        )
 
 
 @contextmanager
@@ -165,20 +181,62 @@ def counting_connections() -> Iterator[list[int]]:
         connection_created.disconnect(opened)
 
 
+WRITER_THREAD = "sidewisp-writer"
+
+
+@contextmanager
+def counting_statements() -> Iterator[Counter]:
+    """Counts SQL statements while open, by who ran them: the evidence writer's thread or the agent's side."""
+    from django.db.backends import utils
+
+    counts: Counter = Counter()
+    execute, executemany = utils.CursorWrapper.execute, utils.CursorWrapper.executemany
+
+    def side() -> str:
+        return "writer" if threading.current_thread().name == WRITER_THREAD else "agent"
+
+    def counted_execute(self: Any, *args: Any, **kwargs: Any) -> Any:
+        counts[side()] += 1
+        return execute(self, *args, **kwargs)
+
+    def counted_executemany(self: Any, *args: Any, **kwargs: Any) -> Any:
+        counts[side()] += 1
+        return executemany(self, *args, **kwargs)
+
+    utils.CursorWrapper.execute, utils.CursorWrapper.executemany = counted_execute, counted_executemany
+    try:
+        yield counts
+    finally:
+        utils.CursorWrapper.execute, utils.CursorWrapper.executemany = execute, executemany
+
+
 def measure(variants: list[Variant], size: Sizes) -> None:
-    """Round-robin over the variants, so load from the rest of the machine falls on all of them alike."""
-    with counting_connections() as opened:
+    """Round-robin over the variants, so load from the rest of the machine falls on all of them alike.
+
+    A run's statements are counted from its start to the start of the next variant's run: what its writer
+    stores after `observe` returned is counted with it.
+    """
+    with counting_connections() as opened, counting_statements() as statements:
         for i in range(size.warmup + size.runs):
             for variant in variants:
                 with variant.attached():
-                    before = opened[0]
+                    before, counted = opened[0], statements.copy()
                     start = time.perf_counter()
                     variant.run(f"op-bench-{variant.name}-{i}")
                     elapsed = (time.perf_counter() - start) * 1000
+                    _settle()
                 variant.calls += 1
                 if i >= size.warmup:
                     variant.samples_ms.append(elapsed)
                     variant.connections += opened[0] - before
+                    variant.statements.update(statements - counted)
+
+
+def _settle() -> None:
+    # Outside the timed window: what a variant left in the evidence writer is written before the next one runs.
+    from agents import writer
+
+    writer.flush()
 
 
 def _config(operation_id: str, **extra: Any) -> dict:
@@ -338,9 +396,24 @@ def _overhead(timing: Timing, baseline: Timing) -> float:
     return (timing.median - baseline.median) / baseline.median
 
 
+def _to_peers(timing: Timing, baseline: Timing, peers: dict[str, Timing]) -> str:
+    """Sidewisp's overhead as a multiple of each peer's, measured in the same run ("" without peers)."""
+    parts = []
+    for name, peer in peers.items():
+        extra = peer.median - baseline.median
+        if extra > 0:
+            parts.append(f"{TIMES}{(timing.median - baseline.median) / extra:.2f} of {name.split()[0]}'s overhead")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def load_average() -> str:
+    return "/".join(f"{load:.2f}" for load in os.getloadavg())
+
+
 def rows(quick: bool) -> list[Row]:
     setup_django()
     size = sizes(quick)
+    load_before = load_average()
     peers = {"OpenInference LangChainInstrumentor": openinference(), "Langfuse LangChain CallbackHandler": langfuse()}
     with throwaway_database():
         from receipts.models import ContractVersion
@@ -352,17 +425,22 @@ def rows(quick: bool) -> list[Row]:
         base_t, ours_t = base.timing(), ours.timing()
         unwritten_t = unwritten.timing() if unwritten is not None else None
         peer_t = {name: peer.timing() for name, peer in peers.items() if peer is not None}
+    load_after = load_average()
     best = min(((name, _overhead(t, base_t)) for name, t in peer_t.items()), key=lambda item: item[1], default=None)
     goal = "no worse than the best peer"
     if best is not None:
         goal += f" ({TIMES}{best[1]:.2f}, {best[0].split()[0]})"
     what = "scripted two-agent handoff run"
+    load = f"load average (1/5/15 min) {load_before} before, {load_after} after"
     result = [
-        Row("overhead", f"{what}, bare", _figure(base_t, None), "—", base_t.note),
+        Row("overhead", f"{what}, bare", _figure(base_t, None), "—", f"{base_t.note}; {load}"),
         Row(
             "overhead",
             f"{what} with SidewispMiddleware + observe recording to the database",
-            f"{_figure(ours_t, base_t)}; {ours_t.connections_per_run:.2f} new DB connections per run",
+            f"{_figure(ours_t, base_t)}{_to_peers(ours_t, base_t, peer_t)}; "
+            f"{ours_t.connections_per_run:.2f} new DB connections per run; SQL statements per run: "
+            f"{ours_t.agent_statements_per_run:.1f} on the agent's side, {ours_t.writer_statements_per_run:.1f} "
+            "on the evidence writer's thread",
             goal,
             ours_t.note,
         ),
@@ -400,12 +478,68 @@ def profile(runs: int) -> None:
     pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
 
 
+class CapturingSink:
+    """An evidence-writer sink that keeps every batch it is given (and stores nothing)."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[Any]] = []
+
+    def write(self, entries: Any) -> None:
+        self.batches.append(list(entries))
+
+
+def profile_writer(runs: int) -> None:
+    """cProfile of what the evidence writer does to store `runs` Sidewisp runs, on this thread.
+
+    One observed run's batches are captured as the writer cut them, then written again `runs` times under
+    fresh operation, thread and handoff ids with the local sink, as the writer's thread writes them.
+    """
+    import dataclasses
+
+    setup_django()
+    with throwaway_database():
+        from agents import writer
+        from receipts.models import ContractVersion
+
+        ContractVersion.objects.get_or_create(version=ROUTE_VERSION, defaults={"routes": ROUTES})
+        graph, capture = build_graph(observed=True), CapturingSink()
+        this_process = writer.get()
+        writer.flush()
+        stores, this_process.sink = this_process.sink, capture
+        _observe(graph, "op-bench-captured", expect=None)
+        this_process.sink = stores
+
+        def renamed(entry: Any, i: int) -> Any:
+            entry = dataclasses.replace(entry, operation_id=f"op-bench-writer-{i}")
+            if getattr(entry, "thread_id", None):
+                entry = dataclasses.replace(entry, thread_id=f"op-bench-writer-{i}")
+            if getattr(entry, "handoff_id", None):
+                entry = dataclasses.replace(entry, handoff_id=f"{entry.handoff_id}-{i}")
+            return entry
+
+        sink, profiler = writer.LocalSink(), cProfile.Profile()
+        print(f"one run's batches: {[len(batch) for batch in capture.batches]} entries")
+        with counting_statements() as statements:
+            start = time.perf_counter()
+            profiler.runcall(
+                lambda: [sink.write([renamed(e, i) for e in batch]) for i in range(runs) for batch in capture.batches]
+            )
+            elapsed = time.perf_counter() - start
+        print(f"per run: {elapsed / runs * 1000:.1f} ms, {sum(statements.values()) / runs:.1f} SQL statements")
+    pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="20 runs per variant instead of 200")
     parser.add_argument("--profile", type=int, metavar="RUNS", help="profile RUNS Sidewisp runs instead")
+    parser.add_argument(
+        "--profile-writer", type=int, metavar="RUNS", help="profile the evidence writer storing RUNS runs instead"
+    )
     args = parser.parse_args()
-    if args.profile:
+    if args.profile_writer:
+        profile_writer(args.profile_writer)
+    elif args.profile:
         profile(args.profile)
     else:
         print(markdown(rows(args.quick)))

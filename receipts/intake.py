@@ -19,6 +19,9 @@ An entry is either
   handoff's missing parts were due has finished, so no more evidence is due and its verdict
   is final (spec v1.2 "Settled"). Idempotent; a settle for a handoff not stored yet stores
   nothing and creates nothing (its flag is False).
+- a **run** change (`RunEntry`, local only: `parse` does not read it, the API refuses it): the
+  observer's change of its run's lifecycle (started, resumed, waiting, ended), applied by
+  `receipts.lifecycle` in the same FIFO as the receipts, so a wait is stored before its run says waiting.
 
 `parse` validates the shape only (types, names, which keys); the contents are
 minimized and validated by `recording` as for every other receipt. Errors name
@@ -65,11 +68,28 @@ class SettleEntry:
     kind: Literal["settle"] = "settle"
 
 
-Entry = PartEntry | ReportEntry | SettleEntry
+@dataclass(frozen=True)
+class RunEntry:
+    """A change of the observed run's lifecycle; see `receipts.lifecycle.apply`."""
+
+    operation_id: str
+    status: str  # the run's new status (receipts.models.Run.Status)
+    thread_id: str | None = None  # a start: the run is created as an observed run when new
+    error: str = ""
+    resumed: Mapping | None = None  # a start that resumes waits: {interrupt id or None (all): resolution}
+    pending_call: Mapping | None = None  # a wait's pending call, names only (observer.pending_call_of)
+    final: bool = False  # the observer's last word on this call: a run without a handoff gets a report
+    kind: Literal["run"] = "run"
+
+
+Entry = PartEntry | ReportEntry | SettleEntry | RunEntry
 
 
 def to_json(entry: Entry) -> dict:
-    """The entry as the JSON object `parse` reads back."""
+    """The entry as the JSON object `parse` reads back (a run entry stays local: TypeError)."""
+    if isinstance(entry, RunEntry):
+        msg = "a run entry is applied locally only: the server keeps a remote run's lifecycle"
+        raise TypeError(msg)
     if isinstance(entry, PartEntry):
         return {
             "kind": "part",
@@ -176,13 +196,15 @@ def _segments(entries: Sequence[Entry]) -> Iterator[tuple[list[PartEntry], Entry
 
 
 def _apply_one(entry: Entry) -> bool:
-    from receipts import recording
+    from receipts import lifecycle, recording
 
     if isinstance(entry, ReportEntry):
         report = (entry.operation_id, entry.agent, entry.report, dict(entry.detail), entry.attempt)
         return recording.record_report(*report)
     if isinstance(entry, SettleEntry):
         return recording.settle(handoff_id=entry.handoff_id, operation_id=entry.operation_id)
+    if isinstance(entry, RunEntry):
+        return lifecycle.apply(entry)
     handoff_id = entry.handoff_id or _latest_handoff_id(entry.operation_id)
     if handoff_id is None:
         return False

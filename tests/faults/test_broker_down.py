@@ -66,7 +66,7 @@ def _stopped_run() -> Run:
     run = create_run("stale_control")
 
     def stop_after_reduced(sender, handoff, cause: str, **kwargs) -> None:
-        if cause == "reduced" and handoff.run_id == run.pk:
+        if cause == "created" and handoff.run_id == run.pk:
             Run.objects.filter(pk=run.pk).update(auto_continue=False)
 
     handoff_changed.connect(stop_after_reduced, weak=False, dispatch_uid=f"stop-{run.pk}")

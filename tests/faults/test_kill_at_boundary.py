@@ -57,6 +57,9 @@ BOUNDARIES = [
     "stored:verification:1",
     "stored:final_status:1",
 ]
+# The run's last receipts and its end are handed to the evidence writer together (issue 20): a batch that
+# stored these parts usually stored the run's end too, and a kill after it finds the run complete.
+AFTER_THE_END = ("stored:verification:1", "stored:final_status:1")
 
 
 @dataclass(frozen=True)
@@ -160,4 +163,6 @@ def test_a_run_whose_worker_is_killed_at_a_receipt_boundary_ends_as_an_uninterru
     print(f"\n{boundary}: {seen(run, problem_alert)} after {run.deliveries} deliveries; {diagnosis(run)}")
     assert seen(run, problem_alert) == UNINTERRUPTED
     assert once.read_text().startswith(boundary)
+    if boundary in AFTER_THE_END and run.deliveries == 1:
+        return  # killed right after the batch that stored the run's end: nothing was left to deliver again
     assert run.deliveries == 2  # killed in its first delivery, ended in the second

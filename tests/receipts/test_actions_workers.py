@@ -118,9 +118,10 @@ def test_a_reopened_task_still_missing_its_order_stays_false_complete_with_a_new
 
 
 def _stop_after_the_transfer_is_reduced(run: Run, operator) -> None:
-    # The operator presses "stop" the moment the stale transfer's `reduced` receipt lands.
+    # The operator presses "stop" the moment the stale transfer's `created` receipt lands: the run's
+    # checkpoint waits for that receipt (agents.barrier), so the stop is known before the next step.
     def on_receipt(sender, handoff, cause: str, **kwargs) -> None:
-        if cause == "reduced" and handoff.run_id == run.pk:
+        if cause == "created" and handoff.run_id == run.pk:
             Run.objects.filter(pk=run.pk).update(auto_continue=False)
 
     handoff_changed.connect(on_receipt, weak=False, dispatch_uid=f"stop-{run.pk}")

@@ -13,10 +13,10 @@ from django.template.loader import render_to_string
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from agents import observer, runner
+from agents import runner
 from agents.contracts import install_team_contracts
 from agents.demo.scenarios import create_run
-from receipts import health, intake, recording, runs, sources
+from receipts import health, intake, lifecycle, recording, runs, sources
 from receipts.models import Handoff, Run
 from sidewisp import pages
 from tests.conftest import handoff_parts
@@ -176,18 +176,22 @@ def waiting_run(transactional_db) -> Run:
 
 @pytest.fixture
 def just_after_the_decision(monkeypatch, viewer):
-    """Resume with a decision and keep what the run looked like the moment its wait was resolved: the run row a
-    page read then, and the run page rendered then."""
+    """Resume with a decision and keep what the run looked like the moment the decision was applied (its waits
+    resolved and the run running again: one run change in the writer's FIFO): the run row a page read then,
+    and the run page rendered then."""
     moment: dict = {}
-    resolve_waits = observer._resolve_waits
+    apply = lifecycle.apply
 
-    def resolve_and_look(run: Run, resume: object) -> None:
-        resolve_waits(run, resume)
-        moment["run"] = Run.objects.get(pk=run.pk)
-        moment["handoff"] = Handoff.objects.get(run=run)
-        moment["page"] = render_to_string("sidewisp/_run.html", pages.run_context(moment["run"], viewer))
+    def apply_and_look(entry: intake.RunEntry) -> bool:
+        # The resume's run change (its waits resolved, the run running again) is the decision applied.
+        changed = apply(entry)
+        if entry.resumed is not None:
+            moment["run"] = Run.objects.get(operation_id=entry.operation_id)
+            moment["handoff"] = Handoff.objects.get(run=moment["run"])
+            moment["page"] = render_to_string("sidewisp/_run.html", pages.run_context(moment["run"], viewer))
+        return changed
 
-    monkeypatch.setattr(observer, "_resolve_waits", resolve_and_look)
+    monkeypatch.setattr(lifecycle, "apply", apply_and_look)
 
     def _decide(run: Run, decision: dict) -> dict:
         runner.resume_run(run, decision)
