@@ -105,10 +105,30 @@ def _old(name: str) -> str:
 
 
 def unpartition(apps, schema_editor):
+    """Back to one plain table (migrating backwards, as the migration tests do): the rows, keys and indexes kept."""
     if schema_editor.connection.vendor != "postgresql":
         return
-    msg = "partitioned receipts are not turned back into a plain table; restore a backup taken before 0025"
-    raise NotImplementedError(msg)
+    with schema_editor.connection.cursor() as cursor:
+        constraints, indexes = _definitions(cursor)
+    run = schema_editor.execute
+    run(f"ALTER TABLE {TABLE} RENAME TO {TABLE}_parted")
+    for name, _ in constraints:
+        run(f'ALTER TABLE {TABLE}_parted RENAME CONSTRAINT "{name}" TO "{_old(name)}"')
+    for name, _ in indexes:
+        run(f'ALTER INDEX "{name}" RENAME TO "{_old(name)}"')
+    run(f"CREATE TABLE {TABLE} (LIKE {TABLE}_parted INCLUDING DEFAULTS INCLUDING IDENTITY)")
+    for name, definition in constraints:
+        run(f'ALTER TABLE {TABLE} ADD CONSTRAINT "{name}" {_without_key(definition)}')
+    for _, definition in indexes:
+        run(definition.replace(" ON ONLY ", " ON "))
+    run(f"INSERT INTO {TABLE} SELECT * FROM {TABLE}_parted")
+    run(f"SELECT setval(pg_get_serial_sequence('{TABLE}', 'id'), COALESCE(MAX(id), 0) + 1, false) FROM {TABLE}")
+    run(f"DROP TABLE {TABLE}_parted CASCADE")
+
+
+def _without_key(definition: str) -> str:
+    """`_with_key` undone: the primary key and unique constraints over their own columns again."""
+    return definition.replace(f", {KEY})", ")", 1)
 
 
 class Migration(migrations.Migration):
