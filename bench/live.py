@@ -39,6 +39,7 @@ from urllib.parse import urlsplit, urlunsplit
 if __package__ in (None, ""):  # run as a script: the repository root is the import root
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.sizes import pick
 from bench.table import Row
 
 RATES = (50, 200, 500)
@@ -69,7 +70,7 @@ def rows(quick: bool, app_dir: str | None = None) -> list[Row]:
 
     from bench.environment import throwaway_database
 
-    seconds = 4.0 if quick else 15.0
+    seconds = pick(quick, tiny=1.0, quick=4.0, full=15.0)
     with throwaway_database() as name:
         database_url = _database_url(connection, name)
         cookie = _session_cookie()

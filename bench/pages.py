@@ -17,10 +17,13 @@ import sys
 import time
 from dataclasses import dataclass
 
+from bench.sizes import pick
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sidewisp.settings")
 
 FULL_HANDOFFS = 100_000
 QUICK_HANDOFFS = 5_000
+TINY_HANDOFFS = 200  # `--tiny` (the smoke test): the loader and every page run, the figures mean nothing
 REQUESTS = 30
 GOAL = "≤ 100 ms p95 at 100k handoffs, constant queries"
 
@@ -45,7 +48,7 @@ def _prepare(quick: bool):
     from bench import loader
     from receipts.models import Handoff, Run
 
-    wanted = QUICK_HANDOFFS if quick else FULL_HANDOFFS
+    wanted = pick(quick, tiny=TINY_HANDOFFS, quick=QUICK_HANDOFFS, full=FULL_HANDOFFS)
     if Handoff.objects.count() != wanted or Run.objects.exclude(operation_id__startswith=loader.PREFIX).exists():
         loaded = loader.load(wanted)
         print(
@@ -117,7 +120,7 @@ def _drain(response) -> None:
 
 def measure(quick: bool) -> list[Measured]:
     client = _prepare(quick)
-    return [_measure(client, name, url, REQUESTS) for name, url in _urls()]
+    return [_measure(client, name, url, pick(quick, tiny=2, quick=REQUESTS, full=REQUESTS)) for name, url in _urls()]
 
 
 def _explain(sql: str) -> str:
@@ -142,7 +145,7 @@ def rows(quick: bool):
     """One Row per page: p50/p95 server time and query count (bench.table)."""
     from bench.table import Row
 
-    size = f"{QUICK_HANDOFFS // 1000}k" if quick else f"{FULL_HANDOFFS // 1000}k"
+    size = f"{pick(quick, tiny=TINY_HANDOFFS, quick=QUICK_HANDOFFS, full=FULL_HANDOFFS):,}"
     return [
         Row(
             "pages",

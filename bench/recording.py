@@ -30,6 +30,7 @@ if __package__ in (None, ""):  # run as a script: the repository root is the imp
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.environment import setup_django, throwaway_database
+from bench.sizes import pick
 from bench.table import Row, markdown
 
 setup_django()
@@ -45,14 +46,19 @@ GOAL = "≥ 3,000/s (≤ 0.67 ms CPU per receipt)"
 
 def rows(quick: bool = False) -> list[Row]:
     """Receipts/s and client CPU per receipt for both paths at 1, 4 and 8 processes (a test database of its own)."""
-    handoffs = {"batched": 60 if quick else 300, "record": 10 if quick else 40}  # per process
+    handoffs = pick(
+        quick,
+        tiny={"batched": 4, "record": 2},
+        quick={"batched": 60, "record": 10},
+        full={"batched": 300, "record": 40},
+    )  # per process
     with throwaway_database():
         from agents.contracts import install_team_contracts
 
         install_team_contracts()
         found = [_classify_row()]
         for path in ("batched", "record"):
-            for processes in PROCESSES:
+            for processes in pick(quick, tiny=(1, 2), quick=PROCESSES, full=PROCESSES):
                 found.append(_measure(path, processes, handoffs[path]))
         connections.close_all()
         return found
