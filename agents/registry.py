@@ -11,9 +11,15 @@ paths inside it relative to the file). Each entry maps a name to a reference,
 `attr` is a compiled graph (Sidewisp gives it its checkpointer) or a factory
 called with the RunnableConfig and, when its signature takes them,
 `checkpointer=` and `host=` (a `Host`). A factory returns a compiled graph or a
-`HostedGraph`. The module of `attr` may describe the graph for the admin
-(`sidewisp_description = GraphDescription(...)`): its agents and tools, which
-tools are sensitive or have effects, and named variants (the demo's scenarios).
+`HostedGraph`. A worker process calls a factory once per graph, variant
+(`configurable` keys other than the thread and the operation), dry run and
+pinned limits version, and gives the compiled graph to every such run with the
+run's own checkpointer and config (agents.graphcache): a factory must not bake
+the config's thread or operation id into its graph; one that reads `host.run`
+or makes the run's workspace is called for every run. The module of `attr`
+may describe the graph for the admin (`sidewisp_description =
+GraphDescription(...)`): its agents and tools, which tools are sensitive or
+have effects, and named variants (the demo's scenarios).
 
 Without configuration the demo team is registered as "demo". A bad entry
 raises `ImproperlyConfigured` naming the entry, at start-up (AgentsConfig.ready).
