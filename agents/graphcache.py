@@ -7,9 +7,10 @@ variant (the configurable keys other than the thread and the operation),
 dry run and reading, and used again while the run's pinned limits version is
 the same; a run pinned to another version builds it again and replaces it.
 
-Not kept: a build without a pinned version (it would follow "current"), and
-one whose factory read the run (`Host.run`, `Host.operation_id`) or made its
-workspace: those are the run's own.
+Not kept: a build without a pinned version (it would follow "current"), one
+whose factory read the run (`Host.run`, `Host.operation_id`) or made its
+workspace, and one with a subgraph compiled on the run's checkpointer (it
+could not be given the next run's): those are the run's own.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def hosted_graph(
     if limits is not None and kept is not None and kept.limits == limits:
         return on_checkpointer(kept.hosted, checkpointer)
     hosted = build()
-    if limits is not None and not host.per_run:
+    if limits is not None and not host.per_run and not _holds(hosted.graph, checkpointer):
         with _lock:
             _kept[key] = Kept(limits, on_checkpointer(hosted, None))
     return hosted
@@ -59,6 +60,13 @@ def on_checkpointer(hosted: HostedGraph, checkpointer: Any) -> HostedGraph:
 
     graph = hosted.graph.copy(update={"checkpointer": checkpointer})
     return HostedGraph(graph, wait_policies=dict(hosted.wait_policies), verifier=hosted.verifier)
+
+
+def _holds(graph: Any, checkpointer: Any) -> bool:
+    """A subgraph keeps the run's checkpointer itself (only the outer graph's is replaced per run)."""
+    if checkpointer is None:
+        return False
+    return any(getattr(sub, "checkpointer", None) is checkpointer for _, sub in graph.get_subgraphs(recurse=True))
 
 
 def limits_key(host: Host) -> str | None:

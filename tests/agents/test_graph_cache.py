@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from langgraph.checkpoint.memory import InMemorySaver
 
 from agents import registry, runner
 from agents.checkpoints import checkpointer
@@ -85,3 +86,38 @@ def test_a_factory_that_reads_its_run_is_built_for_every_run(factory_calls):
 
     assert factory_calls == [{"operation_id": run.operation_id} for run in runs]
     assert [run.status for run in runs] == ["complete", "complete"]
+
+
+def test_a_graph_whose_subgraph_keeps_the_runs_checkpointer_is_built_for_every_run(tmp_path) -> None:
+    (tmp_path / "nested.py").write_text(NESTED_PY)
+    entry = registry.load({"nested": "nested.py:make"}, base_dir=tmp_path)["nested"]
+    version = LimitsVersion(number=1, document={})
+    config = {"configurable": {"thread_id": "th-1"}}
+
+    for _ in range(2):
+        entry.build(config, checkpointer=InMemorySaver(), host=registry.Host(limits_version=version))
+
+    assert len(entry.target.__globals__["CALLS"]) == 2
+
+
+NESTED_PY = """
+from langgraph.graph import START, StateGraph
+from typing_extensions import TypedDict
+
+CALLS = []
+
+
+class State(TypedDict):
+    count: int
+
+
+def make(config, *, checkpointer):
+    CALLS.append(config)
+    inner = StateGraph(State)
+    inner.add_node("bump", lambda state: {"count": state.get("count", 0) + 1})
+    inner.add_edge(START, "bump")
+    outer = StateGraph(State)
+    outer.add_node("inner", inner.compile(checkpointer=checkpointer))
+    outer.add_edge(START, "inner")
+    return outer.compile(checkpointer=checkpointer)
+"""
