@@ -246,6 +246,7 @@ def rows(quick: bool) -> list[Row]:
         fill_in(alone, events)
         fill_in(timelines, events)
         complete, result = outcome(timelines)
+        build = _graph_build_row(sizes.pick(quick, tiny=2, quick=5, full=20))
     return [
         _throughput_row(timelines, burst, complete, result),
         _burst_row(timelines, burst),
@@ -256,7 +257,36 @@ def rows(quick: bool) -> list[Row]:
             "report",
             legs_note(alone),
         ),
+        build,
     ]
+
+
+def _graph_build_row(repeats: int) -> Row:
+    """A run's graph built by its factory (a cold worker process) against the one kept for its limits version."""
+    from agents import graphcache, registry, runner
+    from agents.checkpoints import checkpointer
+    from agents.demo.scenarios import create_run
+    from agents.models import RunLimits
+
+    run = create_run(SCENARIO)
+    version = RunLimits.pin(run)
+    cold, kept = [], []
+    for _ in range(repeats + 1):  # the first, which imports the graph's modules, is not counted
+        graphcache.forget()
+        for samples in (cold, kept):
+            with checkpointer() as saver:
+                started = time.perf_counter()
+                host = registry.Host(run=run, limits_version=version, dry_run=run.dry_run)
+                registry.entry(run.graph).build(runner.graph_config(run), checkpointer=saver, host=host)
+                samples.append(time.perf_counter() - started)
+    cold_ms, kept_ms = statistics.median(cold[1:]) * 1000, statistics.median(kept[1:]) * 1000
+    return Row(
+        "workers",
+        f"building the {SCENARIO} graph for a run, kept per worker process and limits version",
+        f"p50 {kept_ms:.1f} ms",
+        versus(kept_ms, cold_ms, f"building it with its factory ({cold_ms:.0f} ms, a cold process)"),
+        f"median of {repeats}, in this process, checkpointer opened outside the clock (agents.graphcache)",
+    )
 
 
 def _held(timelines: dict[int, Timeline]) -> float:

@@ -95,12 +95,14 @@ def test_the_overhead_section_prints_sidewisp_beside_the_peers(tiny):
 
 
 def test_the_workers_section_counts_the_runs_stored_complete_against_the_ceiling_measured_with_them(tiny):
-    throughput, burst, alone = table_rows(tiny.stdout, "workers")
+    throughput, burst, alone, build = table_rows(tiny.stdout, "workers")
 
     assert "runs/min stored complete" in throughput[2] and "3/3 stored complete, verdicts HEALTHY" in throughput[4]
     assert re.search(rf"{X}\d+\.\d\d of the ceiling 2 processes ÷ hold time = \d+ runs/min", throughput[3])
     assert "p95" in burst[2] and re.search(rf"{X}\d+\.\d\d of the queueing model's median", burst[3])
     assert "sent → received" in alone[4]
+    assert re.search(r"p50 [\d.]+ ms", build[2])
+    assert re.search(rf"{X}\d+\.\d\d of building it with its factory", build[3])
 
 
 def test_the_map_section_draws_a_tiny_team_map_and_reads_it_against_the_goal(tiny):
