@@ -60,4 +60,5 @@ def versus(value: float, reference: float, name: str) -> str:
     """`<TIMES>0.58 of <name>`: a figure as a multiple of its peer, floor or goal measured in the same run."""
     if reference <= 0 or value != value or reference != reference:  # nan: nothing to compare
         return f"no ratio to {name} (not measured)"
-    return f"{TIMES}{value / reference:.2f} of {name}"
+    ratio = value / reference
+    return f"{TIMES}{ratio:.2f} of {name}" if ratio >= 0.1 else f"{TIMES}{ratio:.2g} of {name}"

@@ -222,7 +222,7 @@ def legs_note(timelines: dict[int, Timeline]) -> str:
         ("enqueue → sent (outbox on commit)", "enqueued", "sent"),
         ("sent → received (broker + queued behind prefetch 1)", "sent", "received"),
         ("received → task started (free pool process)", "received", "task_started"),
-        ("task started → run running (lease, limits, graph build)", "task_started", "running"),
+        ("task started → run running (lease, pinned limits, the graph)", "task_started", "running"),
         ("running → finished", "running", "finished"),
     ]
     return "; ".join(f"{label} {_ms(_leg(timelines, a, b))}" for label, a, b in legs)
