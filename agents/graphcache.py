@@ -1,6 +1,7 @@
 """Hosted graphs built once per worker process: a factory's result kept per pinned limits version.
 
-Building the demo team is ~130 ms of a 0.35 s run, and a compiled LangGraph
+Building the demo team was ~130 ms of a 0.35 s run (and a new graph object
+pays LangChain's lazy first-invoke work again), while a compiled LangGraph
 graph is reusable across threads and runs (each run brings its own
 checkpointer and config). So a factory's `HostedGraph` is kept per graph,
 variant (the configurable keys other than the thread and the operation),
