@@ -27,6 +27,8 @@ lint: $(STAMP)
 # (DATABASE_URL defaults to the local postgres database, REDIS_URL to the local Redis). The tracing
 # peers it compares with are in bench/requirements.txt, installed into .venv-bench beside the app's
 # exact pins (one resolver run, so no pin can move; pip check confirms), never into .venv.
+# BENCH_ARGS=--quick gives rough figures in minutes; --tiny runs every section at a size that only proves it
+# runs (tests/bench runs it in `make test`). Nothing needs migrating: sections use throwaway databases.
 BENCH_VENV := .venv-bench
 BENCH_PY := $(BENCH_VENV)/bin/python
 BENCH_STAMP := $(BENCH_VENV)/.requirements-installed

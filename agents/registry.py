@@ -11,9 +11,15 @@ paths inside it relative to the file). Each entry maps a name to a reference,
 `attr` is a compiled graph (Sidewisp gives it its checkpointer) or a factory
 called with the RunnableConfig and, when its signature takes them,
 `checkpointer=` and `host=` (a `Host`). A factory returns a compiled graph or a
-`HostedGraph`. The module of `attr` may describe the graph for the admin
-(`sidewisp_description = GraphDescription(...)`): its agents and tools, which
-tools are sensitive or have effects, and named variants (the demo's scenarios).
+`HostedGraph`. A worker process calls a factory once per graph, variant
+(`configurable` keys other than the thread and the operation), dry run and
+pinned limits version, and gives the compiled graph to every such run with the
+run's own checkpointer and config (agents.graphcache): a factory must not bake
+the config's thread or operation id into its graph; one that reads `host.run`
+or makes the run's workspace is called for every run. The module of `attr`
+may describe the graph for the admin (`sidewisp_description =
+GraphDescription(...)`): its agents and tools, which tools are sensitive or
+have effects, and named variants (the demo's scenarios).
 
 Without configuration the demo team is registered as "demo". A bad entry
 raises `ImproperlyConfigured` naming the entry, at start-up (AgentsConfig.ready).
@@ -38,6 +44,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from agents import graphcache
 from agents.evidence import digest
 from agents.observer import Verifier, WaitPolicy
 
@@ -90,20 +97,38 @@ class GraphDescription:
     todo_agents: frozenset[str] = frozenset()
 
 
-@dataclass
 class Host:
     """What Sidewisp gives a factory: the run, its pinned limits, dry run, and the agents' middleware.
 
     `reading` is set when the graph is built only to read its checkpoint or its
-    verifier: nothing is created then (no workspace).
+    verifier: nothing is created then (no workspace). A factory that reads the
+    run (`run`, `operation_id`) or makes its workspace builds a graph of that
+    run's own (`per_run`); any other is built once per limits version
+    (agents.graphcache).
     """
 
-    run: Run | None = None
-    limits_version: LimitsVersion | None = None
-    dry_run: bool = False
-    reading: bool = False
-    workspace_seed: str | None = field(default=None, init=False)
-    wait_policies: dict[str, WaitPolicy] = field(default_factory=dict, init=False)
+    def __init__(
+        self,
+        run: Run | None = None,
+        limits_version: LimitsVersion | None = None,
+        dry_run: bool = False,
+        reading: bool = False,
+    ) -> None:
+        self._run = run
+        self.limits_version = limits_version
+        self.dry_run = dry_run
+        self.reading = reading
+        self.workspace_seed: str | None = None
+        self.wait_policies: dict[str, WaitPolicy] = {}
+        self.per_run = False
+
+    def __repr__(self) -> str:
+        return f"Host(run={self._run!r}, limits_version={self.limits_version!r}, dry_run={self.dry_run})"
+
+    @property
+    def run(self) -> Run | None:
+        self.per_run = True
+        return self._run
 
     @property
     def operation_id(self) -> str:
@@ -116,7 +141,7 @@ class Host:
         from agents.models import LimitsVersion
 
         version = self.limits_version or LimitsVersion.current()
-        own = graph_limits(graph=self.run.graph if self.run is not None else None, agent=agent)
+        own = graph_limits(graph=self._run.graph if self._run is not None else None, agent=agent)
         return AgentSettings(agent, resolve(version.document, agent, overrides, graph=own), version.number)
 
     def middleware(
@@ -149,8 +174,9 @@ class Host:
         """The run's workspace seeded from `seed` (created on first use); None without a seed, run or in a dry run."""
         from agents import workspaces
 
-        if not seed or self.run is None or self.dry_run:
+        if not seed or self._run is None or self.dry_run:
             return None
+        self.per_run = True
         self.workspace_seed = seed
         if self.reading:
             return workspaces.workspace_path(self.operation_id) if workspaces.exists(self.operation_id) else None
@@ -169,11 +195,20 @@ class Entry:
     description: GraphDescription = field(default_factory=GraphDescription)
 
     def build(self, config: Mapping[str, Any], *, checkpointer: Any, host: Host) -> HostedGraph:
-        """The compiled graph on `checkpointer`, with wait policies (limits < factory < configuration)."""
+        """The compiled graph on `checkpointer`, with wait policies (limits < factory < configuration).
+
+        A factory's result is kept for the next run of the same variant and pinned limits version
+        (agents.graphcache); a compiled graph is only copied onto the checkpointer.
+        """
         if is_compiled_graph(self.target):
-            built: Any = self.target.copy(update={"checkpointer": checkpointer})
-        else:
-            built = self.target(config, **_accepted_kwargs(self.target, checkpointer=checkpointer, host=host))
+            return self._hosted(self.target.copy(update={"checkpointer": checkpointer}), host)
+        return graphcache.hosted_graph(self, config, host, checkpointer, lambda: self._made(config, checkpointer, host))
+
+    def _made(self, config: Mapping[str, Any], checkpointer: Any, host: Host) -> HostedGraph:
+        built = self.target(config, **_accepted_kwargs(self.target, checkpointer=checkpointer, host=host))
+        return self._hosted(built, host)
+
+    def _hosted(self, built: Any, host: Host) -> HostedGraph:
         if not isinstance(built, HostedGraph):
             built = HostedGraph(built)
         if not is_compiled_graph(built.graph):
@@ -235,6 +270,7 @@ def _load(key: str) -> dict[str, Entry]:
 def _forget(setting: str, **kwargs: Any) -> None:
     if setting == "SIDEWISP_GRAPHS":
         _load.cache_clear()
+        graphcache.forget()
 
 
 def _entries_of(setting: Any, base_dir: Path) -> tuple[Mapping[str, Any], Path]:

@@ -28,6 +28,7 @@ if __package__ in (None, ""):  # run as a script: the repository root is the imp
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.environment import ROOT, setup_django, throwaway_database
+from bench.sizes import pick
 from bench.table import Row, markdown
 
 SECTION = "api"
@@ -37,7 +38,7 @@ HANDOFFS_PER_BATCH = 40  # 200 entries, the writer's MAX_BATCH
 def rows(quick: bool = False) -> list[Row]:
     """Entries/s and median request time: new batches, repeated batches, and the local writer on the same batches."""
     setup_django()
-    batches = 3 if quick else 10
+    batches = pick(quick, tiny=1, quick=3, full=10)
     with throwaway_database():
         from agents.contracts import install_team_contracts
         from receipts import sources

@@ -54,6 +54,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 if __package__ in (None, ""):  # run as a script: the repository root is an import root (after PYTHONPATH's)
     sys.path.append(str(Path(__file__).resolve().parent.parent))
 
+from bench.sizes import is_tiny, pick
 from bench.table import Row
 
 # (mode, offered events or receipts per second)
@@ -118,7 +119,7 @@ def rows(quick: bool, app_dir: str | None = None) -> list[Row]:
 
     from bench.environment import throwaway_database
 
-    seconds = 3.0 if quick else 12.0
+    seconds = pick(quick, tiny=1.0, quick=3.0, full=12.0)
     with throwaway_database() as name:
         database_url = _database_url(connection, name)
         cookie = _session_cookie()
@@ -272,7 +273,7 @@ async def _measure(server: Server, cookie: str, database_url: str, watched: int,
     try:
         await asyncio.wait_for(asyncio.gather(*(r.wait() for r in readies)), 30)
         phases = []
-        for number, (mode, rate) in enumerate(PHASES):
+        for number, (mode, rate) in enumerate(PHASES[1:] if is_tiny() else PHASES):  # tiny: the 500/s phases only
             cpu, started = _cpu_seconds(server.pid), time.monotonic()
             events, stored, total = await _publish(database_url, mode, rate, seconds, f"p{number}")
             server_cores = (_cpu_seconds(server.pid) - cpu) / (time.monotonic() - started)

@@ -50,6 +50,7 @@ from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 
 from bench.environment import setup_django, throwaway_database
+from bench.sizes import pick
 from bench.table import Row, markdown
 
 ROUTE_VERSION = "bench/1"
@@ -66,7 +67,7 @@ class Sizes:
 
 
 def sizes(quick: bool) -> Sizes:
-    return Sizes(runs=20, warmup=3) if quick else Sizes(runs=200, warmup=20)
+    return pick(quick, tiny=Sizes(runs=3, warmup=1), quick=Sizes(runs=20, warmup=3), full=Sizes(runs=200, warmup=20))
 
 
 @dataclass

@@ -20,10 +20,13 @@ import sys
 import time
 from dataclasses import dataclass
 
+from bench.sizes import pick
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sidewisp.settings")
 
 FULL_HANDOFFS = 100_000
 QUICK_HANDOFFS = 5_000
+TINY_HANDOFFS = 200  # `--tiny` (the smoke test): the loader and every page run, the figures mean nothing
 REQUESTS = 30
 GOAL = "≤ 100 ms p95 at 100k handoffs, constant queries"
 
@@ -184,8 +187,8 @@ _measured: dict[tuple[int, int], list[Measured]] = {}
 
 
 def _cached(quick: bool, handoffs: int | None, requests: int | None) -> tuple[int, list[Measured]]:
-    size = handoffs or (QUICK_HANDOFFS if quick else FULL_HANDOFFS)
-    key = (size, requests or REQUESTS)
+    size = handoffs or pick(quick, tiny=TINY_HANDOFFS, quick=QUICK_HANDOFFS, full=FULL_HANDOFFS)
+    key = (size, requests or pick(quick, tiny=2, quick=REQUESTS, full=REQUESTS))
     if key not in _measured:
         _measured[key] = measure(*key)
     return size, _measured[key]

@@ -39,6 +39,7 @@ if __package__ in (None, ""):  # run as a script: the repository root is the imp
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.environment import setup_django, throwaway_database
+from bench.sizes import pick
 from bench.table import Row, markdown
 
 setup_django()
@@ -55,14 +56,19 @@ FLOOR_BATCH = 200  # rows per multi-row INSERT: the writer's batch
 
 def rows(quick: bool = False) -> list[Row]:
     """Stored receipts/s and CPU per receipt for both paths (batched at 1, 4 and 8 processes), beside the floor."""
-    handoffs = {"batched": 60 if quick else 400, "record": 10 if quick else 40}  # per process
+    handoffs = pick(
+        quick,
+        tiny={"batched": 4, "record": 2},
+        quick={"batched": 60, "record": 10},
+        full={"batched": 400, "record": 40},
+    )  # per process
     with throwaway_database():
         from agents.contracts import install_team_contracts
 
         install_team_contracts()
         found = [_classify_row()]
         floor = _floor(handoffs["batched"] * (len(healthy_parts()) + 1))
-        for processes in PROCESSES:
+        for processes in pick(quick, tiny=(1, 2), quick=PROCESSES, full=PROCESSES):
             found.append(_measure("batched", processes, handoffs["batched"], floor))
         found.append(_measure("record", 1, handoffs["record"], None))
         found += _floor_rows(floor)

@@ -27,6 +27,8 @@ import sys
 import time
 from datetime import UTC, date, datetime, timedelta
 
+from bench.sizes import pick
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sidewisp.settings")
 
 AS_IF_DAYS_LATER = 40
@@ -53,7 +55,7 @@ def _load(quick: bool):
     from bench import pages
 
     _partition_ahead()
-    return pages._prepare(pages.QUICK_HANDOFFS if quick else pages.FULL_HANDOFFS)
+    return pages._prepare(pick(quick, tiny=pages.TINY_HANDOFFS, quick=pages.QUICK_HANDOFFS, full=pages.FULL_HANDOFFS))
 
 
 def _p95(times: list[float]) -> float:
@@ -137,7 +139,7 @@ def measure(quick: bool) -> dict:
     _round(client, urls, [])  # warm: the first request of a page pays for its templates
     receipts_before = Receipt.objects.count()
     without: list[float] = []
-    for _ in range(BASELINE_ROUNDS):
+    for _ in range(pick(quick, tiny=1, quick=BASELINE_ROUNDS, full=BASELINE_ROUNDS)):
         _round(client, urls, without)
     during: list[float] = []
     pruner = _start_pruner()

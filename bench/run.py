@@ -6,7 +6,11 @@ saying so (with the exception's class; the traceback goes to stderr) and the
 others still run. Figures are printed, never judged: the exit status says only
 whether PostgreSQL and Redis answered.
 
-    .venv-bench/bin/python -m bench.run [--quick] [--only SECTION ...] [--require-postgres]
+`--tiny` runs every section at a size that only proves it runs as shipped
+(bench.sizes; tests/bench runs it in `make test`); `--quick` at one that gives
+rough figures in a few minutes.
+
+    .venv-bench/bin/python -m bench.run [--quick | --tiny] [--only SECTION ...] [--require-postgres]
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import sys
 import time
 import traceback
 from contextlib import nullcontext
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -26,8 +31,9 @@ from urllib.parse import urlsplit
 if __package__ in (None, ""):  # run as a script (python bench/run.py): the repository root is the import root
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import sizes
 from bench.environment import setup_django, throwaway_database
-from bench.table import Row, markdown
+from bench.table import Row, load_average, markdown
 
 # In the order of issue 13's table; `api` (issue 14) is the recording path of agents that run elsewhere.
 SECTIONS = {
@@ -44,6 +50,8 @@ EXPLAIN_SECTION = "pages"
 # Sections that load their data into DATABASE_URL's database as they find it: under `make bench` they get a
 # throwaway one, so a fresh clone needs no migrated database and a real one is never written to.
 ON_THROWAWAY_DATABASE = {"pages", "retention"}
+# Sections that measure what only PostgreSQL has: on SQLite they say so and do not run.
+NEEDS_POSTGRES = {"retention": "it prunes PostgreSQL's month partitions of the receipts"}
 
 
 class ServiceDown(Exception):
@@ -79,10 +87,21 @@ def check_services(*, require_postgres: bool) -> None:
 
 
 def run_section(section: str, quick: bool) -> tuple[list[Row], str | None]:
+    """The section's rows stamped with the load average while it ran, and its EXPLAIN block when it has one."""
+    load = load_average()
+    rows, explain = _section(section, quick)
+    stamp = f"{load:.2f} → {load_average():.2f}"
+    return [replace(row, load=stamp) for row in rows], explain
+
+
+def _section(section: str, quick: bool) -> tuple[list[Row], str | None]:
     """The section's rows, and its EXPLAIN block when it has one; a row saying why when it could not run."""
     from django.db import connections
 
     module_name = SECTIONS[section]
+    if section in NEEDS_POSTGRES and connections["default"].vendor != "postgresql":
+        note = f"needs PostgreSQL ({NEEDS_POSTGRES[section]}); make bench runs it there"
+        return [Row(section, f"{section} benchmark", "not run", note=note)], None
     started = time.monotonic()
     print(f"bench: {section} …", file=sys.stderr, flush=True)
     database = throwaway_database() if section in ON_THROWAWAY_DATABASE else nullcontext()
@@ -130,7 +149,16 @@ def machine(command: str) -> list[str]:
         f"- Python {platform.python_version()} on {platform.system()} {platform.release()}",
         f"- {database}",
         f"- Redis {info.get('redis_version', 'unknown')}",
+        f"- load average (1, 5, 15 min) at the end: {', '.join(f'{v:.2f}' for v in _load_averages())}",
+        f"- size: {sizes.current()}",
     ]
+
+
+def _load_averages() -> tuple[float, float, float]:
+    try:
+        return os.getloadavg()
+    except OSError:
+        return (0.0, 0.0, 0.0)
 
 
 def _cpu_model() -> str:
@@ -145,12 +173,15 @@ def _cpu_model() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="small sizes: everything in a couple of minutes")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="small sizes: rough figures in a few minutes")
+    size.add_argument("--tiny", action="store_true", help="tiny sizes: every section runs, its figures mean nothing")
     parser.add_argument(
         "--only", action="append", choices=list(SECTIONS), metavar="SECTION", help=f"one of {', '.join(SECTIONS)}"
     )
     parser.add_argument("--require-postgres", action="store_true", help="refuse to run on anything but PostgreSQL")
     args = parser.parse_args(argv)
+    sizes.use(sizes.TINY if args.tiny else sizes.QUICK if args.quick else sizes.FULL)
     setup_django()
     try:
         check_services(require_postgres=args.require_postgres)
@@ -160,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     explains: list[str] = []
     for section in [s for s in SECTIONS if not args.only or s in args.only]:
-        section_rows, explain = run_section(section, args.quick)
+        section_rows, explain = run_section(section, args.quick or args.tiny)
         rows += section_rows
         explains += [explain] if explain else []
     print(markdown(rows))

@@ -24,6 +24,16 @@ def contracts(db):
     return current_contracts()
 
 
+@pytest.fixture(autouse=True)
+def fresh_graphs() -> Iterator[None]:
+    """Every test builds its hosted graphs anew: one test's patched scenario never reaches another's run."""
+    from agents import graphcache
+
+    graphcache.forget()
+    yield
+    graphcache.forget()
+
+
 # --- A real Celery worker, in its own process, on the real Redis and test database ---
 
 

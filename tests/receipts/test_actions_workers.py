@@ -96,6 +96,8 @@ def test_a_reopened_task_whose_order_now_exists_turns_healthy(operator, worker_p
 
     assert result.outcome == "done"
     wait_until(lambda: _verdict(run) == "HEALTHY", what="the re-verified task to turn healthy")
+    # The worker stores the verification before it writes its audit entry: wait for that too.
+    wait_until(lambda: AuditEntry.objects.filter(action="task.reverify").exists(), what="the worker's audit entry")
     steps = list(AuditEntry.objects.order_by("pk").values_list("actor_name", "action", "outcome"))
     assert steps == [("oncall", "task.reopen", "done"), ("system", "task.reverify", "done")]
 
