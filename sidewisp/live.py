@@ -42,6 +42,7 @@ from django.contrib.auth import get_user_model
 from django.db import DatabaseError, connections
 from django.template.loader import render_to_string
 
+from receipts import teams
 from receipts.broadcast import HEALTH_GROUP
 from sidewisp import pages
 
@@ -286,6 +287,9 @@ class Hub:
         if page is None:
             return
         snapshot = page.snapshot() if newcomers else ""
+        if seqs and teams.limited(topic.audience):  # issue 22 §2: never another team's run ids in the marker
+            shown = await on_render_thread(teams.runs_of_audience, topic.audience, list(seqs))
+            seqs = {run: numbers for run, numbers in seqs.items() if run in shown}
         changes = page.changes_since(topic.shown, sorted(seqs.items()))
         topic.shown, topic.marker = page, marker
         sends = []
