@@ -970,7 +970,9 @@ def start_run(
     with transaction.atomic():
         if (earlier := _started_with(key)) is not None:
             return _noop(user, START_RUN, earlier.run, key, "This run was already started; nothing changed.")
-        refusal = "" if graph in agent_runtime.graphs() else f"There is no registered graph named {graph!r}."
+        # Another team's graph is refused in the same words as an unknown one (issue 22 §2: no oracle).
+        known = graph in agent_runtime.graphs() and teams.graphs_usable(user, [graph])
+        refusal = "" if known else f"There is no registered graph named {graph!r}."
         if not refusal and (problem := storable.json_problem(graph_input)) is not None:
             refusal = f"The input cannot be stored: it {problem.what}."  # where is the input's text: not audited
         run = None

@@ -33,7 +33,7 @@ from django.utils import timezone
 from kombu.exceptions import KombuError
 from redis import RedisError
 
-from receipts import health, notifications, outbox
+from receipts import health, notifications, outbox, teams
 from receipts.bundle import VERDICTS
 from receipts.models import AlertRule, Handoff, VerdictChange
 from receipts.signals import HandoffState, handoff_changed
@@ -118,13 +118,23 @@ def react_to_verdict(sender, handoff: Handoff, before: HandoffState | None, now:
         .filter(Q(agent="") | Q(agent__in=[handoff.sender, handoff.receiver]))
         .exclude(firing=True, announced=True)
     )
-    for pk in rules.values_list("pk", flat=True):
+    owner: list = []  # the run's team, asked once and only for a team's rule (issue 22 §2)
+    for pk, team_id in rules.values_list("pk", "team_id"):
+        if team_id is not None and team_id != _team_id_of(handoff.run, owner):
+            continue  # another team's rule: this handoff is not in what it counts
         evaluate(pk, now=now)
+
+
+def _team_id_of(run, known: list) -> int | None:
+    if not known:
+        team = teams.owner_of(run)
+        known.append(team.pk if team is not None else None)
+    return known[0]
 
 
 def evaluate(rule_pk: int, *, now: datetime, workers: int | None = None) -> str | None:
     """Evaluate one rule under its row lock (call inside a transaction); FIRED, RESOLVED or None."""
-    rule = AlertRule.objects.select_for_update().select_related("channel").get(pk=rule_pk)
+    rule = AlertRule.objects.select_for_update(of=("self",)).select_related("channel", "team").get(pk=rule_pk)
     if rule.kind == AlertRule.Kind.HEARTBEAT and workers is None:
         return None  # no fresh answer from the workers: the beat evaluation asks them
     condition = condition_of(rule, now, workers=workers)
@@ -160,6 +170,9 @@ def condition_of(rule: AlertRule, now: datetime, *, workers: int | None = None) 
         found = recently_turned(verdicts, rule.agent, since=now - timedelta(minutes=rule.window_minutes))
         what = rule.verdict if rule.kind == AlertRule.Kind.VERDICT else "non-healthy"
         words = f"{what} handoffs in {rule.window_minutes} min"
+    if rule.team_id is not None:  # a team's rule counts that team's runs only (issue 22 §2)
+        found = found.filter(teams.owns_q(teams.Team.objects.filter(pk=rule.team_id), "run__"))
+        words += f" of team {rule.team.slug}"
     count = found.count()
     newest = found.select_related("run").order_by("-updated_at", "-pk").first() if count else None
     agent = f" on {rule.agent}" if rule.agent else ""

@@ -251,6 +251,23 @@ def who_see(run: Run, users: QuerySet) -> QuerySet:
     return users.filter(admins | Q(pk__in=members.values("pk")))
 
 
+def graphs_usable(user, graphs: Iterable[str]) -> list[str]:
+    """Those of `graphs` whose runs `user` may start (and would see): their teams' graphs, and the graphs no
+    team claims for the default team's members and users in no team."""
+    graphs = list(graphs)
+    if not graphs or sees_all(user):
+        return graphs
+    claimed = dict(TeamGraph.objects.filter(graph__in=graphs).values_list("graph", "team_id"))
+    mine = dict(teams_of(user).values_list("pk", "owns_unclaimed"))
+    unclaimed = any(mine.values()) or not Membership.objects.filter(user=user).exists()
+    return [name for name in graphs if (claimed[name] in mine if name in claimed else unclaimed)]
+
+
+def same_owner(run: Run, source_name: str) -> bool:
+    """Whether `run` and the runs of the source `source_name` belong to the same team."""
+    return owner_of(run) == owner_of(Run(source_name=source_name))
+
+
 def owner_of(run: Run) -> Team | None:
     """The team that owns `run` (the default team for a run no team claims), None when nobody does."""
     if run.source_name:

@@ -306,7 +306,8 @@ def run_start(request: HttpRequest) -> HttpResponse:
     if not actions.may(request.user, actions.START_RUN):
         found = actions.Result(actions.Outcome.DENIED, actions.denial(request.user, actions.START_RUN))
         return _result(request, found, recorded=False)
-    form = forms.StartRunForm(graphs=current_runtime().graphs(), initial={"key": forms.new_key()})
+    graphs = teams.graphs_usable(request.user, current_runtime().graphs())  # the user's teams' (issue 22 §2)
+    form = forms.StartRunForm(graphs=graphs, initial={"key": forms.new_key()})
     # The page says which graphs this web process knows: workers read their own SIDEWISP_GRAPHS.
     known = {"graphs_from_setting": bool(str(settings.SIDEWISP_GRAPHS).strip())}
     return render(request, "sidewisp/run_start.html", {"form": form, "graphs_known": known})
