@@ -434,6 +434,8 @@ def _owner_refusal(owner: str, handoff: Handoff, by: User) -> str:
         return f"There is no active user named {owner!r}."
     if may_decide_as_owner(candidate, handoff, by=by):
         return ""
+    if not teams.sees_run(candidate, handoff.run):  # wait owners are per team (issue 22 §2)
+        return f"{owner} is not a member of this run's team; choose one of its members."
     if by.is_authenticated and candidate.pk == by.pk:
         return "You may not give this wait to yourself: someone else decides it (only an approve-any-wait holder may)."
     return (

@@ -225,15 +225,14 @@ def limited(audience: tuple) -> bool:
     return bool(audience) and isinstance(audience[-1], tuple) and audience[-1][:1] == ("teams",)
 
 
-def runs_of_audience(audience: tuple, run_ids: list[int]) -> set[int]:
-    """Which of `run_ids` the audience whose key is `audience[-1]` sees (one query)."""
+def hidden_from_audience(audience: tuple, run_ids: list[int]) -> set[int]:
+    """Which of `run_ids` are runs the audience whose key is `audience[-1]` does not see (one query)."""
     team_ids = audience[-1][1]
     if team_ids:
         owned = owns_q(Team.objects.filter(pk__in=team_ids))
     else:  # a user in no team: the runs no team claims
         owned = owns_q(Team.objects.none(), unclaimed=Q(pk__isnull=False))
-    found = Run.objects.filter(owned, pk__in=run_ids)
-    return set(found.values_list("pk", flat=True))
+    return set(Run.objects.filter(pk__in=run_ids).exclude(owned).values_list("pk", flat=True))
 
 
 def sees_run(user, run: Run) -> bool:

@@ -288,8 +288,8 @@ class Hub:
             return
         snapshot = page.snapshot() if newcomers else ""
         if seqs and teams.limited(topic.audience):  # issue 22 §2: never another team's run ids in the marker
-            shown = await on_render_thread(teams.runs_of_audience, topic.audience, list(seqs))
-            seqs = {run: numbers for run, numbers in seqs.items() if run in shown}
+            hidden = await on_render_thread(teams.hidden_from_audience, topic.audience, list(seqs))
+            seqs = {run: numbers for run, numbers in seqs.items() if run not in hidden}
         changes = page.changes_since(topic.shown, sorted(seqs.items()))
         topic.shown, topic.marker = page, marker
         sends = []
