@@ -448,10 +448,13 @@ def _begin(operation_id: str, config: dict, graph_input: Any) -> bool:
 
 
 def _start_run(operation_id: str, config: dict, graph_input: Any) -> bool:
-    thread_id = (config.get("configurable") or {}).get("thread_id") or operation_id
+    configurable = config.get("configurable") or {}
+    thread_id = configurable.get("thread_id") or operation_id
+    # issue 22 §2: `configurable.graph_name` names the graph, whose team owns the run (receipts.teams).
+    graph = _graph_name(configurable.get("graph_name"))
     run, _ = Run.objects.get_or_create(
         operation_id=operation_id,
-        defaults={"thread_id": str(thread_id), "mode": Run.Mode.OBSERVED, "source": Run.Source.AGENT},
+        defaults={"thread_id": str(thread_id), "mode": Run.Mode.OBSERVED, "source": Run.Source.AGENT, "graph": graph},
     )
     if problem := recording.owner_problem(run, ""):  # a remote source's run (issue 19): not this app's
         logger.warning("run not observed: %s", problem)
@@ -467,6 +470,17 @@ def _start_run(operation_id: str, config: dict, graph_input: Any) -> bool:
             run.save(update_fields=["pending_call", "updated_at"])
     runs.set_status(run, Run.Status.RUNNING)
     return False
+
+
+def _graph_name(value: object) -> str:
+    """The observed run's graph name, or "" (none given, or not a name: logged by class, never by value)."""
+    if value is None:
+        return ""
+    try:
+        return bundle.parse_name(value, "graph_name")[:100]
+    except bundle.BundleError:
+        logger.warning("configurable.graph_name is not a name; the run is recorded without one")
+        return ""
 
 
 def _resolve_waits(run: Run, resume: object) -> None:
