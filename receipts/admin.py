@@ -621,25 +621,40 @@ def _checked_text(value: str) -> str:
 # --- issue 22 §2: teams, their members, graphs and sources -----------------------------------------
 
 
-class MembershipInline(admin.TabularInline):
+class _TeamPart(admin.TabularInline):
+    """A team's members, graphs or sources: edited by whoever may edit the team (no permissions of their own)."""
+
+    extra = 0
+
+    def has_view_permission(self, request: HttpRequest, obj=None) -> bool:
+        return request.user.has_perm("receipts.view_team")
+
+    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+        return request.user.has_perm("receipts.change_team")
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return request.user.has_perm("receipts.change_team")
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return request.user.has_perm("receipts.change_team")
+
+
+class MembershipInline(_TeamPart):
     """Members: set here (local), or by the identity provider's claim at each login (its rows follow it)."""
 
     model = Membership
-    extra = 0
     fields = ["user", "origin", "created_at"]
     readonly_fields = ["created_at"]
     autocomplete_fields = ["user"]
 
 
-class TeamGraphInline(admin.TabularInline):
+class TeamGraphInline(_TeamPart):
     model = TeamGraph
-    extra = 0
     verbose_name = "graph the team owns"
 
 
-class TeamSourceInline(admin.TabularInline):
+class TeamSourceInline(_TeamPart):
     model = TeamSource
-    extra = 0
     verbose_name = "remote source the team owns"
 
 
