@@ -131,11 +131,6 @@ class Scope:
     def apply(self, queryset: QuerySet, run: str = "") -> QuerySet:
         return queryset if self.everything else queryset.filter(self.q(run))
 
-    @property
-    def key(self) -> str:
-        """A cache key part: the same for users who see the same rows."""
-        return "all" if self.everything else f"teams:{self.team or ''}"
-
 
 # For callers that are not a user's request (metrics, workers, the admin): every run.
 EVERYTHING = Scope(everything=True, teams=Team.objects.all())
@@ -246,7 +241,10 @@ def who_see(run: Run, users: QuerySet) -> QuerySet:
     owner = owner_of(run)
     admins = Q(is_superuser=True) | Q(user_permissions__codename=_ADMIN_CODENAME)
     admins |= Q(groups__permissions__codename=_ADMIN_CODENAME)
-    members = members_of(Team.objects.filter(pk=owner.pk), users) if owner is not None else users.none()
+    if owner is not None:
+        members = members_of(Team.objects.filter(pk=owner.pk), users)
+    else:  # a run no team claims, and no default team: users in no team see it
+        members = users.filter(~Exists(Membership.objects.filter(user=OuterRef("pk"))))
     return users.filter(admins | Q(pk__in=members.values("pk")))
 
 
