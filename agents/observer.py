@@ -477,10 +477,13 @@ def _begin(operation_id: str, config: dict, graph_input: Any, policy: _Policy) -
     """
     # Unread (the database away): driven as not stopped, as observation never stops the observed.
     exists, is_stopped = evidence.guarded(operation_id, "run", partial(_stop_flag, operation_id)) or (True, False)
-    thread_id = str((config.get("configurable") or {}).get("thread_id") or operation_id)
+    configurable = config.get("configurable") or {}
+    thread_id = str(configurable.get("thread_id") or operation_id)
+    # issue 22 §2: `configurable.graph_name` names the graph, whose team owns the run (receipts.teams).
+    graph = _graph_name(configurable.get("graph_name"))
     if is_stopped:
         logger.info("run %s parked: auto-continue stopped", operation_id)
-        _submit_run(operation_id, Run.Status.PARKED, thread_id=thread_id)
+        _submit_run(operation_id, Run.Status.PARKED, thread_id=thread_id, graph=graph)
         return _Start(parked=True)
     resumed = None
     declined: object = None
@@ -490,7 +493,7 @@ def _begin(operation_id: str, config: dict, graph_input: Any, policy: _Policy) -
         declined = _declined_by(decided)
     elif exists and policy.verifier is not None:
         declined = UNREAD  # decided in an earlier call: read when the verifier runs
-    _submit_run(operation_id, Run.Status.RUNNING, thread_id=thread_id, resumed=resumed)
+    _submit_run(operation_id, Run.Status.RUNNING, thread_id=thread_id, resumed=resumed, graph=graph)
     return _Start(parked=False, declined=declined)
 
 
@@ -512,6 +515,17 @@ def _declined_by(decided: Mapping[str | None, str | None]) -> str | None:
 def _submit_run(operation_id: str, status: str, **change: Any) -> None:
     """Hand a change of the run's lifecycle to the writer (`receipts.lifecycle`), after its receipts."""
     writer.submit(RunEntry(operation_id, status, **change))
+
+
+def _graph_name(value: object) -> str:
+    """The observed run's graph name, or "" (none given, or not a name: logged by class, never by value)."""
+    if value is None:
+        return ""
+    try:
+        return bundle.parse_name(value, "graph_name")[:100]
+    except bundle.BundleError:
+        logger.warning("configurable.graph_name is not a name; the run is recorded without one")
+        return ""
 
 
 def _parked_now(operation_id: str) -> bool:

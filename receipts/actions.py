@@ -32,7 +32,7 @@ from django.db import DataError, IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from receipts import arguments, audit, bundle, outbox, runs, runtime, storable
+from receipts import arguments, audit, bundle, outbox, runs, runtime, storable, teams
 from receipts.models import AuditEntry, Decision, Handoff, OutboxIntent, Run, VerdictChange
 from receipts.recording import note_settlement, reclassify, reclassify_overdue_waits, record
 from receipts.roles import ROLES
@@ -164,7 +164,7 @@ def look(user: User | None, policy: Policy, object_id: object) -> Result:
     For pages that only show (a confirmation page, the action links): opening a page is not an
     attempt. Every action calls check(), which asks the same and audits a denial.
     """
-    obj = _find(policy, object_id)
+    obj = _find(policy, object_id, user)
     if obj is None:
         return Result(Outcome.NOT_FOUND, f"There is no {policy.object_type} {object_id}.")
     handoff = obj if isinstance(obj, Handoff) else None
@@ -401,6 +401,10 @@ def may_decide_as_owner(candidate: User | None, handoff: Handoff, *, by: User | 
     """
     if candidate is None or not candidate.is_authenticated:
         return False
+    return _may_own(candidate, handoff, by=by) and teams.sees_run(candidate, handoff.run)
+
+
+def _may_own(candidate: User, handoff: Handoff, *, by: User | None) -> bool:
     theirs = copy.copy(handoff)
     theirs.wait_owner = candidate.get_username()
     if not may(candidate, DECIDE_WAIT, theirs):
@@ -417,8 +421,10 @@ def wait_owner_candidates(handoff: Handoff, *, by: User | None) -> list[Abstract
     users = get_user_model()._default_manager.filter(is_active=True)
     # A narrowing only (one query); may_decide_as_owner decides for each.
     pool = users.filter(Q(is_superuser=True) | Q(user_permissions__in=deciding) | Q(groups__permissions__in=deciding))
+    # Wait owners are per team (issue 22 §2): the members of the run's team, and those who see every team.
+    pool = teams.who_see(handoff.run, pool)
     ordered = pool.distinct().order_by(get_user_model().USERNAME_FIELD)
-    return [candidate for candidate in ordered if may_decide_as_owner(candidate, handoff, by=by)]
+    return [candidate for candidate in ordered if _may_own(candidate, handoff, by=by)]
 
 
 def _owner_refusal(owner: str, handoff: Handoff, by: User) -> str:
@@ -428,6 +434,8 @@ def _owner_refusal(owner: str, handoff: Handoff, by: User) -> str:
         return f"There is no active user named {owner!r}."
     if may_decide_as_owner(candidate, handoff, by=by):
         return ""
+    if not teams.sees_run(candidate, handoff.run):  # wait owners are per team (issue 22 §2)
+        return f"{owner} is not a member of this run's team; choose one of its members."
     if by.is_authenticated and candidate.pk == by.pk:
         return "You may not give this wait to yourself: someone else decides it (only an approve-any-wait holder may)."
     return (
@@ -796,14 +804,15 @@ def _sent_or_queued(intent: OutboxIntent | None, sent: str, queued: str) -> str:
     return queued if intent is not None and not outbox.is_sent(intent) else sent
 
 
-def _find(policy: Policy, object_id: object) -> Handoff | Run | None:
+def _find(policy: Policy, object_id: object, user: User | None) -> Handoff | Run | None:
+    # Another team's object is not found, like one that does not exist (issue 22 §2: no existence oracle).
     try:
         pk = int(str(object_id))
     except ValueError:
         return None
-    model = Handoff if policy.object_type == "handoff" else Run
-    query = model.objects.select_related("run") if model is Handoff else model.objects
-    return query.filter(pk=pk).first()
+    if policy.object_type == "handoff":
+        return teams.scope(Handoff.objects.select_related("run"), user, run="run__").filter(pk=pk).first()
+    return teams.scope(Run.objects.all(), user).filter(pk=pk).first()
 
 
 def _locked_handoff(pk: int) -> Handoff:
@@ -963,7 +972,9 @@ def start_run(
     with transaction.atomic():
         if (earlier := _started_with(key)) is not None:
             return _noop(user, START_RUN, earlier.run, key, "This run was already started; nothing changed.")
-        refusal = "" if graph in agent_runtime.graphs() else f"There is no registered graph named {graph!r}."
+        # Another team's graph is refused in the same words as an unknown one (issue 22 §2: no oracle).
+        known = graph in agent_runtime.graphs() and teams.graphs_usable(user, [graph])
+        refusal = "" if known else f"There is no registered graph named {graph!r}."
         if not refusal and (problem := storable.json_problem(graph_input)) is not None:
             refusal = f"The input cannot be stored: it {problem.what}."  # where is the input's text: not audited
         run = None

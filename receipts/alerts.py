@@ -36,7 +36,7 @@ from django.utils import timezone
 from kombu.exceptions import KombuError
 from redis import RedisError
 
-from receipts import health, notifications, outbox
+from receipts import health, notifications, outbox, teams
 from receipts.bundle import VERDICTS
 from receipts.models import AlertRule, Handoff, VerdictChange
 from receipts.signals import Change, handoffs_changed
@@ -115,11 +115,17 @@ def react_to_verdicts(sender, changes: list[Change], **kwargs) -> None:
     turned = [change for change in changes if _turned(change)]
     if not turned:
         return
+    owners: dict[int, list] = {}  # run pk -> [its team's pk], asked once per run and only for a team's rule
     matching = {
         pk
-        for pk, verdict, agent in verdict_rules()
+        for pk, verdict, agent, team_id in verdict_rules()
         for change in turned
-        if verdict == change.after.verdict and agent in ("", change.handoff.sender, change.handoff.receiver)
+        if verdict == change.after.verdict
+        and agent in ("", change.handoff.sender, change.handoff.receiver)
+        # issue 22 §2: a team's rule counts only that team's runs
+        and (
+            team_id is None or team_id == _team_id_of(change.handoff.run, owners.setdefault(change.handoff.run_id, []))
+        )
     }
     if not matching:
         return
@@ -138,15 +144,15 @@ def _turned(change: Change) -> bool:
 
 _RULES_VERSION = "alerts:verdict-rules:version"
 # (version, [(pk, verdict, agent)]) of this process's last read; replaced whole, so threads never see half of it.
-_rules_cached: tuple[str, list[tuple[int, str, str]]] | None = None
+_rules_cached: tuple[str, list[tuple[int, str, str, int | None]]] | None = None
 
 
-def verdict_rules() -> list[tuple[int, str, str]]:
-    """The active verdict rules as (pk, verdict, agent): read once per change of the rules, in any process.
+def verdict_rules() -> list[tuple[int, str, str, int | None]]:
+    """The active verdict rules as (pk, verdict, agent, team pk or None): read once per change of the rules.
 
-    A version in the shared cache is bumped whenever a rule is saved or deleted (at once, and again after
-    commit, so another process never keeps what it read before the commit); without the cache the rules
-    are read every time.
+    A version in the shared cache is bumped whenever a rule is saved or deleted, in any process (at once, and
+    again after commit, so another process never keeps what it read before the commit); without the cache
+    the rules are read every time.
     """
     global _rules_cached
     try:
@@ -161,7 +167,7 @@ def verdict_rules() -> list[tuple[int, str, str]]:
     if version is not None and cached is not None and cached[0] == version:
         return cached[1]
     rules = AlertRule.objects.filter(active=True, kind=AlertRule.Kind.VERDICT).order_by("pk")
-    found = list(rules.values_list("pk", "verdict", "agent"))
+    found = list(rules.values_list("pk", "verdict", "agent", "team_id"))
     _rules_cached = (version, found) if version is not None else None
     return found
 
@@ -189,9 +195,16 @@ def forget_verdict_rules() -> None:
         log.warning("alerts: the rules cache version could not be bumped")
 
 
+def _team_id_of(run, known: list) -> int | None:
+    if not known:
+        team = teams.owner_of(run)
+        known.append(team.pk if team is not None else None)
+    return known[0]
+
+
 def evaluate(rule_pk: int, *, now: datetime, workers: int | None = None) -> str | None:
     """Evaluate one rule under its row lock (call inside a transaction); FIRED, RESOLVED or None."""
-    rule = AlertRule.objects.select_for_update().select_related("channel").get(pk=rule_pk)
+    rule = AlertRule.objects.select_for_update(of=("self",)).select_related("channel", "team").get(pk=rule_pk)
     if rule.kind == AlertRule.Kind.HEARTBEAT and workers is None:
         return None  # no fresh answer from the workers: the beat evaluation asks them
     condition = condition_of(rule, now, workers=workers)
@@ -227,6 +240,9 @@ def condition_of(rule: AlertRule, now: datetime, *, workers: int | None = None) 
         found = recently_turned(verdicts, rule.agent, since=now - timedelta(minutes=rule.window_minutes))
         what = rule.verdict if rule.kind == AlertRule.Kind.VERDICT else "non-healthy"
         words = f"{what} handoffs in {rule.window_minutes} min"
+    if rule.team_id is not None:  # a team's rule counts that team's runs only (issue 22 §2)
+        found = found.filter(teams.owns_q(teams.Team.objects.filter(pk=rule.team_id), "run__"))
+        words += f" of team {rule.team.slug}"
     count = found.count()
     newest = found.select_related("run").order_by("-updated_at", "-pk").first() if count else None
     agent = f" on {rule.agent}" if rule.agent else ""

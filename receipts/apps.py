@@ -21,4 +21,16 @@ class ReceiptsConfig(AppConfig):
         post_migrate.connect(lambda **kwargs: restore_after_flush(), weak=False, dispatch_uid="deployment-flush")
 
         # Notifications and alerts (issue 14 §1): their handoff_changed receivers connect on import.
+        # Teams (issue 22 §2): a change to a team or a membership renews the cached team switchers.
+        from django.contrib.auth.signals import user_logged_in
+        from django.db.models.signals import post_delete, post_save
+
         from receipts import alerts, notifications  # noqa: F401
+        from receipts.models import Membership, Team
+        from receipts.teams import forget_switchable, warm_switchable
+
+        # Filled at login, so the first page after it offers the switcher without a query of its own.
+        user_logged_in.connect(warm_switchable, dispatch_uid="teams-switch-login")
+        for model in (Team, Membership):
+            post_save.connect(forget_switchable, sender=model, dispatch_uid=f"teams-switch-save-{model.__name__}")
+            post_delete.connect(forget_switchable, sender=model, dispatch_uid=f"teams-switch-delete-{model.__name__}")

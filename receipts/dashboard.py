@@ -43,12 +43,14 @@ from django.db.models import (
     Sum,
     Value,
 )
+from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KT
 
 from receipts import health as run_health
 from receipts import rollups
 from receipts.bundle import VERDICTS
 from receipts.models import ContractVersion, Handoff, MiddlewareReport, Receipt, Run, VerdictChange
+from receipts.teams import EVERYTHING, Scope
 from receipts.verdicts import BOUNDARIES
 
 # The worst news first: the order the overview lists verdicts in.
@@ -143,7 +145,11 @@ def bounded_count(queryset: QuerySet, bound: int = COUNT_BOUND) -> BoundedCount:
 
 
 def overview_counts(
-    since: datetime | None = None, bound: int = VERDICT_COUNT_BOUND, counted: Mapping[str, int] | None = None
+    since: datetime | None = None,
+    bound: int = VERDICT_COUNT_BOUND,
+    counted: Mapping[str, int] | None = None,
+    *,
+    seen: Scope = EVERYTHING,
 ) -> list[tuple[str, BoundedCount]]:
     """(verdict, number of handoffs created since `since`, or ever) for every verdict, worst first; each
     counted up to `bound`, one query (none when `counted` gives them: a long window's rollup counts).
@@ -155,6 +161,7 @@ def overview_counts(
         return [(v, BoundedCount.of(counted.get(v, 0), bound)) for v in VERDICT_ORDER]
     # COUNT over a LIMITed subquery per verdict, all in one SELECT (the ORM cannot count a sliced subquery).
     found = Handoff.objects.all() if since is None else Handoff.objects.filter(created_at__gte=since)
+    found = seen.apply(found, "run__")
     selects, params = [], []
     for n, verdict in enumerate(VERDICT_ORDER):
         sliced = found.filter(verdict=verdict).order_by().values("pk")[: bound + 1]
@@ -167,49 +174,50 @@ def overview_counts(
     return [(v, BoundedCount.of(counted[v], bound)) for v in VERDICT_ORDER]
 
 
-def _handoffs() -> QuerySet[Handoff]:
+def _handoffs(seen: Scope = EVERYTHING) -> QuerySet[Handoff]:
     # The larger JSON parts stay in the database: pages show names, codes and times only. The reduced and
     # destination parts are read: whether they are present decides a verdict in progress (health.due_part).
-    return Handoff.objects.select_related("run").defer("created_part", "verification_part")
+    return seen.apply(Handoff.objects.select_related("run").defer("created_part", "verification_part"), "run__")
 
 
-def newest_handoffs(limit: int = NEWEST_LIMIT) -> list[Handoff]:
-    return list(_handoffs().order_by("-updated_at", "-pk")[:limit])
+def newest_handoffs(limit: int = NEWEST_LIMIT, *, seen: Scope = EVERYTHING) -> list[Handoff]:
+    return list(_handoffs(seen).order_by("-updated_at", "-pk")[:limit])
 
 
-def open_waits(username: str | None = None, limit: int = LIST_LIMIT) -> list[Handoff]:
+def open_waits(username: str | None = None, limit: int = LIST_LIMIT, *, seen: Scope = EVERYTHING) -> list[Handoff]:
     """Open waits, the deadline due soonest first (no deadline last); only `username`'s when given."""
-    return list(open_waits_query(username)[:limit])
+    return list(open_waits_query(username, seen=seen)[:limit])
 
 
-def open_waits_query(username: str | None = None) -> QuerySet[Handoff]:
+def open_waits_query(username: str | None = None, *, seen: Scope = EVERYTHING) -> QuerySet[Handoff]:
     """Every open wait (a page slices it), the deadline due soonest first; only `username`'s when given."""
-    waits = _handoffs().filter(wait_open=True)
+    waits = _handoffs(seen).filter(wait_open=True)
     if username is not None:
         waits = waits.filter(wait_owner=username)
     return waits.order_by(F("wait_deadline").asc(nulls_last=True), "pk")
 
 
-def open_wait_count(username: str | None = None) -> int:
-    waits = Handoff.objects.filter(wait_open=True)
+def open_wait_count(username: str | None = None, *, seen: Scope = EVERYTHING) -> int:
+    waits = seen.apply(Handoff.objects.filter(wait_open=True), "run__")
     if username is not None:
         waits = waits.filter(wait_owner=username)
     return waits.count()
 
 
-def false_completions(limit: int = LIST_LIMIT) -> list[Handoff]:
+def false_completions(limit: int = LIST_LIMIT, *, seen: Scope = EVERYTHING) -> list[Handoff]:
     """The open false completions: not accepted or resolved by an operator (receipts.actions.settle)."""
-    return list(false_completions_query()[:limit])
+    return list(false_completions_query(seen=seen)[:limit])
 
 
-def false_completions_query() -> QuerySet[Handoff]:
+def false_completions_query(*, seen: Scope = EVERYTHING) -> QuerySet[Handoff]:
     """Every open false completion, newest first (a page slices it)."""
-    return _open_false(_handoffs()).order_by("-updated_at", "-pk")
+    return _open_false(_handoffs(seen)).order_by("-updated_at", "-pk")
 
 
-def false_completion_count() -> int:
+def false_completion_count(*, seen: Scope = EVERYTHING) -> int:
     """Open false completions in total: the runs' stored counts, summed over the runs that have any."""
-    return Run.objects.filter(open_false_count__gt=0).aggregate(n=Sum("open_false_count"))["n"] or 0
+    found = seen.apply(Run.objects.filter(open_false_count__gt=0))
+    return found.aggregate(n=Sum("open_false_count"))["n"] or 0
 
 
 # A settled false completion keeps its verdict; its latest verdict change is the settlement.
@@ -222,9 +230,9 @@ def _open_false(handoffs: QuerySet[Handoff]) -> QuerySet[Handoff]:
     return found.filter(Q(latest_cause__isnull=True) | ~Q(latest_cause__in=SETTLEMENT_CAUSES))
 
 
-def runs(filters: RunFilters) -> QuerySet[Run]:
+def runs(filters: RunFilters, *, seen: Scope = EVERYTHING) -> QuerySet[Run]:
     """Runs matching `filters`, newest first, with their handoff counts and latest verdict."""
-    found = Run.objects.all()
+    found = seen.apply(Run.objects.all())
     handoffs = Handoff.objects.filter(run=OuterRef("pk"))
     if filters.verdict:
         # A handoff in progress has no verdict yet: the row shows it in progress, so the filter does not list it.
@@ -406,26 +414,33 @@ def run_timeline(run: Run, limit: int = TIMELINE_LIMIT, page: int = 1) -> list[H
     return [HandoffView(h, grid) for h, grid in zip(recent, boundary_grids(recent), strict=True)]
 
 
-def exact_match(text: str) -> tuple[int, int | None] | None:
+def exact_match(text: str, *, seen: Scope = EVERYTHING) -> tuple[int, int | None] | None:
     """(run pk, handoff pk or None) when `text` is exactly an operation id or a handoff id; one query."""
-    runs = Run.objects.filter(operation_id=text).order_by().values_list("pk", Value(None, output_field=IntegerField()))
-    handoffs = Handoff.objects.filter(handoff_id=text).order_by().values_list("run_id", "pk")
+    runs = seen.apply(Run.objects.filter(operation_id=text)).order_by()
+    runs = runs.values_list("pk", Value(None, output_field=IntegerField()))
+    handoffs = seen.apply(Handoff.objects.filter(handoff_id=text), "run__").order_by().values_list("run_id", "pk")
     found = list(runs.union(handoffs, all=True)[:1]) if text else []
     return tuple(found[0]) if found else None
 
 
-def search_choices() -> tuple[list[str], list[str]]:
+def search_choices(*, seen: Scope = EVERYTHING) -> tuple[list[str], list[str]]:
     """The graphs runs were started on and the route versions handoffs declared; one query.
 
     Each list is a loose index scan (a recursive CTE stepping from one distinct value to the next through
-    the column's index), so it costs a few index probes per distinct value, not a read of every row.
+    the column's index), so it costs a few index probes per distinct value, not a read of every row. A
+    team's member is offered the graphs their teams own (issue 22 §2), never another team's names.
     """
     graphs = _distinct_sql(Run, "graph", "graphs")
     versions = _distinct_sql(Handoff, "route_version", "versions")
-    sql = f"WITH RECURSIVE {graphs}, {versions} SELECT '', v FROM graphs WHERE v IS NOT NULL "
+    shown, params = "", ()
+    if not seen.everything:  # each graph only if one of its runs is in scope (an index probe per graph)
+        visible = seen.apply(Run.objects.filter(graph=RawSQL("graphs.v", ()))).order_by().values("pk")[:1]
+        sql, params = visible.query.sql_with_params()
+        shown = f" AND EXISTS ({sql})"
+    sql = f"WITH RECURSIVE {graphs}, {versions} SELECT '', v FROM graphs WHERE v IS NOT NULL{shown} "
     sql += "UNION ALL SELECT 'v', v FROM versions WHERE v IS NOT NULL"
     with connection.cursor() as cursor:
-        cursor.execute(sql)
+        cursor.execute(sql, params)
         rows = sorted(cursor.fetchall())
     return [name for k, name in rows if not k], [name for k, name in rows if k]
 
@@ -538,9 +553,12 @@ class ReportGroup:
     recorded_at: datetime
 
 
-def run_status_counts(since: datetime | None = None) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+def run_status_counts(
+    since: datetime | None = None, *, seen: Scope = EVERYTHING
+) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
     """(health level, runs) worst first and (task status, runs), for runs active since `since`; one query."""
     found = Run.objects.all() if since is None else Run.objects.filter(updated_at__gte=since)
+    found = seen.apply(found)
     by_health: dict[str, int] = {}
     by_status: dict[str, int] = {}
     for level, status, n in found.order_by().values_list("health", "status").annotate(n=Count("pk")):
@@ -573,7 +591,7 @@ class WindowStats:
 ROLLUP_FROM = timedelta(hours=12)
 
 
-def window_stats(since: datetime, now: datetime) -> WindowStats:
+def window_stats(since: datetime, now: datetime, *, seen: Scope = EVERYTHING) -> WindowStats:
     """Handoffs and waits in [since, now): counts, a trend in SPARK_BUCKETS buckets, median and p95 durations.
 
     A fixed number of queries whatever the window. The handoff counts of a short window are index ranges
@@ -583,19 +601,20 @@ def window_stats(since: datetime, now: datetime) -> WindowStats:
     in the window (first wait receipt = opened, first resolved one = resolved).
     """
     stats = WindowStats(since=since)
-    if now - since >= ROLLUP_FROM:
+    # The hourly rollup counts every team's handoffs: a narrowed scope counts its own (issue 22 §2).
+    if now - since >= ROLLUP_FROM and seen.everything:
         edges = rollups.trend_edges(since, now, SPARK_BUCKETS)
         _rolled_counts(stats, since, edges)
     else:
         edges = _bucket_edges(since, now)
-        _live_counts(stats, since, edges)
-    window = Handoff.objects.filter(created_at__gte=since)
+        _live_counts(stats, since, edges, seen)
+    window = seen.apply(Handoff.objects.filter(created_at__gte=since), "run__")
     # The JSON times as text (KT): no JSON decoding per value.
     times = window.order_by("-created_at").values_list(
         KT("created_part__at"), KT("destination_part__started_at"), "classified_at"
     )[:DURATION_SAMPLE]
     stats.handoff_p50, stats.handoff_p95 = _percentiles(_handoff_seconds(row) for row in times)
-    waits = _waits_opened(since)
+    waits = _waits_opened(since, seen)
     stats.waits_opened = len(waits)
     stats.wait_trend = _buckets([opened for opened, _ in waits], edges)
     done = [(resolved - opened).total_seconds() for opened, resolved in waits if resolved is not None]
@@ -604,8 +623,8 @@ def window_stats(since: datetime, now: datetime) -> WindowStats:
     return stats
 
 
-def _live_counts(stats: WindowStats, since: datetime, edges: list[datetime]) -> None:
-    window = Handoff.objects.filter(created_at__gte=since)
+def _live_counts(stats: WindowStats, since: datetime, edges: list[datetime], seen: Scope) -> None:
+    window = seen.apply(Handoff.objects.filter(created_at__gte=since), "run__")
     trend = {f"bucket_{i}": Count("created_at", filter=_in_bucket(edges, i)) for i in range(SPARK_BUCKETS)}
     problems = window.exclude(verdict__in=run_health.UNPROBLEMATIC).aggregate(n=Count("created_at"), **trend)
     stats.handoffs, stats.problem_handoffs = window.count(), problems["n"]
@@ -621,15 +640,15 @@ def _rolled_counts(stats: WindowStats, since: datetime, edges: list[datetime]) -
     stats.problem_handoffs = sum(stats.problem_trend)
 
 
-def _waits_opened(since: datetime) -> list[tuple[datetime, datetime | None]]:
+def _waits_opened(since: datetime, seen: Scope) -> list[tuple[datetime, datetime | None]]:
     """(opened, resolved or None) of the waits opened since `since`: the handoffs with a wait receipt in the
     window and none before it. Driven by the window's wait receipts (`receipt_waits_by_time`); the earlier
     ones are an anti-join (measured faster at 1M receipts than a lookup per receipt or the old
     all-receipts-of-those-handoffs grouping: 20 vs 25 and 22 ms server time for a 7-day window)."""
     earlier = Receipt.objects.filter(handoff=OuterRef("handoff"), part="wait", recorded_at__lt=since)
+    in_window = seen.apply(Receipt.objects.filter(part="wait", recorded_at__gte=since), "handoff__run__")
     return list(
-        Receipt.objects.filter(part="wait", recorded_at__gte=since)
-        .filter(~Exists(earlier))
+        in_window.filter(~Exists(earlier))
         .order_by()
         .values("handoff")
         .annotate(opened=Min("recorded_at"), resolved=Min("recorded_at", filter=Q(payload__resolved=True)))

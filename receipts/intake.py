@@ -79,6 +79,7 @@ class RunEntry:
     resumed: Mapping | None = None  # a start that resumes waits: {interrupt id or None (all): resolution}
     pending_call: Mapping | None = None  # a wait's pending call, names only (observer.pending_call_of)
     final: bool = False  # the observer's last word on this call: a run without a handoff gets a report
+    graph: str = ""  # a start: the graph's name (`configurable.graph_name`), whose team owns the run (issue 22 §2)
     kind: Literal["run"] = "run"
 
 

@@ -50,7 +50,8 @@ def _run(entry: RunEntry) -> Run | None:
     """The entry's run; a start (it names the thread) creates it as an observed run when new."""
     if entry.thread_id is None:
         return Run.objects.filter(operation_id=entry.operation_id).first()
-    defaults = {"thread_id": entry.thread_id, "mode": Run.Mode.OBSERVED, "source": Run.Source.AGENT}
+    mode, source = Run.Mode.OBSERVED, Run.Source.AGENT
+    defaults = {"thread_id": entry.thread_id, "mode": mode, "source": source, "graph": entry.graph}
     run, created = Run.objects.get_or_create(operation_id=entry.operation_id, defaults=defaults)
     if created:
         recording.prefetch([entry.operation_id], [])  # the batch's later receipts record into this row

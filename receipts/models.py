@@ -133,7 +133,8 @@ class Run(models.Model):
 
     operation_id = models.CharField(max_length=200, unique=True)
     thread_id = models.CharField(max_length=200, unique=True)
-    # The registered graph a hosted run drives (agents.registry); empty for observed and imported runs.
+    # The registered graph a hosted run drives (agents.registry); for an observed run the name its
+    # `configurable.graph_name` gives (issue 22 §2: the graph's team owns the run); empty for imported runs.
     graph = models.CharField(max_length=100, blank=True, db_index=True)
     # A label the graph's factory reads from `configurable.scenario` (the demo graph's scenario).
     scenario = models.CharField(max_length=100, blank=True)

@@ -45,7 +45,7 @@ from django.dispatch import receiver
 from django.urls import reverse
 from django.utils import timezone
 
-from receipts import destinations, outbox
+from receipts import destinations, outbox, teams
 from receipts.bundle import text_problem
 from receipts.models import Delivery, Handoff, NotificationChannel, OutboxIntent, Run
 from receipts.signals import Change, HandoffState, handoffs_changed
@@ -185,7 +185,14 @@ def notify_owner(
     to: list[NotificationChannel] | None = None,
 ) -> int:
     """Promise `event` about `handoff`'s wait to every channel of `owner` (`to`, when read already); returns
-    how many were new."""
+    how many were new.
+
+    An owner who is a user outside the run's team hears nothing of it (issue 22 §2: wait owners are per
+    team); a name that is no user's (a group's) is told through that group's channels.
+    """
+    if not _owner_sees(owner, handoff.run):
+        log.warning("wait notification not sent: its owner is not in the run's team")
+        return 0
     wait = handoff.wait_part or {}
     payload = {
         "event": event,
@@ -212,6 +219,11 @@ def notify_owner(
         if promise(channel, event, payload, key=k, run=handoff.run, recipient=owner, now=now) is not None:
             promised += 1
     return promised
+
+
+def _owner_sees(owner: str, run) -> bool:
+    user = get_user_model()._default_manager.filter(**{get_user_model().USERNAME_FIELD: owner}).first()
+    return user is None or teams.sees_run(user, run)
 
 
 def channels_of(owner: str) -> QuerySet[NotificationChannel]:

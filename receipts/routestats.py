@@ -16,6 +16,7 @@ from django.db.models.fields.json import KT
 
 from receipts import health, teammap
 from receipts.models import ContractVersion, Handoff
+from receipts.teams import EVERYTHING, Scope
 
 
 @dataclass(frozen=True)
@@ -26,10 +27,11 @@ class MapFilters:
     graph: str = ""
     route_version: str = ""
     run_id: int | None = None
+    seen: Scope = EVERYTHING  # issue 22 §2: the teams whose runs are counted
 
 
 def handoffs(filters: MapFilters) -> QuerySet[Handoff]:
-    found = Handoff.objects.all()
+    found = filters.seen.apply(Handoff.objects.all(), "run__")
     if filters.run_id is not None:
         found = found.filter(run_id=filters.run_id)
     if filters.since is not None:

@@ -26,7 +26,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from receipts import audit, broadcast, bundle, claims, intake, recording, runs
+from receipts import audit, broadcast, bundle, claims, intake, recording, runs, teams
 from receipts.models import FINAL_STATUS_PART, AuditEntry, Decision, MiddlewareReport, Run, SourceToken
 
 TOKEN_PREFIX = "swt"
@@ -116,6 +116,8 @@ def run_in_scope(token: SourceToken, operation_id: str) -> Run | None:
     """The run `operation_id` names if `token` may act on it; None when there is none; OutOfScope otherwise."""
     run = Run.objects.filter(operation_id=operation_id).first()
     if run is not None and run.source_name != token.source_name:
+        if not teams.same_owner(run, token.source_name):
+            return None  # another team's run is not found, like none (issue 22 §2: no existence oracle)
         raise OutOfScope("operation_id", f"{_whose(run)}, not by source {token.source_name}")
     return run
 
@@ -148,6 +150,8 @@ def _claim_runs(token: SourceToken, entries: Sequence[intake.Entry]) -> set[str]
         except IntegrityError:  # another run already has this id as its thread id
             raise OutOfScope(f"entries[{index}].operation_id", "is taken by another run") from None
         if run.source_name != token.source_name:
+            if not teams.same_owner(run, token.source_name):  # issue 22 §2: whose it is, not said across teams
+                raise OutOfScope(f"entries[{index}].operation_id", "is taken by another run")
             raise OutOfScope(f"entries[{index}].operation_id", f"{_whose(run)}, not by source {token.source_name}")
         if created:
             new.add(operation_id)

@@ -14,16 +14,22 @@ outside the scope is simply not found, so a view answers 404, never 403 (no exis
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from django.core.cache import cache
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from receipts.models import Membership, Run, Team, TeamGraph, TeamSource
 
 ADMIN_PERMISSION = "receipts.view_all_teams"
+_ADMIN_CODENAME = ADMIN_PERMISSION.split(".")[1]
+_GENERATION = "teams:generation"
+SWITCH_SECONDS = 3600
 logger = logging.getLogger(__name__)
 
 
@@ -50,6 +56,7 @@ def set_claimed_teams(user, slugs: Iterable[str]) -> None:
         held = set(mine.filter(team_id__in=known.values()).values_list("team_id", flat=True))
         claimed = [Membership(user=user, team_id=pk, origin=Membership.Origin.CLAIM) for pk in known.values()]
         Membership.objects.bulk_create([m for m in claimed if m.team_id not in held], ignore_conflicts=True)
+    forget_switchable()  # bulk_create sends no post_save
 
 
 def add_member(user, team: Team) -> None:
@@ -124,10 +131,9 @@ class Scope:
     def apply(self, queryset: QuerySet, run: str = "") -> QuerySet:
         return queryset if self.everything else queryset.filter(self.q(run))
 
-    @property
-    def key(self) -> str:
-        """A cache key part: the same for users who see the same rows."""
-        return "all" if self.everything else f"teams:{self.team or ''}"
+
+# For callers that are not a user's request (metrics, workers, the admin): every run.
+EVERYTHING = Scope(everything=True, teams=Team.objects.all())
 
 
 def scope_for(user, team: str = "") -> Scope:
@@ -139,7 +145,7 @@ def scope_for(user, team: str = "") -> Scope:
         return Scope(everything=False, teams=Team.objects.none(), unclaimed=Q(pk__in=[]))
     if not team:
         if sees_all(user):
-            return Scope(everything=True, teams=Team.objects.all())
+            return EVERYTHING
         return Scope(everything=False, teams=teams_of(user), unclaimed=_sees_unclaimed(user))
     pool = Team.objects.all() if sees_all(user) else teams_of(user)
     chosen = pool.filter(slug=team)
@@ -163,6 +169,100 @@ def scope(queryset: QuerySet, user, *, run: str = "", team: str = "") -> QuerySe
 def visible_runs(user, team: str = "") -> QuerySet:
     """The runs `user` sees (narrowed to one of their teams by `team`)."""
     return scope(Run.objects.all(), user, team=team)
+
+
+def switchable(user) -> list[tuple[str, str]]:
+    """(slug, name) of the teams a `?team=` may choose for `user`: every team for an admin, else theirs.
+
+    Kept in the cache, so a page that offers the switcher runs no query for it: the entry is per user (and
+    per admin status), and every change to a team or a membership starts a new generation of entries
+    (`forget_switchable`). The runs shown never come from the cache: the scope is asked of the database.
+    """
+    everything = sees_all(user)
+    joined = getattr(user, "date_joined", None)
+    key = f"teams:switch:{user.pk}:{joined.timestamp() if joined else ''}:{everything}"
+    try:
+        found = cache.get_many([_GENERATION, key])
+    except Exception:  # noqa: BLE001 - Redis down: ask the database
+        found = {}
+    generation = found.get(_GENERATION, 0)
+    if key in found and found[key][0] == generation:
+        return found[key][1]
+    pool = Team.objects.all() if everything else teams_of(user)
+    choices = [tuple(row) for row in pool.order_by("slug").values_list("slug", "name")]
+    with contextlib.suppress(Exception):
+        cache.set(key, (generation, choices), SWITCH_SECONDS)
+    return choices
+
+
+def warm_switchable(user=None, **kwargs) -> None:
+    """At login: put the user's switcher in the cache (a receiver of `user_logged_in`)."""
+    if user is not None and user.is_authenticated:
+        switchable(user)
+
+
+def forget_switchable(**kwargs) -> None:
+    """A team or a membership changed: every cached switcher is of an older generation from now on."""
+    with contextlib.suppress(Exception):
+        cache.set(_GENERATION, time.time_ns(), None)
+
+
+def audience_key(user) -> tuple:
+    """What makes the runs `user` sees differ from another user's: "all", or their team ids (a user in no
+    team: none, and the runs no team claims)."""
+    if sees_all(user):
+        return ("all",)
+    return ("teams", tuple(Membership.objects.filter(user=user).order_by("team_id").values_list("team_id", flat=True)))
+
+
+def limited(audience: tuple) -> bool:
+    """Whether a live audience (ending with `audience_key`) sees only some teams' runs."""
+    return bool(audience) and isinstance(audience[-1], tuple) and audience[-1][:1] == ("teams",)
+
+
+def hidden_from_audience(audience: tuple, run_ids: list[int]) -> set[int]:
+    """Which of `run_ids` are runs the audience whose key is `audience[-1]` does not see (one query)."""
+    team_ids = audience[-1][1]
+    if team_ids:
+        owned = owns_q(Team.objects.filter(pk__in=team_ids))
+    else:  # a user in no team: the runs no team claims
+        owned = owns_q(Team.objects.none(), unclaimed=Q(pk__isnull=False))
+    return set(Run.objects.filter(pk__in=run_ids).exclude(owned).values_list("pk", flat=True))
+
+
+def sees_run(user, run: Run) -> bool:
+    """Whether `run` is one of the runs `user` sees."""
+    return sees_all(user) or visible_runs(user).filter(pk=run.pk).exists()
+
+
+def who_see(run: Run, users: QuerySet) -> QuerySet:
+    """Those of `users` who see `run`: the members of its team and those who see every team (one query less
+    than asking each)."""
+    owner = owner_of(run)
+    admins = Q(is_superuser=True) | Q(user_permissions__codename=_ADMIN_CODENAME)
+    admins |= Q(groups__permissions__codename=_ADMIN_CODENAME)
+    if owner is not None:
+        members = members_of(Team.objects.filter(pk=owner.pk), users)
+    else:  # a run no team claims, and no default team: users in no team see it
+        members = users.filter(~Exists(Membership.objects.filter(user=OuterRef("pk"))))
+    return users.filter(admins | Q(pk__in=members.values("pk")))
+
+
+def graphs_usable(user, graphs: Iterable[str]) -> list[str]:
+    """Those of `graphs` whose runs `user` may start (and would see): their teams' graphs, and the graphs no
+    team claims for the default team's members and users in no team."""
+    graphs = list(graphs)
+    if not graphs or sees_all(user):
+        return graphs
+    claimed = dict(TeamGraph.objects.filter(graph__in=graphs).values_list("graph", "team_id"))
+    mine = dict(teams_of(user).values_list("pk", "owns_unclaimed"))
+    unclaimed = any(mine.values()) or not Membership.objects.filter(user=user).exists()
+    return [name for name in graphs if (claimed[name] in mine if name in claimed else unclaimed)]
+
+
+def same_owner(run: Run, source_name: str) -> bool:
+    """Whether `run` and the runs of the source `source_name` belong to the same team."""
+    return owner_of(run) == owner_of(Run(source_name=source_name))
 
 
 def owner_of(run: Run) -> Team | None:

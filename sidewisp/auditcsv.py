@@ -29,11 +29,12 @@ CHUNK_BYTES = 64 * 1024  # a streaming response writes each chunk once: a write 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
-def chunks(params: QueryDict | Mapping[str, str]) -> Iterator[bytes]:
-    """The CSV of the audit entries `params` selects (newest first, at most LIMIT), header first."""
+def chunks(params: QueryDict | Mapping[str, str], user) -> Iterator[bytes]:
+    """The CSV of the audit entries `params` selects that `user` may read (newest first, at most LIMIT),
+    header first (issue 22 §2: the user's teams' entries only)."""
     from sidewisp.pages import AuditQuery
 
-    entries = AuditQuery(params).entries
+    entries = AuditQuery(params, user).entries
     if connection.vendor == "postgresql":
         yield (",".join(COLUMNS) + "\n").encode()
         yield from _gathered(_copied(entries))

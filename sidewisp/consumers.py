@@ -114,4 +114,6 @@ def _audience_now(scope: pages.PageScope, user, session) -> tuple | None:
     fresh = get_user_model()._default_manager.filter(pk=user.pk, is_active=True).first()
     if fresh is None or not fresh.has_perm(pages.VIEWER_PERMISSION):
         return None
+    if pages.team_refused(scope, fresh):
+        return None  # a `?team=` that is not (or no longer) theirs (issue 22 §2)
     return pages.audience(scope, fresh)

@@ -16,7 +16,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from receipts import actions
+from receipts import actions, teams
 from receipts.models import Handoff
 from sidewisp import pages
 
@@ -46,7 +46,7 @@ def wait_decided(request: HttpRequest, pk: int) -> HttpResponse:
     shown = request.session.get(SESSION_KEY, {}).get(key)
     if shown is None:
         raise Http404("No decision of yours with this key.")
-    handoff = Handoff.objects.select_related("run").filter(pk=pk).first()
+    handoff = teams.scope(Handoff.objects.select_related("run"), request.user, run="run__").filter(pk=pk).first()
     run = handoff.run if handoff is not None else None
     result = actions.Result(shown["outcome"], shown["message"], run=run, handoff=handoff)
     context = pages.result_context(result, request.user)

@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET
 
-from receipts import actions, history
+from receipts import actions, history, teams
 from receipts.models import AuditEntry, Handoff, Run
 from sidewisp.views import viewer_required
 
@@ -28,7 +28,7 @@ MAX_PARAM = 200
 @viewer_required
 def run_history(request: HttpRequest, pk: int) -> HttpResponse:
     """The run's whole history, newest first, a page at a time; `handoff` narrows it to one handoff."""
-    run = get_object_or_404(Run, pk=pk)
+    run = get_object_or_404(teams.visible_runs(request.user), pk=pk)  # another team's run: 404, like none
     wanted, before = request.GET.get("handoff", ""), request.GET.get("before", "")
     if _bad(wanted) or _bad(before):
         return HttpResponseBadRequest("The handoff or the cursor is not valid.", content_type="text/plain")

@@ -47,6 +47,7 @@ from django.contrib.auth import get_user_model
 from django.db import DatabaseError, close_old_connections, connections
 from django.template.loader import render_to_string
 
+from receipts import teams
 from receipts.broadcast import HEALTH_GROUP
 from sidewisp import pages
 
@@ -334,7 +335,9 @@ class Hub:
         if page is None:
             return
         try:
-            snapshot, changes = await on_render_thread(_messages, page, topic.shown, seqs, bool(newcomers))
+            snapshot, changes = await on_render_thread(
+                _messages, page, topic.shown, seqs, bool(newcomers), topic.audience
+            )
         except DatabaseError:
             logger.warning("live fragments not rendered", exc_info=True)
             return
@@ -412,9 +415,17 @@ _asked: dict[tuple, tuple[float, object]] = {}
 _asked_lock = threading.Lock()
 
 
-def _messages(page: pages.LivePage, shown: pages.LivePage | None, seqs: dict, snapshot: bool) -> tuple[str, str]:
+def _messages(
+    page: pages.LivePage, shown: pages.LivePage | None, seqs: dict, snapshot: bool, audience: tuple
+) -> tuple[str, str]:
     """On a render thread (a list's whole fragments are rendered there when needed): the newcomers'
-    snapshot ("" without newcomers) and everyone else's message ("" when there is nothing to say)."""
+    snapshot ("" without newcomers) and everyone else's message ("" when there is nothing to say).
+
+    The marker never names a run of a team the audience does not see (issue 22 §2; one query, only for an
+    audience limited to some teams)."""
+    if seqs and teams.limited(audience):
+        hidden = teams.hidden_from_audience(audience, list(seqs))
+        seqs = {run: numbers for run, numbers in seqs.items() if run not in hidden}
     return page.snapshot() if snapshot else "", page.changes_since(shown, sorted(seqs.items()))
 
 

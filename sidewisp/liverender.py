@@ -28,8 +28,7 @@ from django.contrib.auth.models import User
 from django.http import QueryDict
 from django.template.loader import render_to_string
 
-from receipts import actions, dashboard
-from receipts.models import Run
+from receipts import actions, dashboard, teams
 from sidewisp import pages
 
 # The fragments each page swaps live, by template; each has a stable id.
@@ -196,30 +195,44 @@ def audience(scope: pages.PageScope, user: User) -> tuple:
 
     The fragments offer what the role permits (permissions); the name counts where the page filters by
     it (`mine`) or an owner rule reads it (deciding one's own waits and no others). On SHARED_PAGES
-    nothing differs.
+    nothing of the role differs. Every audience ends with the teams whose runs its fragments show (issue 22
+    §2): sockets of two team sets never share a render.
     """
+    team_key = teams.audience_key(user)
     if scope.page in SHARED_PAGES:
-        return EVERY_VIEWER
+        return (*EVERY_VIEWER, team_key)
     named = scope.mine or (user.has_perm(actions.DECIDE_OWN) and not user.has_perm(actions.DECIDE_ANY))
-    return (user.is_superuser, tuple(sorted(user.get_all_permissions())), user.get_username() if named else "")
+    permissions = (user.is_superuser, tuple(sorted(user.get_all_permissions())), user.get_username() if named else "")
+    return (*permissions, team_key)
+
+
+def team_refused(scope: pages.PageScope, user: User) -> bool:
+    """Whether the page's `?team=` names a team that is not the user's (its socket is closed)."""
+    try:
+        teams.scope_for(user, QueryDict(scope.query).get("team") or "")
+    except teams.UnknownTeam:
+        return True
+    return False
 
 
 def _context_for(scope: pages.PageScope, user: User) -> dict | None:
+    query = QueryDict(scope.query)
+    team = query.get("team") or ""
     builders: dict[str, Callable[[], dict | None]] = {
-        "overview": lambda: pages.overview_context(user, QueryDict(scope.query).get("window") or ""),
-        "runs": lambda: pages.runs_context(QueryDict(scope.query)),
+        "overview": lambda: pages.overview_context(user, query.get("window") or "", team),
+        "runs": lambda: pages.runs_context(query, user),
         "run": lambda: _run_context_or_none(scope.run_id, user, _page_number(scope)),
-        "waits": lambda: pages.waits_context(user, mine=scope.mine, page=_page_number(scope)),
+        "waits": lambda: pages.waits_context(user, mine=scope.mine, page=_page_number(scope), team=team),
         "false": lambda: pages.false_context(user, _page_number(scope)),
-        "map": lambda: _map_context(scope),
+        "map": lambda: _map_context(scope, user),
     }
     return builders[scope.page]()
 
 
-def _map_context(scope: pages.PageScope) -> dict:
+def _map_context(scope: pages.PageScope, user: User) -> dict:
     from sidewisp import mappage  # it builds on sidewisp.pages
 
-    return mappage.map_context(QueryDict(scope.query))
+    return mappage.map_context(QueryDict(scope.query), user)
 
 
 def _page_number(scope: pages.PageScope) -> str:
@@ -227,7 +240,7 @@ def _page_number(scope: pages.PageScope) -> str:
 
 
 def _run_context_or_none(run_id: int | None, user: User, page: object = 1) -> dict | None:
-    run = Run.objects.filter(pk=run_id).first()
+    run = teams.visible_runs(user).filter(pk=run_id).first()  # another team's run: nothing (issue 22 §2)
     return pages.run_context(run, user, page) if run is not None else None
 
 

@@ -21,9 +21,9 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET
 
 from agents import teamshape
-from receipts import dashboard, routestats, teammap
+from receipts import dashboard, routestats, teammap, teams
 from receipts.models import Run
-from sidewisp import labels, mapdrawing
+from sidewisp import labels, mapdrawing, pages
 from sidewisp.pages import PageScope
 from sidewisp.views import viewer_required
 
@@ -74,7 +74,10 @@ class MapView:
 @require_GET
 @viewer_required
 def team_map(request: HttpRequest) -> HttpResponse:
-    context = map_context(request.GET)
+    try:
+        context = map_context(request.GET, request.user)
+    except teams.UnknownTeam as refused:  # a `?team=` that is not the user's (issue 22 §2)
+        return render(request, "sidewisp/bad_request.html", {"why": f"The parameter team: {refused}."}, status=400)
     query = urlencode({k: v for k, v in context["chosen"].items() if v})
     context["ws_url"] = PageScope("map", query=query).ws_url()
     partial = request.htmx and not request.htmx.boosted
@@ -83,22 +86,28 @@ def team_map(request: HttpRequest) -> HttpResponse:
     return response
 
 
-def map_context(params: QueryDict | Mapping[str, str]) -> dict:
-    """The map of every run created in the chosen window, of one graph and route version when chosen."""
-    graphs, versions = dashboard.search_choices()
+def map_context(params: QueryDict | Mapping[str, str], user) -> dict:
+    """The map of every run of the user's teams (or the chosen one) created in the chosen window, of one graph
+    and route version when chosen."""
+    team = params.get("team") or ""
+    seen = teams.scope_for(user, team)
+    graphs, versions = dashboard.search_choices(seen=seen)
     form = MapForm(params, graphs=graphs, route_versions=versions)
-    chosen = form.chosen()
+    chosen = {**form.chosen(), "team": team}
     since = timezone.now() - timedelta(seconds=labels.WINDOWS[chosen["window"]][1])
-    filters = routestats.MapFilters(since=since, graph=chosen["graph"], route_version=chosen["route_version"])
+    filters = routestats.MapFilters(
+        since=since, graph=chosen["graph"], route_version=chosen["route_version"], seen=seen
+    )
     hosted = [chosen["graph"]] if chosen["graph"] else graphs
     shapes = {name: teamshape.shape_of(name) for name in hosted}
-    links = {"window": chosen["window"], "graph": chosen["graph"], "route_version": chosen["route_version"]}
+    links = {k: chosen[k] for k in ("window", "graph", "route_version", "team")}
     where = f"runs created in the last {labels.WINDOWS[chosen['window']][0]}"
     if chosen["graph"]:
         where += f" of graph {chosen['graph']}"
     view = map_view(filters, shapes, links, heading="Routes of the team", where=where)
     windows = [(key, label, urlencode({**links, "window": key})) for key, (label, _) in labels.WINDOWS.items()]
-    return {"form": form, "chosen": chosen, "windows": windows, "map": view}
+    switch = pages.team_switch(user, seen, {k: v for k, v in links.items() if v and k != "team"})
+    return {"form": form, "chosen": chosen, "windows": windows, "map": view, "team_switch": switch}
 
 
 def run_map(run: Run) -> MapView:

@@ -15,13 +15,13 @@ from urllib.parse import parse_qs, urlencode
 
 from django import forms
 from django.core.paginator import Paginator
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 from django.http import QueryDict
 from django.urls import reverse
 from django.utils import timezone
 
 from agents.limits import effective_stack
-from receipts import actions, dashboard
+from receipts import actions, dashboard, teams
 from receipts import health as run_health
 from receipts.models import AuditEntry, Decision, Handoff, MiddlewareReport, Receipt, Run, VerdictChange
 from receipts.runtime import current as current_runtime
@@ -157,36 +157,51 @@ class PageScope:
 # --- context builders: one per page, a fixed number of queries each -------------
 
 
-def overview_context(user: User, window: str = "") -> dict:
+def overview_context(user: User, window: str = "", team: str = "") -> dict:
     window = window if window in labels.WINDOWS else labels.DEFAULT_WINDOW
+    seen = teams.scope_for(user, team)  # issue 22 §2: the user's teams' runs (refuses a team not theirs)
     now = timezone.now()
     since = now - timedelta(seconds=labels.WINDOWS[window][1])
-    health_counts, status_counts = dashboard.run_status_counts(since)
-    stats = dashboard.window_stats(since, now)
+    health_counts, status_counts = dashboard.run_status_counts(since, seen=seen)
+    stats = dashboard.window_stats(since, now, seen=seen)
     return {
+        "team_switch": team_switch(user, seen, {"window": window} if window != labels.DEFAULT_WINDOW else {}),
+        "team": seen.team,
         "window": window,
         "windows": [(key, label) for key, (label, _) in labels.WINDOWS.items()],
         "health_counts": health_counts,
         "status_counts": status_counts,
         "stats": stats,
         # The window's handoffs, like the "Over time" card (a long window's come with its stats, from the rollup).
-        "counts": dashboard.overview_counts(since, counted=stats.by_verdict),
+        "counts": dashboard.overview_counts(since, counted=stats.by_verdict, seen=seen),
         "window_label": labels.WINDOWS[window][0],
-        "newest": dashboard.newest_handoffs(),
-        "soonest": with_offers(dashboard.open_waits(limit=dashboard.SOONEST_LIMIT), user),
-        "open_wait_count": dashboard.open_wait_count(),
-        "false_completions": dashboard.false_completions(limit=dashboard.SOONEST_LIMIT),
-        "false_count": dashboard.false_completion_count(),
+        "newest": dashboard.newest_handoffs(seen=seen),
+        "soonest": with_offers(dashboard.open_waits(limit=dashboard.SOONEST_LIMIT, seen=seen), user),
+        "open_wait_count": dashboard.open_wait_count(seen=seen),
+        "false_completions": dashboard.false_completions(limit=dashboard.SOONEST_LIMIT, seen=seen),
+        "false_count": dashboard.false_completion_count(seen=seen),
         "now": timezone.now(),
     }
 
 
-def runs_context(params: QueryDict | Mapping[str, str]) -> dict:
-    graphs, route_versions = dashboard.search_choices()
+def team_switch(user: User, seen: teams.Scope, keep: Mapping[str, str]) -> dict | None:
+    """The team switcher (issue 22 §2): a link to all of the user's teams and one to each, keeping the page's
+    other parameters `keep`; None for a user in one team (or none), who sees no switcher."""
+    choices = teams.switchable(user)
+    if len(choices) < 2:
+        return None
+    links = [("", "All teams", urlencode(keep))]
+    links += [(slug, name, urlencode({**keep, "team": slug})) for slug, name in choices]
+    return {"links": links, "chosen": seen.team}
+
+
+def runs_context(params: QueryDict | Mapping[str, str], user: User) -> dict:
+    seen = teams.scope_for(user, _flat(params).get("team", ""))
+    graphs, route_versions = dashboard.search_choices(seen=seen)
     form = RunFilterForm(params, graphs=graphs, route_versions=route_versions)
     filters = form.filters()
     # The no-handoff warning is a subquery per listed row only: the LIMIT comes first (the keyset index).
-    found = dashboard.runs(filters).annotate(no_handoff=_has_report(NO_HANDOFF))
+    found = dashboard.runs(filters, seen=seen).annotate(no_handoff=_has_report(NO_HANDOFF))
     page = list_page(found, "created_at", RUNS_PER_PAGE, form.cleaned_data)
     query = _filter_query(params)
     return {"form": form, "page_obj": page, "query": urlencode(query), "filtered": bool(query)}
@@ -265,15 +280,19 @@ def run_context(run: Run, user: User, page: object = 1) -> dict:
     }
 
 
-def waits_context(user: User, *, mine: bool = False, page: object = 1) -> dict:
-    page_obj = Paginator(dashboard.open_waits_query(user.get_username() if mine else None), WAITS_PER_PAGE)
+def waits_context(user: User, *, mine: bool = False, page: object = 1, team: str = "") -> dict:
+    seen = teams.scope_for(user, team)
+    username = user.get_username() if mine else None
+    page_obj = Paginator(dashboard.open_waits_query(username, seen=seen), WAITS_PER_PAGE)
     page_obj = page_obj.get_page(page)
     waits = list(page_obj.object_list)
-    resolved = resolved_waits(user.get_username() if mine else None)
+    resolved = resolved_waits(username, seen=seen)
     return {
+        "team_switch": team_switch(user, seen, {"mine": "1"} if mine else {}),
+        "team": seen.team,
         "waits": with_offers(waits, user),
         "page_obj": page_obj,
-        "query": "mine=1" if mine else "",
+        "query": urlencode({k: v for k, v in (("mine", "1" if mine else ""), ("team", team)) if v}),
         "resolved": resolved,
         "mine": mine,
         "now": timezone.now(),
@@ -316,9 +335,10 @@ class WaitStory:
         return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {seconds % 60:02d}s"
 
 
-def resolved_waits(username: str | None = None) -> list[Handoff]:
+def resolved_waits(username: str | None = None, *, seen: teams.Scope = teams.EVERYTHING) -> list[Handoff]:
     """The most recently resolved waits (`username`'s only when given), each with its story."""
     found = Handoff.objects.select_related("run").filter(wait_open=False, wait_part__isnull=False)
+    found = seen.apply(found, "run__")
     if username is not None:
         found = found.filter(wait_owner=username)
     handoffs = list(found.order_by("-updated_at", "-pk")[:RESOLVED_LIMIT])
@@ -367,8 +387,10 @@ def with_stories(handoffs: list[Handoff]) -> list[Handoff]:
 
 def false_context(user: User, page: object = 1) -> dict:
     # The total is the runs' stored counts (no COUNT over every false completion per request).
-    count = dashboard.false_completion_count()
-    page_obj = dashboard.offset_page(dashboard.false_completions_query(), page, FALSE_PER_PAGE, count=count)
+    seen = teams.scope_for(user)
+    count = dashboard.false_completion_count(seen=seen)
+    found = dashboard.false_completions_query(seen=seen)
+    page_obj = dashboard.offset_page(found, page, FALSE_PER_PAGE, count=count)
     return {
         "false_completions": with_offers(list(page_obj.object_list), user),
         "false_count": page_obj.paginator.count,
@@ -377,10 +399,11 @@ def false_context(user: User, page: object = 1) -> dict:
     }
 
 
-def exact_match_url(params: QueryDict | Mapping[str, str]) -> str | None:
-    """Where a search for exactly one operation id or handoff id goes: that run (at that handoff)."""
+def exact_match_url(params: QueryDict | Mapping[str, str], user: User) -> str | None:
+    """Where a search for exactly one operation id or handoff id goes: that run (at that handoff), when the
+    user sees it (another team's id is no match, like an unknown one)."""
     text = (_flat(params).get("q") or "").strip()
-    found = dashboard.exact_match(text) if text and len(text) <= 200 else None
+    found = dashboard.exact_match(text, seen=teams.scope_for(user)) if text and len(text) <= 200 else None
     if found is None:
         return None
     run_id, handoff_pk = found
@@ -838,12 +861,22 @@ def result_context(result: actions.Result, user) -> dict:
 
 
 class AuditQuery:
-    def __init__(self, params: QueryDict | Mapping[str, str]) -> None:
+    def __init__(self, params: QueryDict | Mapping[str, str], user: User) -> None:
         from sidewisp.forms import AuditFilterForm
 
         names = sorted(set(AuditEntry.objects.order_by().values_list("action", flat=True).distinct()))
         self.form = AuditFilterForm(params, actions=names)
-        self.entries = AuditEntry.objects.filter(**self.form.filters()).order_by("-at", "-pk")
+        entries = AuditEntry.objects.filter(**self.form.filters())
+        self.entries = audit_seen(entries, user).order_by("-at", "-pk")
+
+
+def audit_seen(entries, user: User):
+    """The audit entries `user` may read: those about their teams' runs, and those about no run (settings,
+    tokens, refused ids: no team's evidence); an admin reads every entry."""
+    seen = teams.scope_for(user)
+    if seen.everything:
+        return entries
+    return entries.filter((Q(run__isnull=False) & seen.q("run__")) | Q(run__isnull=True))
 
 
 class ListPositionForm(forms.Form):
@@ -858,8 +891,8 @@ class ListPositionForm(forms.Form):
         return {k: v for k, v in getattr(self, "cleaned_data", {}).items() if v is not None}
 
 
-def audit_context(params: QueryDict | Mapping[str, str]) -> dict:
-    query = AuditQuery(params)
+def audit_context(params: QueryDict | Mapping[str, str], user: User) -> dict:
+    query = AuditQuery(params, user)
     position = ListPositionForm(params).position()
     page = list_page(query.entries.select_related("run"), "at", AUDIT_PER_PAGE, position)
     return {"form": query.form, "page_obj": page, "query": urlencode(_filter_query(params))}
@@ -871,7 +904,7 @@ def _flat(params: QueryDict | Mapping[str, str]) -> dict[str, str]:
 
 # --- the live pages' renderer: sidewisp.liverender (it builds on the contexts above) ---------------
 
-LIVE_NAMES = frozenset({"LivePage", "audience", "change_marker", "render_live", "render_oob"})
+LIVE_NAMES = frozenset({"LivePage", "audience", "change_marker", "render_live", "render_oob", "team_refused"})
 
 
 def __getattr__(name: str):

@@ -23,7 +23,7 @@ from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.views import defaults
 
-from receipts import storable
+from receipts import storable, teams
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +56,10 @@ def checked_query(view: Callable) -> Callable:
     def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
         if why := query_problem(request.GET):
             return _refused(request, why)
-        return view(request, *args, **kwargs)
+        try:
+            return view(request, *args, **kwargs)
+        except teams.UnknownTeam as refused:  # a `?team=` that is not the user's (issue 22 §2)
+            return _refused(request, f"The parameter team: {refused}.")
 
     return wrapper
 

@@ -17,8 +17,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from receipts import actions, retention
-from receipts.models import RetentionPolicy, Run
+from receipts import actions, retention, teams
+from receipts.models import RetentionPolicy
 from receipts.runtime import current as current_runtime
 from sidewisp import auditcsv, decided, forms, health, pages
 from sidewisp.pages import PageScope
@@ -115,9 +115,9 @@ def healthz(request: HttpRequest) -> JsonResponse:
 @viewer_required
 @checked_query
 def overview(request: HttpRequest) -> HttpResponse:
-    window = request.GET.get("window", "")
-    scope = PageScope("overview", query=urlencode({"window": window}) if window else "")
-    return _page(request, "overview", pages.overview_context(request.user, window), scope)
+    window, team = request.GET.get("window", ""), request.GET.get("team", "")
+    scope = PageScope("overview", query=urlencode({k: v for k, v in (("window", window), ("team", team)) if v}))
+    return _page(request, "overview", pages.overview_context(request.user, window, team), scope)
 
 
 @require_GET
@@ -125,11 +125,11 @@ def overview(request: HttpRequest) -> HttpResponse:
 @checked_query
 def runs(request: HttpRequest) -> HttpResponse:
     # A search for exactly one operation or handoff id opens it (the header search lands here).
-    if url := pages.exact_match_url(request.GET):
+    if url := pages.exact_match_url(request.GET, request.user):
         return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
     if query := pages.too_deep_query(request.GET):
         return redirect(f"{request.path}{query}")
-    context = pages.runs_context(request.GET)
+    context = pages.runs_context(request.GET, request.user)
     return _page(request, "runs", context, PageScope("runs", query=request.GET.urlencode()))
 
 
@@ -137,7 +137,7 @@ def runs(request: HttpRequest) -> HttpResponse:
 @viewer_required
 @checked_query
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    run = get_object_or_404(Run, pk=pk)
+    run = get_object_or_404(teams.visible_runs(request.user), pk=pk)  # another team's run: 404, like none
     context = pages.run_context(run, request.user, request.GET.get("page", 1))
     return _page(request, "run", context, PageScope("run", run_id=run.pk, query=request.GET.urlencode()))
 
@@ -147,7 +147,8 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @checked_query
 def waits(request: HttpRequest) -> HttpResponse:
     mine = request.GET.get("mine") == "1"
-    context = pages.waits_context(request.user, mine=mine, page=request.GET.get("page", 1))
+    page, team = request.GET.get("page", 1), request.GET.get("team", "")
+    context = pages.waits_context(request.user, mine=mine, page=page, team=team)
     return _page(request, "waits", context, PageScope("waits", mine=mine, query=request.GET.urlencode()))
 
 
@@ -307,7 +308,8 @@ def run_start(request: HttpRequest) -> HttpResponse:
     if not actions.may(request.user, actions.START_RUN):
         found = actions.Result(actions.Outcome.DENIED, actions.denial(request.user, actions.START_RUN))
         return _result(request, found, recorded=False)
-    form = forms.StartRunForm(graphs=current_runtime().graphs(), initial={"key": forms.new_key()})
+    graphs = teams.graphs_usable(request.user, current_runtime().graphs())  # the user's teams' (issue 22 §2)
+    form = forms.StartRunForm(graphs=graphs, initial={"key": forms.new_key()})
     # The page says which graphs this web process knows: workers read their own SIDEWISP_GRAPHS.
     known = {"graphs_from_setting": bool(str(settings.SIDEWISP_GRAPHS).strip())}
     return render(request, "sidewisp/run_start.html", {"form": form, "graphs_known": known})
@@ -349,7 +351,7 @@ def audit_log(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied(actions.AUDIT_DENIAL)
     if query := pages.too_deep_query(request.GET):
         return redirect(f"{request.path}{query}")
-    return render(request, "sidewisp/audit.html", pages.audit_context(request.GET))
+    return render(request, "sidewisp/audit.html", pages.audit_context(request.GET, request.user))
 
 
 @require_GET
@@ -358,7 +360,8 @@ def audit_log(request: HttpRequest) -> HttpResponse:
 def audit_csv(request: HttpRequest) -> StreamingHttpResponse:
     if not actions.may_read_audit(request.user):
         raise PermissionDenied(actions.AUDIT_DENIAL)
-    response = StreamingHttpResponse(auditcsv.chunks(request.GET), content_type="text/csv; charset=utf-8")
+    chunks = auditcsv.chunks(request.GET, request.user)  # the user's teams' entries only (issue 22 §2)
+    response = StreamingHttpResponse(chunks, content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="sidewisp-audit.csv"'
     return response
 

@@ -2,7 +2,7 @@
 
 Also makes the one default team ("default", `owns_unclaimed`): it owns every graph and source no team
 claims and counts every user in no team as a member, so `make run` shows the demo runs to the demo
-accounts with no configuration. The admin role gets `view_all_teams` (it sees every team's runs).
+accounts with no configuration. The admin role gets `view_all_teams` (it sees every team's runs) and edits the teams.
 """
 
 import django.db.models.deletion
@@ -10,6 +10,10 @@ import django.utils.timezone
 from django.conf import settings
 from django.contrib.auth.management import create_permissions
 from django.db import migrations, models
+
+
+# The admin role sees every team's runs and edits the teams (receipts.roles.ROLES says the same).
+ROLE_PERMISSIONS = {"admin": ["view_all_teams", "add_team", "change_team", "delete_team", "view_team"]}
 
 
 def make_default_team(apps, schema_editor):
@@ -22,9 +26,10 @@ def make_default_team(apps, schema_editor):
     create_permissions(app_config, apps=apps, verbosity=0)
     app_config.models_module = None
     Permission = apps.get_model("auth", "Permission")
-    seeing = Permission.objects.filter(content_type__app_label="receipts", codename="view_all_teams")
-    for group in apps.get_model("auth", "Group").objects.filter(name="admin"):
-        group.permissions.add(*seeing)
+    for role, codenames in ROLE_PERMISSIONS.items():
+        granted = Permission.objects.filter(content_type__app_label="receipts", codename__in=codenames)
+        for group in apps.get_model("auth", "Group").objects.filter(name=role):
+            group.permissions.add(*granted)
 
 
 class Migration(migrations.Migration):

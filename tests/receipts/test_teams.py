@@ -132,3 +132,14 @@ def test_scoping_runs_no_query_of_its_own(person, runs, alpha, django_assert_num
     user.get_all_permissions()  # the permission cache every view fills first
     with django_assert_num_queries(1):
         assert len(list(teams.visible_runs(user))) == 2
+
+
+def test_the_search_offers_only_the_graphs_of_runs_the_user_sees(person, runs, alpha):
+    from receipts import dashboard
+
+    user = person("ann", "viewer")
+    teams.add_member(user, alpha)
+    graphs, _ = dashboard.search_choices(seen=teams.scope_for(user))
+    assert graphs == ["alpha-graph", "whatever"]
+    everything, _ = dashboard.search_choices()
+    assert everything == ["alpha-graph", "beta-graph", "demo", "whatever"]

@@ -59,9 +59,10 @@ def test_every_cell_a_spreadsheet_would_run_is_text_and_quoting_survives(client,
 def test_the_database_writes_the_same_cells_as_python_would(client, person, entries):
     if connection.vendor != "postgresql":
         pytest.skip("the COPY path is PostgreSQL's; elsewhere the Python writer is the only path")
-    client.force_login(person("oncall", "operator"))
+    oncall = person("oncall", "operator")
+    client.force_login(oncall)
 
-    written = b"".join(auditcsv._written(AuditQuery({}).entries))
+    written = b"".join(auditcsv._written(AuditQuery({}, oncall).entries))
 
     downloaded = _download(client)
     assert _rows(downloaded) == _rows(written) and len(_rows(written)) == len(REASONS) + 1
