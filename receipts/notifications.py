@@ -51,6 +51,7 @@ from receipts.models import Delivery, Handoff, NotificationChannel, OutboxIntent
 from receipts.signals import Change, HandoffState, handoffs_changed
 
 log = logging.getLogger(__name__)
+UNREAD = object()  # an argument the caller did not read: the callee reads it
 
 WAIT_OPENED = "wait.opened"
 WAIT_DUE_SOON = "wait.due_soon"
@@ -166,13 +167,24 @@ def wait_events(before: HandoffState | None, after: HandoffState) -> list[tuple[
 def notify_wait_owners(sender, changes: list[Change], **kwargs) -> None:
     """Promise the owners' messages for what these changes did to waits (in the recording transaction).
 
-    Each owner's channels are read once for all the changes."""
+    Each owner's channels are read once for all the changes, and which owners are users in one query."""
+    found = [(change, event) for change in changes for event in wait_events(change.before, change.after)]
+    if not found:
+        return
+    users = _users_named({owner for _, (_, owner, _) in found})
     channels: dict[str, list[NotificationChannel]] = {}
-    for change in changes:
-        for event, owner, previous in wait_events(change.before, change.after):
-            if owner not in channels:
-                channels[owner] = list(channels_of(owner))
-            notify_owner(change.handoff, event, owner, previous_owner=previous, now=change.now, to=channels[owner])
+    for change, (event, owner, previous) in found:
+        if owner not in channels:
+            channels[owner] = list(channels_of(owner))
+        notify_owner(
+            change.handoff,
+            event,
+            owner,
+            previous_owner=previous,
+            now=change.now,
+            to=channels[owner],
+            owner_user=users.get(owner),
+        )
 
 
 def notify_owner(
@@ -183,6 +195,7 @@ def notify_owner(
     previous_owner: str = "",
     now: datetime,
     to: list[NotificationChannel] | None = None,
+    owner_user: object = UNREAD,
 ) -> int:
     """Promise `event` about `handoff`'s wait to every channel of `owner` (`to`, when read already); returns
     how many were new.
@@ -190,7 +203,7 @@ def notify_owner(
     An owner who is a user outside the run's team hears nothing of it (issue 22 §2: wait owners are per
     team); a name that is no user's (a group's) is told through that group's channels.
     """
-    if not _owner_sees(owner, handoff.run):
+    if not _owner_sees(owner, handoff.run, owner_user):
         log.warning("wait notification not sent: its owner is not in the run's team")
         return 0
     wait = handoff.wait_part or {}
@@ -221,9 +234,20 @@ def notify_owner(
     return promised
 
 
-def _owner_sees(owner: str, run) -> bool:
-    user = get_user_model()._default_manager.filter(**{get_user_model().USERNAME_FIELD: owner}).first()
+def _owner_sees(owner: str, run, user: object = UNREAD) -> bool:
+    """Whether the wait's owner may hear of `run`: a name that is no user's (a group's) always may.
+
+    `user` is the owner's user (None: no user has that name) when the caller read it already."""
+    if user is UNREAD:
+        user = _users_named({owner}).get(owner)
     return user is None or teams.sees_run(user, run)
+
+
+def _users_named(names: set[str]) -> dict:
+    """The users among `names`, by name (one query)."""
+    name_field = get_user_model().USERNAME_FIELD
+    users = get_user_model()._default_manager.filter(**{f"{name_field}__in": names})
+    return {getattr(user, name_field): user for user in users}
 
 
 def channels_of(owner: str) -> QuerySet[NotificationChannel]:
