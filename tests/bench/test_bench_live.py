@@ -22,7 +22,7 @@ def test_the_quick_live_section_prints_stored_beside_offered_the_latency_the_del
     )
 
     assert result.returncode == 0, result.stderr[-3000:]
-    live = table_rows(result.stdout, "live")
+    live = [" | ".join(cells) for cells in table_rows(result.stdout, "live")]
     phases, stages = live[0::2], live[1::2]
     assert [row.split(" | ")[1] for row in phases] == [
         "live pages, commit → visible in 10 clients (overview, runs, waits, a run), 50 receipts/s",
