@@ -424,3 +424,20 @@ def pytest_runtest_teardown(item, nextitem) -> None:
 
 
 # --- end issue 13
+
+
+@pytest.fixture
+def make_team(db):
+    """make_team("alpha", graphs=["demo"], sources=["billing"]) is a team (named "Alpha") owning those graphs
+    and remote sources (issue 22 §2)."""
+    from receipts.models import Team, TeamGraph, TeamSource
+
+    def _make(slug: str, *, graphs=(), sources=()):
+        team = Team.objects.create(slug=slug, name=slug.title())
+        for graph in graphs:
+            TeamGraph.objects.create(team=team, graph=graph)
+        for source in sources:
+            TeamSource.objects.create(team=team, source_name=source)
+        return team
+
+    return _make

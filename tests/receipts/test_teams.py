@@ -7,22 +7,17 @@ import logging
 import pytest
 
 from receipts import teams
-from receipts.models import Membership, Run, Team, TeamGraph, TeamSource
+from receipts.models import Membership, Run, Team
 
 
 @pytest.fixture
-def alpha(db):
-    team = Team.objects.create(slug="alpha", name="Alpha")
-    TeamGraph.objects.create(team=team, graph="alpha-graph")
-    TeamSource.objects.create(team=team, source_name="alpha-remote")
-    return team
+def alpha(make_team):
+    return make_team("alpha", graphs=["alpha-graph"], sources=["alpha-remote"])
 
 
 @pytest.fixture
-def beta(db):
-    team = Team.objects.create(slug="beta", name="Beta")
-    TeamGraph.objects.create(team=team, graph="beta-graph")
-    return team
+def beta(make_team):
+    return make_team("beta", graphs=["beta-graph"])
 
 
 def _run(operation_id: str, graph: str = "", source_name: str = "") -> Run:

@@ -9,24 +9,18 @@ import uuid
 import pytest
 
 from receipts import actions, alerts, teams
-from receipts.models import AlertRule, Delivery, NotificationChannel, Run, Team, TeamGraph, TeamSource
+from receipts.models import AlertRule, Delivery, NotificationChannel, Run
 from tests.receipts.test_notifications import webhook
 
 
 @pytest.fixture
-def alpha(db):
-    team = Team.objects.create(slug="alpha", name="Alpha")
-    TeamGraph.objects.create(team=team, graph="demo")  # the graph scenario_handoff's runs are of
-    TeamSource.objects.create(team=team, source_name="billing")
-    return team
+def alpha(make_team):
+    return make_team("alpha", graphs=["demo"], sources=["billing"])  # the graph scenario_handoff's runs are of
 
 
 @pytest.fixture
-def beta(db):
-    team = Team.objects.create(slug="beta", name="Beta")
-    TeamGraph.objects.create(team=team, graph="beta-graph")
-    TeamSource.objects.create(team=team, source_name="shipping")
-    return team
+def beta(make_team):
+    return make_team("beta", graphs=["beta-graph"], sources=["shipping"])
 
 
 @pytest.fixture

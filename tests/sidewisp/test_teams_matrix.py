@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 
 from receipts import teams
-from receipts.models import AuditEntry, Handoff, Run, Team, TeamGraph
+from receipts.models import AuditEntry, Handoff, Run, Team
 from tests.sidewisp import test_actions_matrix as matrix
 from tests.sidewisp.test_actions_matrix import ALLOWED, ROLES, SUCCESS_STATUS, key
 
@@ -17,18 +17,14 @@ SIGNED_IN = [role for role in ROLES if role != "anonymous"]
 
 
 @pytest.fixture
-def alpha(db):
+def alpha(make_team):
     """The team that owns the demo graph, whose runs every `target` makes."""
-    team = Team.objects.create(slug="alpha", name="Alpha")
-    TeamGraph.objects.create(team=team, graph="demo")
-    return team
+    return make_team("alpha", graphs=["demo"])
 
 
 @pytest.fixture
-def beta(db):
-    team = Team.objects.create(slug="beta", name="Beta")
-    TeamGraph.objects.create(team=team, graph="beta-graph")
-    return team
+def beta(make_team):
+    return make_team("beta", graphs=["beta-graph"])
 
 
 @pytest.fixture

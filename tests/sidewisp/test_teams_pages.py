@@ -12,22 +12,18 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from receipts import audit, teams
-from receipts.models import AuditEntry, Handoff, Run, Team, TeamGraph
+from receipts.models import AuditEntry, Handoff, Run
 from tests.sidewisp.test_pages import bulk_handoffs
 
 
 @pytest.fixture
-def alpha(db):
-    team = Team.objects.create(slug="alpha", name="Alpha")
-    TeamGraph.objects.create(team=team, graph="alpha-graph")
-    return team
+def alpha(make_team):
+    return make_team("alpha", graphs=["alpha-graph"])
 
 
 @pytest.fixture
-def beta(db):
-    team = Team.objects.create(slug="beta", name="Beta")
-    TeamGraph.objects.create(team=team, graph="beta-graph")
-    return team
+def beta(make_team):
+    return make_team("beta", graphs=["beta-graph"])
 
 
 def _split(n: int) -> tuple[set[str], set[str]]:
