@@ -13,10 +13,10 @@ $(STAMP): requirements.txt
 	cp requirements.txt $(STAMP)
 
 run: $(STAMP)
-	$(PY) -m sidewisp.devservices run
+	$(PY) -m sidewisp.ops.devservices run
 
 test: $(STAMP)
-	$(PY) -m sidewisp.devservices test $(PYTEST_ARGS)
+	$(PY) -m sidewisp.ops.devservices test $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

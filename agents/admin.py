@@ -20,11 +20,12 @@ from django.urls import path, reverse
 from django.utils.html import format_html_join
 from django.views.decorators.http import require_GET, require_http_methods
 
-from agents import limits, limitsform
+from agents import limits
+from agents.limits import form as limitsform
 from agents.models import LimitsVersion
-from receipts import audit
 from receipts.admin import PrettyJSONField, ReviewedAddAdmin, iso_time
 from receipts.models import AuditEntry
+from receipts.org import audit
 
 CHANGE_LIMITS = "receipts.change_limits"
 

@@ -5,9 +5,9 @@ class AgentsConfig(AppConfig):
     name = "agents"
 
     def ready(self) -> None:
-        from agents import registry
-        from agents.hosting import HostingRuntime
-        from receipts import runtime
+        from agents.host import registry
+        from agents.host.hosting import HostingRuntime
+        from receipts.workers import runtime
 
         # A bad SIDEWISP_GRAPHS entry stops the process here, naming the entry.
         registry.graphs()

@@ -58,8 +58,8 @@ class AgentLimits(models.Model):
     """Legacy per-agent settings, superseded by `LimitsVersion`.
 
     Runs take their settings from the pinned `LimitsVersion`; an `AgentLimits`
-    handed to `agents.stack.build_middleware` is still understood (converted by
-    `agents.stack.settings_from_agent_limits`).
+    handed to `agents.limits.stack.build_middleware` is still understood (converted by
+    `agents.limits.stack.settings_from_agent_limits`).
     """
 
     agent = models.CharField(max_length=100, unique=True)

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 
 from celery import Task, shared_task
 
-from agents import execution
-from receipts.deliveries import Carrier
+from agents.host import execution
+from receipts.workers.deliveries import Carrier
 
 LEASE_BUSY_RETRIES = 60
 

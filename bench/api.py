@@ -2,8 +2,8 @@
 
 A daphne server on a throwaway test database (DATABASE_URL's, PostgreSQL for the
 figures that count) takes batches of whole healthy handoffs (5 entries each)
-from `agents.remote.RemoteSink`, the sink a remote app's writer uses; the same
-batches written in this process by `agents.writer.LocalSink` are the reference
+from `agents.observe.remote.RemoteSink`, the sink a remote app's writer uses; the same
+batches written in this process by `agents.observe.writer.LocalSink` are the reference
 (the API also sets each new run's status, which the local observer does
 apart). Posting a batch again measures the idempotent path. Prints figures, never pass/fail:
 
@@ -40,8 +40,8 @@ def rows(quick: bool = False) -> list[Row]:
     setup_django()
     batches = pick(quick, tiny=1, quick=3, full=10)
     with throwaway_database():
-        from agents.contracts import install_team_contracts
-        from receipts import sources
+        from agents.demo.contracts import install_team_contracts
+        from receipts.workers import sources
 
         install_team_contracts()
         token = sources.issue(f"bench-{uuid.uuid4().hex[:6]}")[1]
@@ -50,7 +50,7 @@ def rows(quick: bool = False) -> list[Row]:
 
 
 def _measure(url: str, token: str, batches: int) -> list[Row]:
-    from agents import remote, writer
+    from agents.observe import remote, writer
 
     sink = remote.RemoteSink(remote.Client(url=url, token=token, timeout=120.0))
     sent = [_batch() for _ in range(batches)]
@@ -98,7 +98,7 @@ def _timed(write, batch) -> float:
 
 
 def _batch() -> list:
-    from receipts import intake
+    from receipts.ingest import intake
     from tests.conftest import handoff_parts
 
     entries = []
@@ -111,7 +111,7 @@ def _batch() -> list:
 @contextmanager
 def _server() -> Iterator[str]:
     """daphne serving sidewisp.asgi on the throwaway database, on a free port; yields its URL."""
-    from sidewisp.devservices import _free_port
+    from sidewisp.ops.devservices import _free_port
     from tests.conftest import database_url_for_subprocess
 
     port = _free_port()

@@ -157,7 +157,7 @@ def _session_cookie() -> str:
 
 def _warm_up() -> int:
     """Rows on every page before the clients connect; the watched run's id."""
-    from agents.writer import LocalSink
+    from agents.observe.writer import LocalSink
     from receipts.models import Run
 
     LocalSink().write([_receipt(n, "warm") for n in range(1, WARM_UP_RECEIPTS + 1)])
@@ -382,7 +382,7 @@ def publish(mode: str, rate: int, seconds: float, tag: str) -> None:
     from bench.environment import setup_django
 
     setup_django()
-    from receipts import broadcast
+    from receipts.ingest import broadcast
 
     sent_events: list[dict] = []
     publish_many = broadcast.publish_many
@@ -404,7 +404,7 @@ def publish(mode: str, rate: int, seconds: float, tag: str) -> None:
 
 
 def _record(rate: int, seconds: float, tag: str, started: float) -> int:
-    from agents.writer import LocalSink
+    from agents.observe.writer import LocalSink
 
     sink = LocalSink()
     sent = 0
@@ -420,7 +420,7 @@ def _record(rate: int, seconds: float, tag: str, started: float) -> int:
 
 
 def _synthesize(rate: int, seconds: float, tag: str, started: float) -> int:
-    from receipts import broadcast
+    from receipts.ingest import broadcast
     from receipts.models import Run
 
     runs = list(Run.objects.order_by("-pk").values_list("pk", "seq")[:40])
@@ -472,7 +472,7 @@ def _watched_operation(tag: str) -> str:
 
 
 def _receipt(n: int, tag: str):
-    from receipts import intake
+    from receipts.ingest import intake
 
     operation = _watched_operation("warm") if n % WATCHED_EVERY == 0 else f"bench-live-{tag}-op-{n // PER_RUN}"
     at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

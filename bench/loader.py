@@ -2,8 +2,8 @@
 
 On PostgreSQL rows go in with `COPY ... FROM STDIN` (psycopg 3): 50k runs / 100k handoffs / 1M receipts in
 about a minute on two cores; elsewhere (SQLite, the tests' tiny sizes) with multi-row INSERTs. Every run's
-stored summary (health, counts, latest verdict) is what `receipts.health` computes and the overview's
-rollups are rebuilt from the loaded handoffs (`receipts.rollups.rebuild`), so the pages read what recording
+stored summary (health, counts, latest verdict) is what `receipts.ingest.health` computes and the overview's
+rollups are rebuilt from the loaded handoffs (`receipts.queries.rollups.rebuild`), so the pages read what recording
 would have left. The data is deterministic for a given size.
 
 The columns come from the models: a column the loader does not fill gets its model default (or NULL when
@@ -99,7 +99,7 @@ def load(handoffs: int = 100_000, *, seed: int = 13) -> Loaded:
 
 def _rebuild_rollups() -> None:
     try:
-        from receipts import rollups
+        from receipts.queries import rollups
     except ImportError:  # a schema without the overview's rollups
         return
     rollups.rebuild()
@@ -280,7 +280,7 @@ class _Handoff:
 
 
 def _generate(rng: random.Random, total: int, now: datetime) -> tuple[list[_Run], list[_Handoff]]:
-    from receipts import health
+    from receipts.ingest import health
 
     verdicts = list(VERDICT_WEIGHTS)
     weights = list(VERDICT_WEIGHTS.values())
@@ -312,7 +312,7 @@ def _generate(rng: random.Random, total: int, now: datetime) -> tuple[list[_Run]
         run.fields = {
             "health": found.level,
             "health_reasons": found.reasons,
-            # The stored summary (receipts.health.summary); no false completion is settled in this data.
+            # The stored summary (receipts.ingest.health.summary); no false completion is settled in this data.
             "handoff_count": len(run_verdicts),
             "problem_count": sum(v not in health.UNPROBLEMATIC for v in run_verdicts),
             "open_false_count": run_verdicts.count("FALSE_COMPLETE"),

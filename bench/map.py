@@ -3,8 +3,8 @@
 The routes are 200 distinct sender → receiver pairs drawn at random (fixed seed) between 50 agents, every one
 taken with a mix of verdicts, plus 20 declared routes nobody took: a flat team, the layout's hardest case. A
 second map puts the same 50 agents in five nested teams (boxes) with the routes inside them. Timed per map:
-`receipts.teammap.build` (the counts as the grouped query returns them, no database), the grandalf layout
-(`sidewisp.mapdrawing.draw`) and the template (`teammap/_map.html`); p50/p95 over the repeats. Printed, never
+`receipts.queries.teammap.build` (the counts as the grouped query returns them, no database), the grandalf layout
+(`sidewisp.pages.mapdrawing.draw`) and the template (`teammap/_map.html`); p50/p95 over the repeats. Printed, never
 judged.
 
     python -m bench.map [--quick] [--agents 50] [--routes 200] [--repeats 30]
@@ -33,7 +33,7 @@ VERDICTS = ("HEALTHY", "HEALTHY", "HEALTHY", "WAITING_ON_APPROVAL", "STALE_CONTR
 def team_rows(agents: int, routes: int, *, teams: int = 0, seed: int = 21):
     """The grouped query's rows for `routes` random routes between `agents` agents (in `teams` nested teams
     when given), and the contract that declares most of them plus a few nobody takes."""
-    from receipts.teammap import ROOT, RouteRow
+    from receipts.queries.teammap import ROOT, RouteRow
 
     rng = random.Random(seed)
     names = [f"agent-{i:02d}" for i in range(agents)]
@@ -55,8 +55,8 @@ def team_rows(agents: int, routes: int, *, teams: int = 0, seed: int = 21):
 def measure(agents: int, routes: int, repeats: int, *, teams: int = 0) -> dict[str, list[float]]:
     from django.template.loader import render_to_string
 
-    from receipts import teammap
-    from sidewisp import mapdrawing, mappage
+    from receipts.queries import teammap
+    from sidewisp.pages import mapdrawing, mappage
 
     rows, declared = team_rows(agents, routes, teams=teams)
     times: dict[str, list[float]] = {"build": [], "layout": [], "render": [], "total": []}

@@ -108,9 +108,9 @@ def lookup(query: str) -> str:
 def build_graph(*, observed: bool) -> Any:
     """front → back over `handoff_tool`; with `observed`, SidewispMiddleware is each agent's (last) middleware."""
     # Imported here: the agents package needs Django set up first.
-    from agents.handoffs import handoff_tool
-    from agents.middleware import SidewispMiddleware
-    from agents.scripted import Call, Say, Script, ScriptedChatModel
+    from agents.host.scripted import Call, Say, Script, ScriptedChatModel
+    from agents.observe.handoffs import handoff_tool
+    from agents.observe.middleware import SidewispMiddleware
 
     def middleware(name: str) -> list:
         return [SidewispMiddleware(agent=name, route_version=ROUTE_VERSION)] if observed else []
@@ -235,7 +235,7 @@ def measure(variants: list[Variant], size: Sizes) -> None:
 
 def _settle() -> None:
     # Outside the timed window: what a variant left in the evidence writer is written before the next one runs.
-    from agents import writer
+    from agents.observe import writer
 
     writer.flush()
 
@@ -283,7 +283,7 @@ def sidewisp_unwritten(graph: Any) -> Variant | None:
     writer (the run's status); the difference to the Sidewisp row is writing the receipts.
     """
     try:
-        from agents import writer
+        from agents.observe import writer
     except ImportError:
         return None
     if not hasattr(writer, "get") or not hasattr(writer.get(), "sink"):
@@ -305,7 +305,7 @@ def sidewisp_unwritten(graph: Any) -> Variant | None:
 
 
 def _observe(graph: Any, operation_id: str, *, expect: str | None) -> None:
-    from agents.observer import observe
+    from agents.observe.observer import observe
 
     outcome = observe(graph, INPUT, _config(operation_id), verifier=_verifier)
     if expect is not None and outcome.status != expect:
@@ -448,7 +448,7 @@ def rows(quick: bool) -> list[Row]:
         Row(
             "overhead",
             f"{what} with Sidewisp, receipts handed to the evidence writer but not stored (its sink discards them)",
-            _figure(unwritten_t, base_t) if unwritten_t else "not measured (agents.writer has no sink to swap)",
+            _figure(unwritten_t, base_t) if unwritten_t else "not measured (agents.observe.writer has no sink to swap)",
             "—",
             "what is left is observation and observe's own run-status work; "
             "the rest of the Sidewisp row's overhead is storing the receipts",
@@ -499,7 +499,7 @@ def profile_writer(runs: int) -> None:
 
     setup_django()
     with throwaway_database():
-        from agents import writer
+        from agents.observe import writer
         from receipts.models import ContractVersion
 
         ContractVersion.objects.get_or_create(version=ROUTE_VERSION, defaults={"routes": ROUTES})

@@ -99,7 +99,7 @@ def _urls() -> list[tuple[str, str]]:
     ]
 
 
-# /healthz reads beat's worker status; with beat silent too it pings the workers itself (sidewisp.health).
+# /healthz reads beat's worker status; with beat silent too it pings the workers itself (sidewisp.ops.health).
 HEALTHZ_FRESH = "/healthz, beat's worker status fresh"
 HEALTHZ_SILENT = "/healthz, beat silent (it pings; no worker here: the ping's whole timeout)"
 
@@ -108,7 +108,7 @@ def _set_liveness(name: str) -> None:
     from django.core.cache import cache
 
     from receipts.tasks import beat_heartbeat_key
-    from sidewisp import health
+    from sidewisp.ops import health
 
     if name == HEALTHZ_FRESH:  # what beat's tasks leave while beat and a worker run
         cache.set(beat_heartbeat_key(), time.time(), 3600)

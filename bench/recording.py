@@ -4,10 +4,10 @@ On the database at DATABASE_URL (PostgreSQL for the figures that count; SQLite
 works but serializes writers) in a throwaway test database, with the events
 published to the Redis at REDIS_URL:
 
-- **batched**: what an agent does: `agents.writer` entries, written by the
+- **batched**: what an agent does: `agents.observe.writer` entries, written by the
   process's writer thread in batches of up to 200 (one transaction, one set per
   run of part entries, one publish each);
-- **record()**: one `receipts.recording.record` call per receipt (the row path);
+- **record()**: one `receipts.ingest.recording.record` call per receipt (the row path);
 - **floor** (PostgreSQL only): the same receipt rows inserted by PostgreSQL
   itself, as 200-row multi-row INSERTs (one transaction each) and as one COPY,
   measured in the same run; the batched row prints its ratio to them.
@@ -63,7 +63,7 @@ def rows(quick: bool = False) -> list[Row]:
         full={"batched": 400, "record": 40},
     )  # per process
     with throwaway_database():
-        from agents.contracts import install_team_contracts
+        from agents.demo.contracts import install_team_contracts
 
         install_team_contracts()
         found = [_classify_row()]
@@ -107,8 +107,8 @@ def _measure(path: str, processes: int, handoffs: int, floor: dict[str, float] |
 
 
 def _work(path: str, prefix: str, handoffs: int, start, results) -> None:
-    from agents import writer
-    from receipts.recording import record
+    from agents.observe import writer
+    from receipts.ingest.recording import record
 
     entries = _entries(prefix, handoffs)
     buffer = writer.Writer(writer.LocalSink()) if path == "batched" else None
@@ -127,7 +127,7 @@ def _work(path: str, prefix: str, handoffs: int, start, results) -> None:
 
 
 def _entries(prefix: str, handoffs: int) -> list:
-    from receipts.intake import PartEntry
+    from receipts.ingest.intake import PartEntry
 
     return [
         PartEntry(f"op-{prefix}-{i}", f"h-{prefix}-{i}", part, value)
@@ -198,8 +198,9 @@ def _floor_rows(floor: dict[str, float]) -> list[Row]:
 
 def _classify_row() -> Row:
     """The pure part of a receipt's cost: minimizing and classifying a whole bundle."""
-    from agents.contracts import team_contracts
-    from receipts import bundle, verdicts
+    from agents.demo.contracts import team_contracts
+    from receipts import verdicts
+    from receipts.verdicts import bundle
 
     rules = bundle.parse_contracts(team_contracts())
     raw = healthy_bundle()

@@ -38,7 +38,7 @@ BASELINE_ROUNDS = 10
 def _partition_ahead() -> None:
     """Give every month the loader writes into a partition of its own (otherwise they land in the default)."""
     from bench import loader
-    from receipts import partitions
+    from receipts.retention import partitions
 
     if not partitions.enabled():
         return
@@ -107,8 +107,9 @@ def prune_in(database: str) -> dict:
 
 def _drop_a_month() -> dict | None:
     """End every run of the oldest loaded month that has not ended, then prune again: its partition is dropped."""
-    from receipts import partitions, retention
+    from receipts import retention
     from receipts.models import Handoff, Receipt, RetentionPolicy, Run, handoff_month
+    from receipts.retention import partitions
 
     if not partitions.enabled():
         return None

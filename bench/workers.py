@@ -3,9 +3,9 @@
 A Celery worker with 2 processes (prefork, as `make run` starts it, plus `-E`
 for task events) serves this process's own queue on the Redis at REDIS_URL and
 a throwaway test database. The healthy `healthy_purchase` demo scenario is
-started the way the pages start it (`agents.hosting.start`: a queued Run and
+started the way the pages start it (`agents.host.hosting.start`: a queued Run and
 an outbox intent, sent when the transaction commits): first a warm-up run per
-worker process (each builds its graph once: agents.graphcache), then one run
+worker process (each builds its graph once: agents.host.graphcache), then one run
 alone, then a burst of 40 (quick: 6, tiny: 3) started as fast as one process
 can. Throughput counts the runs the database holds complete, against the
 ceiling of 2 processes ÷ the time a run holds one, measured in the same run.
@@ -139,7 +139,7 @@ def task_events(hostname: str) -> Iterator[TaskEvents]:
 
 def enqueue(count: int) -> dict[int, Timeline]:
     from agents.demo.scenarios import DEMO_GRAPH, SCENARIOS
-    from agents.hosting import start
+    from agents.host.hosting import start
 
     graph_input = SCENARIOS[SCENARIO].graph_input()
     timelines = {}
@@ -232,10 +232,10 @@ def rows(quick: bool) -> list[Row]:
     setup_django()
     burst = sizes.pick(quick, tiny=3, quick=6, full=40)
     with throwaway_database(), worker_process(f"bench-{os.getpid()}") as hostname, task_events(hostname) as events:
-        from agents.contracts import install_team_contracts
+        from agents.demo.contracts import install_team_contracts
 
         install_team_contracts()
-        # One run per worker process first: each builds its graph once (agents.graphcache), as a warm worker has.
+        # One run per worker process first: each builds its graph once (agents.host.graphcache), as a warm worker has.
         warmup = enqueue(sizes.pick(quick, tiny=1, quick=CONCURRENCY, full=CONCURRENCY))
         wait_settled(warmup, timeout=120)
         alone = enqueue(1)
@@ -263,9 +263,9 @@ def rows(quick: bool) -> list[Row]:
 
 def _graph_build_row(repeats: int) -> Row:
     """A run's graph built by its factory (a cold worker process) against the one kept for its limits version."""
-    from agents import graphcache, registry, runner
-    from agents.checkpoints import checkpointer
     from agents.demo.scenarios import create_run
+    from agents.host import graphcache, registry, runner
+    from agents.host.checkpoints import checkpointer
     from agents.models import RunLimits
 
     run = create_run(SCENARIO)
@@ -285,7 +285,7 @@ def _graph_build_row(repeats: int) -> Row:
         f"building the {SCENARIO} graph for a run, kept per worker process and limits version",
         f"p50 {kept_ms:.1f} ms",
         versus(kept_ms, cold_ms, f"building it with its factory ({cold_ms:.0f} ms, a cold process)"),
-        f"median of {repeats}, in this process, checkpointer opened outside the clock (agents.graphcache); "
+        f"median of {repeats}, in this process, checkpointer opened outside the clock (agents.host.graphcache); "
         "a kept graph also runs faster (its lazy first-invoke work is done once): the hold time shows the rest",
     )
 

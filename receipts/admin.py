@@ -23,7 +23,7 @@ from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 from django.utils.html import format_html
 
-from receipts import audit, bundle, contracts, sources, storable
+from receipts.ingest import contracts, storable
 from receipts.models import (
     AlertRule,  # issue 14 §1
     AuditEntry,
@@ -41,6 +41,9 @@ from receipts.models import (
     TeamSource,  # issue 22 §2
     WaitReason,
 )
+from receipts.org import audit
+from receipts.verdicts import bundle
+from receipts.workers import sources
 
 CHANGE_LIMITS = "receipts.change_limits"
 CONFIRM_FIELD = "_confirm"
@@ -409,7 +412,7 @@ class MiddlewareReportAdmin(ReadOnlyAdmin):
 
 @admin.register(AuditEntry)
 class AuditEntryAdmin(ReadOnlyAdmin):
-    """The audit log is append-only: no add, change or delete here either (receipts.audit writes it)."""
+    """The audit log is append-only: no add, change or delete here either (receipts.org.audit writes it)."""
 
     list_display = [iso_time("at"), "actor_name", "action", "object_type", "object_id", "verdict", "outcome"]
     list_filter = ["outcome", "action"]
@@ -689,4 +692,4 @@ class TeamAdmin(admin.ModelAdmin):
 
 
 # issue 22 §3: the retention policy (its own module).
-from receipts import retention_admin  # noqa: E402, F401
+from receipts.retention import admin as retention_admin  # noqa: E402, F401

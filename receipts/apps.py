@@ -6,17 +6,17 @@ class ReceiptsConfig(AppConfig):
     verbose_name = "Handoff receipts"
 
     def ready(self) -> None:
-        from receipts.signals import handoffs_changed
+        from receipts.ingest.signals import handoffs_changed
 
         # Trace export (issue 14 §3): a span per handoff verdict change, when SIDEWISP_OTLP_ENDPOINT is set.
-        from receipts.traces import export_handoff_changes
+        from receipts.notify.traces import export_handoff_changes
 
         handoffs_changed.connect(export_handoff_changes, dispatch_uid="sidewisp-trace-export")
 
         # issue 19 §1: a flush (between tests) must not give this database a new deployment id.
         from django.db.models.signals import post_migrate
 
-        from receipts.deployment import restore_after_flush
+        from receipts.workers.deployment import restore_after_flush
 
         post_migrate.connect(lambda **kwargs: restore_after_flush(), weak=False, dispatch_uid="deployment-flush")
 
@@ -25,9 +25,9 @@ class ReceiptsConfig(AppConfig):
         from django.contrib.auth.signals import user_logged_in
         from django.db.models.signals import post_delete, post_save
 
-        from receipts import alerts, notifications  # noqa: F401
         from receipts.models import Membership, Team
-        from receipts.teams import forget_switchable, warm_switchable
+        from receipts.notify import alerts, notifications  # noqa: F401
+        from receipts.org.teams import forget_switchable, warm_switchable
 
         # Filled at login, so the first page after it offers the switcher without a query of its own.
         user_logged_in.connect(warm_switchable, dispatch_uid="teams-switch-login")

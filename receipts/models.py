@@ -10,9 +10,10 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
-from receipts import bundle, destinations
-from receipts.bundle import FINAL_STATUSES, PARTS, VERDICTS
-from receipts.identities import SsoIdentity  # noqa: F401  (issue 22 §1: single sign-on's model)
+from receipts.notify import destinations
+from receipts.org.identities import SsoIdentity  # noqa: F401  (issue 22 §1: single sign-on's model)
+from receipts.verdicts import bundle
+from receipts.verdicts.bundle import FINAL_STATUSES, PARTS, VERDICTS
 
 FINAL_STATUS_PART = "final_status"
 RECEIPT_PARTS = (*PARTS, FINAL_STATUS_PART)
@@ -133,7 +134,7 @@ class Run(models.Model):
 
     operation_id = models.CharField(max_length=200, unique=True)
     thread_id = models.CharField(max_length=200, unique=True)
-    # The registered graph a hosted run drives (agents.registry); for an observed run the name its
+    # The registered graph a hosted run drives (agents.host.registry); for an observed run the name its
     # `configurable.graph_name` gives (issue 22 §2: the graph's team owns the run); empty for imported runs.
     graph = models.CharField(max_length=100, blank=True, db_index=True)
     # A label the graph's factory reads from `configurable.scenario` (the demo graph's scenario).
@@ -161,15 +162,15 @@ class Run(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
-    # The run-level health (receipts.health computes it, the one place that does): the worst of
+    # The run-level health (receipts.ingest.health computes it, the one place that does): the worst of
     # its handoff verdicts, its task status and its middleware alarms, with each reason named.
     health = models.CharField(max_length=20, blank=True, db_index=True)
     health_reasons = models.JSONField(default=list, blank=True)
     # --- issue 14 §4 (receipts API): the source whose token created the run; empty for local runs.
-    # Only that source's tokens may post receipts for the run or claim its decisions (receipts.sources).
+    # Only that source's tokens may post receipts for the run or claim its decisions (receipts.workers.sources).
     source_name = models.CharField(max_length=100, blank=True, default="", db_index=True, editable=False)
     # --- end issue 14 §4
-    # --- pages at scale (issue 13): the run's summary, kept by receipts.health.refresh with its health, so
+    # --- pages at scale (issue 13): the run's summary, kept by receipts.ingest.health.refresh with its health, so
     # the runs list reads it instead of counting every run's handoffs before its LIMIT.
     handoff_count = models.PositiveIntegerField(default=0, editable=False)
     # Handoffs whose verdict is neither healthy nor waiting on approval (settled false completions too).
@@ -229,7 +230,7 @@ class Handoff(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now, db_index=True)
     # Settled verdicts (spec v1.2): when no more evidence was due (a settle entry, or the run ended). Until
-    # then a verdict that lacks a part still due is shown as in progress (receipts.health.due_part).
+    # then a verdict that lacks a part still due is shown as in progress (receipts.ingest.health.due_part).
     settled_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -257,7 +258,7 @@ class Handoff(models.Model):
             ("change_limits", "Can change limits and contracts"),
             ("start_run", "Can start a run of a registered graph"),
             ("resolve_task", "Can accept or resolve a false-complete task"),
-            # issue 22 §2: Sidewisp's admins see and act on every team's runs (receipts.teams).
+            # issue 22 §2: Sidewisp's admins see and act on every team's runs (receipts.org.teams).
             ("view_all_teams", "Can see and act on the runs of every team"),
         ]
 
@@ -472,7 +473,7 @@ class AuditEntry(AppendOnlyModel):
 class OutboxIntent(models.Model):
     """Work an operator action promised a worker (start, resume, re-verify), written in the action's transaction.
 
-    `receipts.outbox` sends it right after the commit and marks it sent. A send that fails (the broker is
+    `receipts.notify.outbox` sends it right after the commit and marks it sent. A send that fails (the broker is
     down) leaves it unsent; the beat sweep sends it again once it is due, until the broker takes it. That is
     at least once: the worker's apply is idempotent (a decision is applied once, a settled run not started
     again).
@@ -482,7 +483,7 @@ class OutboxIntent(models.Model):
         START = "start"
         RESUME = "resume"
         REVERIFY = "reverify"
-        # A notification or alert message (receipts.notifications): object_id is the Delivery.
+        # A notification or alert message (receipts.notify.notifications): object_id is the Delivery.
         DELIVER = "deliver"
 
     kind = models.CharField(max_length=16, choices=Kind.choices)
@@ -517,13 +518,13 @@ class OutboxIntent(models.Model):
         return f"{self.kind} {self.object_id} ({state})"
 
 
-# --- issue 19 §1: the deployment a database belongs to (receipts.deployment) ----------------------
+# --- issue 19 §1: the deployment a database belongs to (receipts.workers.deployment) ----------------------
 
 
 class Deployment(models.Model):
     """The one row naming this database's deployment: a random id made by the first migration.
 
-    Every task message carries it (sidewisp.envelope); a worker leaves a message of another deployment
+    Every task message carries it (sidewisp.ops.envelope); a worker leaves a message of another deployment
     for that deployment's workers, so deployments sharing a Redis and a queue never act on each other's
     rows. `make run`'s default queue is derived from it.
     """
@@ -541,7 +542,7 @@ class Deployment(models.Model):
 # --- end issue 19 §1
 
 
-# --- issue 14 §4: per-source API tokens (receipts.sources, sidewisp.api) --------------------
+# --- issue 14 §4: per-source API tokens (receipts.workers.sources, sidewisp.api) --------------------
 
 
 class SourceToken(models.Model):
@@ -549,7 +550,7 @@ class SourceToken(models.Model):
 
     Scoped to one source name: it may write only runs that its source created. Only a
     SHA-256 digest of the secret is stored; the token itself is shown once, when it is made
-    (receipts.sources.issue). `key_id` is the token's public part, which finds the row.
+    (receipts.workers.sources.issue). `key_id` is the token's public part, which finds the row.
     """
 
     source_name = models.CharField(max_length=100, db_index=True)
@@ -580,7 +581,7 @@ class SourceToken(models.Model):
 # --- end issue 14 §4
 
 
-# --- Notifications and alerts (issue 14 §1: receipts.notifications, receipts.alerts) ---------------
+# --- Notifications and alerts (issue 14 §1: receipts.notify.notifications, receipts.notify.alerts) ---------------
 
 
 class NotificationChannel(models.Model):
@@ -633,7 +634,7 @@ class NotificationChannel(models.Model):
     def __str__(self) -> str:
         return self.name
 
-    # issue 19: a webhook URL is http(s) without credentials, whatever saves it (receipts.destinations).
+    # issue 19: a webhook URL is http(s) without credentials, whatever saves it (receipts.notify.destinations).
     def save(self, *args, **kwargs) -> None:
         self._check_url()
         super().save(*args, **kwargs)
@@ -650,7 +651,7 @@ class NotificationChannel(models.Model):
 class AlertRule(models.Model):
     """A condition on the evidence that is announced on a channel when it starts and when it ends.
 
-    The state fields belong to receipts.alerts: whether the condition holds, whether the channel was told,
+    The state fields belong to receipts.notify.alerts: whether the condition holds, whether the channel was told,
     when the last firing was sent (the cooldown counts from it) and how many were (idempotency keys).
     """
 
@@ -737,7 +738,7 @@ class Delivery(models.Model):
         return f"{self.event} ({self.status})"
 
 
-# --- issue 21 §1: worker deliveries, for the run's history (receipts.deliveries, receipts.history) ---------
+# --- issue 21 §1: worker deliveries, for the run's history (workers.deliveries, queries.history) ---
 
 
 class TaskDelivery(models.Model):
@@ -856,7 +857,7 @@ RUN_BOUND_KINDS = (("receipts_days", "Receipts"), ("reports_days", "Reports"), (
 
 
 # --- end issue 22 §3
-# --- issue 22 §2: teams (receipts.teams scopes every query by them) ---------------------------
+# --- issue 22 §2: teams (receipts.org.teams scopes every query by them) ---------------------------
 
 
 class Team(models.Model):
@@ -934,7 +935,7 @@ class TeamSource(models.Model):
 
 
 # --- end issue 22 §2
-# --- issue 20 §4: the overview's rollups (receipts.rollups; migration 0021 adds the triggers that keep them)
+# --- issue 20 §4: the overview's rollups (receipts.queries.rollups; migration 0021 adds the triggers that keep them)
 
 
 class VerdictBucket(models.Model):
@@ -942,7 +943,7 @@ class VerdictBucket(models.Model):
 
     Written only by the database: triggers on the handoff table append a +1 when a handoff is inserted, a
     -1 / +1 pair when its verdict (or creation time) changes and a -1 when it is deleted, so every write
-    path, ORM or bulk SQL, keeps it exact; `receipts.rollups.compact` folds the deltas into one row per hour
+    path, ORM or bulk SQL, keeps it exact; `receipts.queries.rollups.compact` folds the deltas into one row per hour
     and verdict. The sum over an hour's rows is that hour's count by current verdict.
     """
 

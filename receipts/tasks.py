@@ -8,8 +8,10 @@ from celery import shared_task
 from django.conf import settings
 from django.core.cache import cache
 
-from receipts import actions, alerts, notifications, outbox, recording, retention
+from receipts import actions, retention
+from receipts.ingest import recording
 from receipts.models import OutboxIntent
+from receipts.notify import alerts, notifications, outbox
 
 
 @shared_task

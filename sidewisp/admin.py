@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from receipts.admin import ReadOnlyAdmin
-from receipts.identities import SsoIdentity
+from receipts.org.identities import SsoIdentity
 
 
 @admin.register(SsoIdentity)

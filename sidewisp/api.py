@@ -1,6 +1,6 @@
 """The receipts API for agents that run elsewhere: plain JSON views authenticated by source tokens.
 
-`POST /api/v1/receipts` stores a body of entries or bundles (receipts.sources),
+`POST /api/v1/receipts` stores a body of entries or bundles (receipts.workers.sources),
 `GET /api/v1/decisions/<operation_id>` offers the run's oldest unclaimed
 operator decision and `POST .../claim` claims it once. A token (`Authorization:
 Bearer ...`, made in the admin) is the only credential: no session, so no CSRF.
@@ -24,9 +24,10 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 from redis.exceptions import RedisError
 
-from agents.decisions import remembered_interrupts
-from receipts import bundle, claims, sources
+from agents.observe.decisions import remembered_interrupts
 from receipts.models import Decision, Run, SourceToken
+from receipts.verdicts import bundle
+from receipts.workers import claims, sources
 
 
 def _error(status: int, field: str, message: str, **headers: str) -> JsonResponse:

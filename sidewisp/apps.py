@@ -8,16 +8,16 @@ class SidewispConfig(AppConfig):
     def ready(self) -> None:
         from axes.signals import user_locked_out
 
-        from sidewisp import checks  # noqa: F401  (registers the configuration checks)
-        from sidewisp.lockout import audit_lockout
+        from sidewisp.ops import checks  # noqa: F401  (registers the configuration checks)
+        from sidewisp.web.lockout import audit_lockout
 
         user_locked_out.connect(audit_lockout, dispatch_uid="sidewisp-audit-lockout")
 
         # Metrics: health events that could not be published, and the evidence writers' counters of each
-        # worker process, are counted in Redis (sidewisp.metrics).
+        # worker process, are counted in Redis (sidewisp.ops.metrics).
         from celery.signals import task_postrun
 
-        from sidewisp.metrics import count_publish_failures, push_writer_counts
+        from sidewisp.ops.metrics import count_publish_failures, push_writer_counts
 
         count_publish_failures()
         task_postrun.connect(push_writer_counts, weak=False, dispatch_uid="sidewisp-writer-counts")

@@ -13,13 +13,13 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
-from sidewisp.proxies import TrustedProxyHeaders  # noqa: E402
 from sidewisp.routing import websocket_urlpatterns  # noqa: E402
-from sidewisp.security import SameOriginWebSocket  # noqa: E402
+from sidewisp.web.proxies import TrustedProxyHeaders  # noqa: E402
+from sidewisp.web.security import SameOriginWebSocket  # noqa: E402
 
 http_app = ASGIStaticFilesHandler(django_asgi_app) if settings.SIDEWISP_SERVE_STATIC else django_asgi_app
 
-# Outermost: the client address and scheme every layer below sees (sidewisp.proxies).
+# Outermost: the client address and scheme every layer below sees (sidewisp.web.proxies).
 application = TrustedProxyHeaders(
     ProtocolTypeRouter(
         {

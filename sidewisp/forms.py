@@ -10,9 +10,10 @@ from collections.abc import Iterable, Mapping
 
 from django import forms
 
-from receipts import arguments, storable
+from receipts.actions import arguments
+from receipts.ingest import storable
 from receipts.models import AuditEntry
-from sidewisp import labels
+from sidewisp.pages import labels
 
 MAX_DEADLINE_MINUTES = 30 * 24 * 60
 MAX_INPUT_BYTES = 20_000
@@ -168,7 +169,7 @@ class StartRunForm(ActionForm):
         return value
 
 
-# Like receipts.bundle's ids: Cc controls and newlines, Cf invisible bidi overrides, Cs surrogates,
+# Like receipts.verdicts.bundle's ids: Cc controls and newlines, Cf invisible bidi overrides, Cs surrogates,
 # Zl/Zp line breaks. Path separators anywhere (drive paths included), a home prefix, file: URLs, . and ..
 _CONTROL_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 _PATH = re.compile(r"[/\\]|^~|file:|^\.\.?$", re.IGNORECASE)

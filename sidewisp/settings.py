@@ -9,7 +9,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from sidewisp.env import env_bool, env_float, env_headers, env_int, env_list, env_networks, env_str, env_url
+from sidewisp.ops.env import env_bool, env_float, env_headers, env_int, env_list, env_networks, env_str, env_url
 from sidewisp.sso import config as sso_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -47,7 +47,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "sidewisp.security.ContentSecurityPolicyMiddleware",
+    "sidewisp.web.security.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -56,7 +56,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     # A view that lost the database answers 503 in words, saying whether anything was done (issue 19 §2).
-    "sidewisp.refusals.DatabaseUnreachableMiddleware",
+    "sidewisp.web.refusals.DatabaseUnreachableMiddleware",
     # Last, as django-axes asks: it turns a lock-out into the lock-out page.
     "axes.middleware.AxesMiddleware",
 ]
@@ -138,7 +138,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # kombu's Redis transport with one fault closed: a Redis restart must not stop the worker (sidewisp/broker.py).
-CELERY_BROKER_TRANSPORT = "sidewisp.broker:Transport"
+CELERY_BROKER_TRANSPORT = "sidewisp.ops.broker:Transport"
 # A broker blip leaves running graphs running: their ack may be lost, and the task then comes
 # back after the visibility timeout and finds its run settled. Cancelling would restart them all.
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
@@ -156,17 +156,17 @@ CHANNEL_LAYERS = {
 }
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE: dict = {
-    # Beat's own heartbeat (sidewisp.health.check_beat): a stopped beat is a banner on every page within seconds.
+    # Beat's own heartbeat (sidewisp.ops.health.check_beat): a stopped beat is a banner on every page within seconds.
     "beat-heartbeat": {"task": "receipts.tasks.beat_heartbeat", "schedule": 2.0, "options": {"expires": 2.0}},
     # The workers' status (who answered a ping, when): pages and /healthz read it instead of pinging.
     "worker-status": {"task": "sidewisp.tasks.record_worker_status", "schedule": 2.0, "options": {"expires": 2.0}},
-    # The overview's hourly rollup: its deltas folded into one row per hour and verdict (receipts.rollups).
+    # The overview's hourly rollup: its deltas folded into one row per hour and verdict (receipts.queries.rollups).
     "compact-rollups": {"task": "sidewisp.tasks.compact_rollups", "schedule": 60.0, "options": {"expires": 60.0}},
     # Verdicts of waits depend on the time: a passed deadline turns a wait UNCERTAIN.
     "reclassify-overdue-waits": {"task": "receipts.tasks.reclassify_overdue_waits", "schedule": 15.0},
     # Overdue waits are escalated to a backup owner or decided by the safe default (reject).
     "expire-overdue-waits": {"task": "receipts.tasks.expire_overdue_waits", "schedule": 30.0},
-    # Runs whose worker vanished (lease expired, task gone) are re-enqueued (agents.execution.take_over_stalled).
+    # Runs whose worker vanished (lease expired, task gone) are re-enqueued (agents.host.execution.take_over_stalled).
     "take-over-stalled-runs": {"task": "agents.tasks.take_over_stalled_runs", "schedule": 15.0},
     # What an operator action promised a worker and the broker did not take (it was down) is sent again.
     # A sweep that waited in the queue longer than that is dropped: the next one does its work.
@@ -195,19 +195,19 @@ SIDEWISP_OIDC = sso_config.from_environment()
 # so that guessing from one address cannot lock a person out everywhere else: 5 failures for one
 # username from one address refuse that username from that address, and 20 failures from one
 # address (for any usernames) refuse that address, each until the cool-off has passed since the
-# last failure. The same username from another address still logs in (sidewisp.lockout.LoginThrottle
+# last failure. The same username from another address still logs in (sidewisp.web.lockout.LoginThrottle
 # holds the second limit). Counts are not reset by a success (a reset would also clear the address
 # count, so one valid account could unlock an address's guessing) and not extended by attempts made
 # while locked out (so an attacker cannot keep anyone locked out for good). The address is
-# REMOTE_ADDR, which a trusted proxy's X-Forwarded-For sets (SIDEWISP_TRUSTED_PROXIES, sidewisp.proxies).
-AXES_HANDLER = "sidewisp.lockout.LoginThrottle"
+# REMOTE_ADDR, which a trusted proxy's X-Forwarded-For sets (SIDEWISP_TRUSTED_PROXIES, sidewisp.web.proxies).
+AXES_HANDLER = "sidewisp.web.lockout.LoginThrottle"
 AXES_FAILURE_LIMIT = env_int("SIDEWISP_LOGIN_FAILURE_LIMIT", 5, minimum=1)
 SIDEWISP_LOGIN_ADDRESS_LIMIT = env_int("SIDEWISP_LOGIN_ADDRESS_LIMIT", 20, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("SIDEWISP_LOGIN_COOLOFF_MINUTES", 15, minimum=1))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
 AXES_RESET_ON_SUCCESS = False
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
-AXES_LOCKOUT_CALLABLE = "sidewisp.lockout.locked_out_response"
+AXES_LOCKOUT_CALLABLE = "sidewisp.web.lockout.locked_out_response"
 # No row per successful login (address and browser of every session); failed attempts are kept
 # only until their cool-off ends. Never log a password, a CSRF token or the attempted username.
 AXES_DISABLE_ACCESS_LOG = True
@@ -225,7 +225,7 @@ SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31536000)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
 SECURE_HSTS_PRELOAD = not DEBUG
 # Forwarded headers (X-Forwarded-For, X-Forwarded-Proto) are believed only from these proxies' addresses
-# (sidewisp.proxies, an ASGI wrapper); nothing trusts a header by itself, so no SECURE_PROXY_SSL_HEADER.
+# (sidewisp.web.proxies, an ASGI wrapper); nothing trusts a header by itself, so no SECURE_PROXY_SSL_HEADER.
 SIDEWISP_TRUSTED_PROXIES = env_networks("SIDEWISP_TRUSTED_PROXIES")
 SESSION_COOKIE_SECURE = not DEBUG
 CSRF_COOKIE_SECURE = not DEBUG
@@ -252,9 +252,9 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "filters": {
-        "no_403_traceback": {"()": "sidewisp.logs.NoTracebackForPermissionDenied"},
+        "no_403_traceback": {"()": "sidewisp.ops.logs.NoTracebackForPermissionDenied"},
         # A database error's message and a query's parameters quote input values (issue 19 §2): never logged.
-        "no_database_values": {"()": "sidewisp.logs.NoValuesFromTheDatabase"},
+        "no_database_values": {"()": "sidewisp.ops.logs.NoValuesFromTheDatabase"},
     },
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["no_database_values"]}
@@ -276,11 +276,11 @@ SIDEWISP_WORKER_PING_TIMEOUT = env_float("SIDEWISP_WORKER_PING_TIMEOUT", 1.0, mi
 # A run's lease expires this long after its holder's last renewal (a dead worker's
 # run can be taken over after that); renewed every third of it.
 SIDEWISP_LEASE_SECONDS = env_int("SIDEWISP_LEASE_SECONDS", 30, minimum=3)
-# issue 19 §1: an outbox intent sent but not applied by a worker this long after is sent again (receipts.outbox);
+# issue 19 §1: an outbox intent sent but not applied by a worker this long after is sent again (receipts.notify.outbox);
 # metrics and the "unapplied" alert rule count work still unapplied this long after its promise.
 SIDEWISP_INTENT_APPLY_SECONDS = env_int("SIDEWISP_INTENT_APPLY_SECONDS", 20, minimum=1)
 SIDEWISP_MODEL = env_str("SIDEWISP_MODEL", "scripted")
-# The graphs hosted runs drive (agents.registry): a JSON object of name → "path/to/file.py:attr" or
+# The graphs hosted runs drive (agents.host.registry): a JSON object of name → "path/to/file.py:attr" or
 # "package.module:attr" (or {"graph", "verifier", "wait_policies"}), or the path of a langgraph.json
 # file. Empty: the demo team alone, as "demo".
 SIDEWISP_GRAPHS = env_str("SIDEWISP_GRAPHS", "")
@@ -289,7 +289,7 @@ SIDEWISP_DEMO_RATE = env_float("SIDEWISP_DEMO_RATE", 0.0)
 if SIDEWISP_DEMO_RATE > 0:
     CELERY_BEAT_SCHEDULE["demo-traffic"] = {"task": "agents.tasks.demo_tick", "schedule": 1 / SIDEWISP_DEMO_RATE}
 
-# --- issue 14 §4: the receipts API and remote mode (sidewisp.api, agents.remote) ------------
+# --- issue 14 §4: the receipts API and remote mode (sidewisp.api, agents.observe.remote) ------------
 # Remote mode: this process's agents post their receipts to the Sidewisp server at this URL with
 # this source token (made in the admin) instead of writing to a database. Empty: local mode.
 SIDEWISP_REMOTE_URL = env_str("SIDEWISP_REMOTE_URL", "")
@@ -319,7 +319,7 @@ if SIDEWISP_METRICS_TOKEN and len(SIDEWISP_METRICS_TOKEN) < 16:
     msg = "SIDEWISP_METRICS_TOKEN must be at least 16 characters (or unset)"
     raise ImproperlyConfigured(msg)
 SIDEWISP_METRICS_ALLOW = env_networks("SIDEWISP_METRICS_ALLOW")
-# Each handoff verdict change as an OTLP/HTTP span (receipts.traces). Unset: off, nothing leaves the process.
+# Each handoff verdict change as an OTLP/HTTP span (receipts.notify.traces). Unset: off, nothing leaves the process.
 SIDEWISP_OTLP_ENDPOINT = ""
 if env_str("SIDEWISP_OTLP_ENDPOINT", "").strip():
     SIDEWISP_OTLP_ENDPOINT = env_url("SIDEWISP_OTLP_ENDPOINT", "", schemes=("http", "https"))
@@ -327,10 +327,10 @@ SIDEWISP_OTLP_HEADERS = env_headers("SIDEWISP_OTLP_HEADERS")
 SIDEWISP_OTLP_SERVICE_NAME = env_str("SIDEWISP_OTLP_SERVICE_NAME", "sidewisp")
 SIDEWISP_OTLP_TIMEOUT = env_float("SIDEWISP_OTLP_TIMEOUT", 10.0, minimum=0.1)
 
-# --- Notifications and alerts (issue 14 §1: receipts.notifications, receipts.alerts) ---------------
+# --- Notifications and alerts (issue 14 §1: receipts.notify.notifications, receipts.notify.alerts) ---------------
 # Links in notification payloads: this base URL plus the page's path (the run page, the waits inbox).
 SIDEWISP_BASE_URL = env_url("SIDEWISP_BASE_URL", "http://127.0.0.1:8000", schemes=("http", "https")).rstrip("/")
-# Unset in production is a start-up warning (sidewisp.checks); `make run` sets it from its own address.
+# Unset in production is a start-up warning (sidewisp.ops.checks); `make run` sets it from its own address.
 SIDEWISP_BASE_URL_CONFIGURED = bool(env_str("SIDEWISP_BASE_URL", "").strip())
 if "@" in SIDEWISP_BASE_URL.split("://", 1)[1].split("/", 1)[0]:
     msg = "SIDEWISP_BASE_URL must not carry credentials (user:password@)"
@@ -340,7 +340,7 @@ SIDEWISP_NOTIFY_LEAD_MINUTES = env_int("SIDEWISP_NOTIFY_LEAD_MINUTES", 10, minim
 # One webhook or e-mail attempt gives up after this long; a delivery is tried this many times in all.
 SIDEWISP_NOTIFY_TIMEOUT = env_float("SIDEWISP_NOTIFY_TIMEOUT", 5.0, minimum=0.1)
 SIDEWISP_NOTIFY_ATTEMPTS = env_int("SIDEWISP_NOTIFY_ATTEMPTS", 5, minimum=1)
-# Webhooks and Slack reach public addresses only (receipts.destinations); these networks too, e.g.
+# Webhooks and Slack reach public addresses only (receipts.notify.destinations); these networks too, e.g.
 # "10.20.0.0/16" for a receiver on the private network ("127.0.0.0/8" for a receiver on this host).
 SIDEWISP_WEBHOOK_ALLOW_NETWORKS = env_networks("SIDEWISP_WEBHOOK_ALLOW_NETWORKS")
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")

@@ -1,10 +1,10 @@
-"""Beat's tasks for the pages: the workers' status (sidewisp.health) and the overview's rollup (receipts.rollups)."""
+"""Beat's tasks for the pages: the workers' status (sidewisp.ops.health) and the overview's rollup (queries.rollups)."""
 
 from __future__ import annotations
 
 from celery import shared_task
 
-from sidewisp import health
+from sidewisp.ops import health
 
 
 @shared_task(bind=True, ignore_result=True)
@@ -15,7 +15,7 @@ def record_worker_status(self) -> int:
 
 @shared_task(ignore_result=True)
 def compact_rollups() -> int:
-    """Fold the overview rollup's deltas into one row per hour and verdict (receipts.rollups); rows left."""
-    from receipts import rollups
+    """Fold the overview rollup's deltas into one row per hour and verdict (receipts.queries.rollups); rows left."""
+    from receipts.queries import rollups
 
     return rollups.compact()

@@ -2,8 +2,10 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from sidewisp import api, history, mappage, metrics, views
-from sidewisp.decided import wait_decided
+from sidewisp import api, views
+from sidewisp.ops import metrics
+from sidewisp.pages import history, mappage
+from sidewisp.pages.decided import wait_decided
 from sidewisp.sso import views as sso
 
 page_patterns = (
@@ -52,7 +54,7 @@ urlpatterns = [
     path("", views.overview, name="dashboard"),
     path("", include(page_patterns)),
     path("healthz", views.healthz, name="healthz"),
-    path("metrics", metrics.scrape, name="metrics"),  # Prometheus (sidewisp.metrics: token or allowed address)
+    path("metrics", metrics.scrape, name="metrics"),  # Prometheus (sidewisp.ops.metrics: token or allowed address)
     path("login/", sso.LoginView.as_view(), name="login"),  # with "Sign in with …" when single sign-on is on
     path("sso/login/", sso.SignInStart.as_view(), name="sso-login"),  # issue 22 §1 (404 when off)
     path("sso/callback/", sso.SignInCallback.as_view(), name="sso-callback"),
@@ -62,9 +64,9 @@ urlpatterns = [
 ]
 
 handler403 = "sidewisp.views.forbidden"
-# A database lost outside a view (a session not saved is a 400) is still the 503 page (sidewisp.refusals).
-handler400 = "sidewisp.refusals.bad_request"
-handler500 = "sidewisp.refusals.server_error"
+# A database lost outside a view (a session not saved is a 400) is still the 503 page (sidewisp.web.refusals).
+handler400 = "sidewisp.web.refusals.bad_request"
+handler500 = "sidewisp.web.refusals.server_error"
 
 admin.site.site_header = admin.site.site_title = "Sidewisp administration"
 admin.site.index_title = "Limits, contracts and evidence"

@@ -17,12 +17,14 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from receipts import actions, retention, teams
+from receipts import actions, retention
 from receipts.models import RetentionPolicy
-from receipts.runtime import current as current_runtime
-from sidewisp import auditcsv, decided, forms, health, pages
-from sidewisp.pages import PageScope
-from sidewisp.refusals import checked_query
+from receipts.org import teams
+from receipts.workers.runtime import current as current_runtime
+from sidewisp import forms, pages
+from sidewisp.ops import health
+from sidewisp.pages import PageScope, auditcsv, decided
+from sidewisp.web.refusals import checked_query
 
 # Every URL that accepts POST is an operator action with a declared policy (a test enumerates the
 # URL patterns and fails on a POST URL missing here or in NOT_ACTIONS).

@@ -17,8 +17,8 @@ import pytest
 @pytest.fixture
 def contracts(db):
     """The demo team's contracts (a flush between transactional tests removes the migrated ones)."""
-    from agents.contracts import install_team_contracts
-    from receipts.contracts import current_contracts
+    from agents.demo.contracts import install_team_contracts
+    from receipts.ingest.contracts import current_contracts
 
     install_team_contracts()
     return current_contracts()
@@ -27,7 +27,7 @@ def contracts(db):
 @pytest.fixture(autouse=True)
 def fresh_graphs() -> Iterator[None]:
     """Every test builds its hosted graphs anew: one test's patched scenario never reaches another's run."""
-    from agents import graphcache
+    from agents.host import graphcache
 
     graphcache.forget()
     yield
@@ -254,7 +254,7 @@ def handoff_parts(kind: str, *, sender: str = "triage", receiver: str = "sales",
 
     now = datetime.now(UTC)
     iso = lambda t: t.isoformat().replace("+00:00", "Z")  # noqa: E731
-    from agents.contracts import team_contracts
+    from agents.demo.contracts import team_contracts
 
     keys = team_contracts()["routes"]["routes/1"].get(sender, {}).get(receiver, [])
     parts: list = [
@@ -322,7 +322,7 @@ def handoff_parts(kind: str, *, sender: str = "triage", receiver: str = "sales",
 @pytest.fixture
 def record_handoff(contracts):
     """record_handoff("h-1", "op-1", "healthy") records every receipt of one handoff through record()."""
-    from receipts.recording import record
+    from receipts.ingest.recording import record
 
     def _record(handoff_id: str, operation_id: str, kind: str = "healthy", **kwargs):
         result = None
@@ -339,7 +339,7 @@ def record_handoff(contracts):
 @pytest.fixture
 def roles(db):
     """The role groups (transactional tests flush the ones the migration made)."""
-    from receipts.roles import ensure_groups
+    from receipts.org.roles import ensure_groups
 
     return ensure_groups()
 
@@ -373,7 +373,7 @@ def record_wait_for(handoff, **changes):
     """Record a new `wait` part for `handoff` with `changes` applied (a distinct attempt each time)."""
     import uuid
 
-    from receipts.recording import record
+    from receipts.ingest.recording import record
 
     wait = {**(handoff.wait_part or {}), **changes}
     return record(
@@ -406,7 +406,7 @@ def scenario_handoff(record_handoff):
     return _make
 
 
-# --- issue 13: the batched evidence writer (agents.writer) ------------------------------------
+# --- issue 13: the batched evidence writer (agents.observe.writer) ------------------------------------
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_teardown(item, nextitem) -> None:
     """Before a test's database is flushed: what it submitted is written (no stray rows in the next test);
@@ -414,7 +414,7 @@ def pytest_runtest_teardown(item, nextitem) -> None:
     when no session uses it)."""
     import sys
 
-    writer = sys.modules.get("agents.writer")
+    writer = sys.modules.get("agents.observe.writer")
     if writer is None:
         return
     if nextitem is None:

@@ -14,7 +14,7 @@ from agents.demo import tools
 from agents.demo.limits import DEMO_LIMITS, TODO_AGENTS, WORKSPACE_AGENTS
 from agents.demo.scenarios import SCENARIOS
 from agents.demo.team import AGENT_TOOLS, ROUTE_VERSION, declared_transfers
-from agents.registry import GraphDescription, Host, HostedGraph
+from agents.host.registry import GraphDescription, Host, HostedGraph
 
 DEFAULT_SCENARIO = "healthy_purchase"
 

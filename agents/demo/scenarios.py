@@ -15,16 +15,16 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from agents import hosting
 from agents.demo.limits import DEMO_LIMITS
 from agents.demo.team import AGENT_TOOLS, AGENTS, ROUTE_VERSION, Team, Transfer, build_team, declared_transfers
 from agents.demo.verifiers import verifier
-from agents.handoffs import Fault
+from agents.host import hosting
+from agents.host.registry import Host
+from agents.host.scripted import Call, Fail, Say, Script, Step, last_result
 from agents.limits import AgentSettings, resolve
 from agents.models import LimitsVersion
-from agents.registry import Host
-from agents.scripted import Call, Fail, Say, Script, Step, last_result
-from receipts import runs
+from agents.observe.handoffs import Fault
+from receipts.ingest import runs
 from receipts.models import Run
 
 DEMO_GRAPH = "demo"
@@ -46,7 +46,7 @@ class Scenario:
     held_nodes: Sequence[str] = ()
     route_version: str = ROUTE_VERSION
     description: str = ""
-    workspace: str | None = None  # the seed (agents/workspace_seeds/<seed>) the run's workspace starts from
+    workspace: str | None = None  # the seed (agents/host/workspace_seeds/<seed>) the run's workspace starts from
     # The verdicts once its approval wait is rejected (or expires), for scenarios that wait.
     after_rejection: tuple[str, ...] = ()
 

@@ -13,13 +13,13 @@ from langchain_core.tools import BaseTool
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 
-from agents.contracts import team_contracts
 from agents.demo import tools
-from agents.handoffs import Fault, handoff_tool
+from agents.demo.contracts import team_contracts
+from agents.host.scripted import Say, chat_model
+from agents.limits.stack import build_middleware, wait_policies
 from agents.models import AgentLimits
-from agents.observer import WaitPolicy
-from agents.scripted import Say, chat_model
-from agents.stack import build_middleware, wait_policies
+from agents.observe.handoffs import Fault, handoff_tool
+from agents.observe.observer import WaitPolicy
 
 ROUTE_VERSION = "routes/1"
 AGENTS = ("triage", "sales", "support", "billing", "coder")
@@ -28,7 +28,7 @@ AGENT_TOOLS: dict[str, tuple[BaseTool, ...]] = {
     "sales": (tools.check_inventory, tools.place_order, tools.confirm_with_supplier),
     "support": (tools.update_ticket, tools.add_note, tools.disclose_secret),
     "billing": (tools.refund,),
-    # The coder's tools come from its workspace middleware (shell, glob and grep search), see agents.stack.
+    # The coder's tools come from its workspace middleware (shell, glob and grep search), see agents.limits.stack.
     "coder": (),
 }
 PROMPTS = {

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agents import workspaces
-from agents.evidence import digest
+from agents.host import workspaces
 from agents.models import Order, Refund, Ticket
+from agents.observe.evidence import digest
 
 Check = Callable[[str], bool]
 

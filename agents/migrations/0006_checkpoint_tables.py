@@ -10,7 +10,7 @@ from django.db import migrations
 
 
 def set_up_checkpoint_tables(apps, schema_editor):
-    from agents.checkpoints import set_up_tables
+    from agents.host.checkpoints import set_up_tables
 
     set_up_tables()
 

@@ -1,4 +1,4 @@
-"""Fill Run.health and Run.health_reasons for runs recorded before receipts.health existed."""
+"""Fill Run.health and Run.health_reasons for runs recorded before receipts.ingest.health existed."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from django.db import migrations
 
 
 def fill(apps, schema_editor) -> None:
-    from receipts.health import refresh_all
+    from receipts.ingest.health import refresh_all
 
     refresh_all(
         run_model=apps.get_model("receipts", "Run"),

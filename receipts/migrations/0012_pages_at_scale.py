@@ -1,7 +1,7 @@
 """Pages at scale (issue 13): the run's stored summary, the indexes the pages use, and no others.
 
 - `Run.handoff_count`, `problem_count`, `open_false_count`, `latest_verdict`, filled here for existing runs
-  and kept by `receipts.health.refresh` from then on.
+  and kept by `receipts.ingest.health.refresh` from then on.
 - Keyset pagination indexes (runs newest first, audit newest first), partial indexes for open waits, the
   overview's window (handoffs by creation, wait receipts by time) and runs with open false completions.
 - Handoff's single-column indexes no page query uses (sender, receiver, the wait columns) are dropped:
@@ -30,7 +30,7 @@ TRIGRAM_INDEXES = (
 
 
 def fill_summaries(apps, schema_editor) -> None:
-    from receipts.health import fill_summaries
+    from receipts.ingest.health import fill_summaries
 
     fill_summaries(
         run_model=apps.get_model("receipts", "Run"),

@@ -1,4 +1,4 @@
-"""Issue 14 §4: per-source API tokens (receipts.sources) and the source that created a run.
+"""Issue 14 §4: per-source API tokens (receipts.workers.sources) and the source that created a run.
 
 The admin role makes and revokes tokens in the admin (add, change = the revoke action, view; never delete).
 """

@@ -12,7 +12,7 @@ from django.contrib.auth.management import create_permissions
 from django.db import migrations, models
 
 
-# The admin role sees every team's runs and edits the teams (receipts.roles.ROLES says the same).
+# The admin role sees every team's runs and edits the teams (receipts.org.roles.ROLES says the same).
 ROLE_PERMISSIONS = {"admin": ["view_all_teams", "add_team", "change_team", "delete_team", "view_team"]}
 
 

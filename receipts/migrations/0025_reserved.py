@@ -3,7 +3,7 @@
 Every database gets `Receipt.handoff_month` (the first day of the UTC month of the handoff's created_at),
 filled for the rows already there. On PostgreSQL `receipts_receipt` then becomes a table partitioned by range
 of that month (one partition per month, plus a default partition that catches a month nobody created ahead),
-so that retention drops a whole month's receipts as one cheap DROP TABLE (receipts.partitions). A partitioned
+so that retention drops a whole month's receipts as one cheap DROP TABLE (receipts.retention.partitions). A partitioned
 table's primary key and unique constraints must contain the partition key, so they gain `handoff_month`; the
 month depends on the handoff alone, which keeps "receipt_once_per_attempt" meaning exactly (handoff, part,
 attempt). Every other index and constraint of the table is recreated as it was. SQLite keeps the plain table.

@@ -12,9 +12,9 @@ from django.contrib.auth.validators import UnicodeUsernameValidator
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
-from receipts import audit, teams
-from receipts.identities import SsoIdentity
 from receipts.models import AuditEntry, Membership
+from receipts.org import audit, teams
+from receipts.org.identities import SsoIdentity
 from sidewisp.sso.config import ROLE_NAMES, Grant, SsoConfig
 from sidewisp.sso.outcomes import NoRole, SignInRefused
 

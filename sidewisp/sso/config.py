@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
-from sidewisp.env import env_float, env_int, env_str
+from sidewisp.ops.env import env_float, env_int, env_str
 
 # The four role groups of receipts/roles.py (a test keeps the two lists equal: settings cannot import models).
 ROLE_NAMES = ("viewer", "operator", "approver", "admin")

@@ -1,5 +1,5 @@
 """`{% run_history run %}`: the run page's history section; `{% action_history_link result %}`: the
-result page's link to the entry its action made (sidewisp.history)."""
+result page's link to the entry its action made (sidewisp.pages.history)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from django import template
 
 from receipts import actions
 from receipts.models import Run
-from sidewisp import history
+from sidewisp.pages import history
 
 register = template.Library()
 

@@ -8,8 +8,8 @@ from django import template
 from django.utils import timezone
 from django.utils.timesince import timesince, timeuntil
 
-from receipts import health
-from sidewisp import labels
+from receipts.ingest import health
+from sidewisp.pages import labels
 
 register = template.Library()
 
@@ -18,7 +18,7 @@ register = template.Library()
 def verdict(code: str, run_health: str = "", handoff=None, due: str = "") -> dict:
     """A handoff's verdict; given its run's health, a healthy handoff of an alarming run is not green.
 
-    A verdict in progress (spec v1.2 Settled: `handoff` given and receipts.health.due_part names a part, or
+    A verdict in progress (spec v1.2 Settled: `handoff` given and receipts.ingest.health.due_part names a part, or
     `due` does, or `code` is a run's stored "VERDICT:part") says which part it waits for, never in red.
     """
     code, stored = health.split_latest(code or "")
@@ -47,7 +47,7 @@ def wait_verdict(handoff) -> dict:
 
 @register.filter
 def due_part(handoff) -> str:
-    """The part a handoff in progress waits for ("" once its verdict is final): receipts.health.due_part."""
+    """The part a handoff in progress waits for ("" once its verdict is final): receipts.ingest.health.due_part."""
     return health.due_part(handoff) or ""
 
 
@@ -67,7 +67,7 @@ def run_health(run, reasons: bool = False) -> dict:
 
 @register.filter
 def run_next_move(run) -> str:
-    """A failed run's safe next move when none of its handoffs gives one (receipts.health.run_next_move); no query."""
+    """A failed run's safe next move when none of its handoffs gives one (health.run_next_move); no query."""
     return health.run_next_move(run.health_reasons or []) if run.health in health.ALARMING else ""
 
 
@@ -164,6 +164,6 @@ def health_label(level: str) -> str:
 @register.simple_tag
 def system_banner() -> dict:
     """The system banner's facts (cached worker ping, beat heartbeat): no database query."""
-    from sidewisp import health
+    from sidewisp.ops import health
 
     return health.banner()

@@ -1,11 +1,11 @@
-"""`{% run_team_map run %}`: the run page's map of the path its run took (sidewisp.mappage.run_map)."""
+"""`{% run_team_map run %}`: the run page's map of the path its run took (sidewisp.pages.mappage.run_map)."""
 
 from __future__ import annotations
 
 from django import template
 
 from receipts.models import Run
-from sidewisp import mappage
+from sidewisp.pages import mappage
 
 register = template.Library()
 

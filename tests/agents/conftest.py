@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from agents.observer import aobserve, observe
+from agents.observe.observer import aobserve, observe
 from receipts.models import ContractVersion
 from tests.agents import teams
 

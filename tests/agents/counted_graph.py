@@ -1,11 +1,11 @@
-"""The demo team behind a factory that counts its calls (tests of agents.graphcache)."""
+"""The demo team behind a factory that counts its calls (tests of agents.host.graphcache)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from agents.demo.graph import make_graph, sidewisp_description
-from agents.registry import HostedGraph
+from agents.host.registry import HostedGraph
 
 __all__ = ["make", "make_for_the_run", "sidewisp_description"]  # the demo's description: its limits apply
 CALLS: list[dict] = []

@@ -29,12 +29,12 @@ from langchain_core.messages import AnyMessage
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 
-from agents.evidence import digest
-from agents.handoffs import handoff_tool
+from agents.host.registry import HostedGraph, as_verifier
+from agents.host.scripted import Call, Say, Script, chat_model
 from agents.models import Order
-from agents.observer import WaitPolicy
-from agents.registry import HostedGraph, as_verifier
-from agents.scripted import Call, Say, Script, chat_model
+from agents.observe.evidence import digest
+from agents.observe.handoffs import handoff_tool
+from agents.observe.observer import WaitPolicy
 
 ROUTE_VERSION = "desk/1"
 SHOP_ROUTES = "shop/1"

@@ -19,8 +19,8 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
-from agents.middleware import SidewispMiddleware
-from agents.scripted import Call, Say, Script, ScriptedChatModel, Step
+from agents.host.scripted import Call, Say, Script, ScriptedChatModel, Step
+from agents.observe.middleware import SidewispMiddleware
 
 ROUTE_VERSION = "steps/1"
 FIRST_STEP = "warranty_collector"

@@ -16,9 +16,9 @@ from langgraph_supervisor import create_supervisor
 from langgraph_supervisor.handoff import create_handoff_tool as supervisor_handoff
 from langgraph_swarm import create_handoff_tool, create_swarm
 
-from agents.middleware import SidewispMiddleware
-from agents.observer import WaitPolicy
-from agents.scripted import Call, Say, Script, ScriptedChatModel, Step
+from agents.host.scripted import Call, Say, Script, ScriptedChatModel, Step
+from agents.observe.middleware import SidewispMiddleware
+from agents.observe.observer import WaitPolicy
 
 ROUTE_VERSION = "teams/1"
 ROUTES = {

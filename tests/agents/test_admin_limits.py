@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth.models import Group
 
 from agents import limits
-from agents.contracts import install_team_contracts
+from agents.demo.contracts import install_team_contracts
 from agents.models import LimitsVersion
 from receipts.models import AuditEntry
 

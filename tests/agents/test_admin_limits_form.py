@@ -11,8 +11,8 @@ from django import forms
 from django.contrib.auth.models import Group
 
 from agents import limits
-from agents.contracts import install_team_contracts
-from agents.limitsform import field_name
+from agents.demo.contracts import install_team_contracts
+from agents.limits.form import field_name
 from agents.models import LimitsVersion
 from receipts.models import AuditEntry
 

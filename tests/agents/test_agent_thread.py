@@ -22,13 +22,14 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from agents import barrier, evidence, parking, writer
-from agents.decisions import resume_value
-from agents.observer import STREAM_CLOSED, aobserve, observe
-from agents.scripted import Call, Say
-from receipts import bundle, intake
+from agents.host.scripted import Call, Say
+from agents.observe import barrier, evidence, parking, writer
+from agents.observe.decisions import resume_value
+from agents.observe.observer import STREAM_CLOSED, aobserve, observe
+from receipts.ingest import intake
+from receipts.ingest.signals import handoff_changed
 from receipts.models import Handoff, Run
-from receipts.signals import handoff_changed
+from receipts.verdicts import bundle
 from tests.agents import teams
 
 PASS = lambda op: ("stock_check", "pass", "v-1")  # noqa: E731

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from agents import runner
-from agents.checkpoints import checkpointer
-from agents.contracts import install_team_contracts
+from agents.demo.contracts import install_team_contracts
 from agents.demo.scenarios import SCENARIOS, create_run
+from agents.host import runner
+from agents.host.checkpoints import checkpointer
 from agents.models import Order
-from agents.observer import resume_token_id
+from agents.observe.observer import resume_token_id
 
 
 @pytest.fixture

@@ -9,11 +9,11 @@ import logging
 import pytest
 from django.core import serializers
 
-from agents import runner
-from agents.checkpoints import checkpointer
-from agents.contracts import install_team_contracts
+from agents.demo.contracts import install_team_contracts
 from agents.demo.scenarios import SCENARIOS, TRIAGE_TO_SUPPORT, create_run, transfer_arg
-from agents.scripted import Call, Say, Script
+from agents.host import runner
+from agents.host.checkpoints import checkpointer
+from agents.host.scripted import Call, Say, Script
 from receipts.models import Handoff, MiddlewareReport, Receipt, Run
 
 CANARY = "canary-7f3a9c-do-not-leak"
@@ -71,7 +71,7 @@ def test_the_canary_reaches_no_receipt_report_or_log_line(canary_run, caplog):
 def test_the_canary_reaches_no_event_and_no_page(canary_run, monkeypatch, client, django_user_model):
     from django.contrib.auth.models import Permission
 
-    from receipts import broadcast
+    from receipts.ingest import broadcast
 
     published = []
     real_publish = broadcast.publish

@@ -6,11 +6,11 @@ import dataclasses
 
 import pytest
 
-from agents import runner, workspaces
-from agents.contracts import install_team_contracts
+from agents.demo.contracts import install_team_contracts
 from agents.demo.scenarios import SCENARIOS, create_run
 from agents.demo.team import declared_transfers
-from agents.scripted import Call, Fail, Say, Script
+from agents.host import runner, workspaces
+from agents.host.scripted import Call, Fail, Say, Script
 from receipts.models import Handoff, Run
 
 BUGGY = "return a - b"

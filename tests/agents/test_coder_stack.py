@@ -6,9 +6,9 @@ import pytest
 from langchain.agents.middleware import ProviderToolSearchMiddleware
 
 from agents.demo.scenarios import SCENARIOS
+from agents.host.scripted import MODEL_ENV
 from agents.limits import AgentSettings, LimitsError, preview, resolve, team_checks, validate_document
-from agents.scripted import MODEL_ENV
-from agents.stack import build_layers
+from agents.limits.stack import build_layers
 
 TOOL_SEARCH = {"tool_search": {"enabled": True, "deferred_tools": ["confirm_with_supplier"]}}
 SALES_TOOLS = ["check_inventory", "place_order", "confirm_with_supplier"]

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Permission
 
-from agents import runner, workspaces
-from agents.checkpoints import checkpointer
-from agents.contracts import install_team_contracts
+from agents.demo.contracts import install_team_contracts
 from agents.demo.scenarios import SCENARIOS, create_run
+from agents.host import runner, workspaces
+from agents.host.checkpoints import checkpointer
+from agents.host.scripted import EMULATED_RESULTS
 from agents.limits import LimitsError, effective_stack, team_checks, validate_document
 from agents.models import Order, Refund, Ticket
-from agents.scripted import EMULATED_RESULTS
 from receipts.models import Receipt, Run
 
 
@@ -78,7 +78,7 @@ def test_a_dry_run_of_the_coder_runs_no_command_and_creates_no_workspace(contrac
 
 
 def test_every_event_of_a_dry_run_says_so(contracts, monkeypatch):
-    from receipts import broadcast
+    from receipts.ingest import broadcast
 
     published = []
     monkeypatch.setattr(broadcast, "publish", published.append)

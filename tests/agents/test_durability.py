@@ -13,7 +13,7 @@ import pytest
 from django.db import IntegrityError
 
 from agents import tasks
-from agents.contracts import install_team_contracts
+from agents.demo.contracts import install_team_contracts
 from agents.demo.scenarios import SCENARIOS, create_run
 from agents.models import Order
 from receipts.models import Decision, Handoff, Run

@@ -9,13 +9,13 @@ import sys
 
 import pytest
 
-from agents import faults
+from agents.host import faults
 
 # A process that hands the writer's hooks three `created` entries, as the middleware would, then says so.
 SCRIPT = """
 from types import SimpleNamespace
 
-from agents import faults
+from agents.host import faults
 
 entries = [SimpleNamespace(part=part) for part in ["created", "reduced", "created"]]
 for entry in entries:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agents import registry, runner
-from agents.checkpoints import checkpointer
-from agents.contracts import install_team_contracts
+from agents.demo.contracts import install_team_contracts
 from agents.demo.scenarios import create_run
+from agents.host import registry, runner
+from agents.host.checkpoints import checkpointer
 from agents.models import LimitsVersion
 from receipts.models import Handoff, MiddlewareReport, Receipt, Run
 

@@ -17,17 +17,19 @@ from langchain.agents import create_agent
 from langchain.agents.middleware import HumanInTheLoopMiddleware, ToolRetryMiddleware
 from langchain.tools import tool
 
-from agents import hosting, runner, tasks
-from agents.contracts import team_contracts
+from agents import tasks
+from agents.demo.contracts import team_contracts
 from agents.demo.tools import TransientServiceError
+from agents.host import hosting, runner
+from agents.host.registry import Host
+from agents.host.scripted import Say, chat_model
 from agents.limits import DEFAULT_SETTINGS, AgentSettings, merge
+from agents.limits.stack import build_middleware, with_extra
 from agents.models import Order
-from agents.registry import Host
-from agents.scripted import Say, chat_model
-from agents.stack import build_middleware, with_extra
-from receipts import actions, runtime
-from receipts.contracts import import_document
+from receipts import actions
+from receipts.ingest.contracts import import_document
 from receipts.models import AuditEntry, Handoff, MiddlewareReport, Receipt, Run
+from receipts.workers import runtime
 from tests.agents.hosted_graph import CONTRACTS, INPUT, SHOP_INPUT, place_order
 from tests.conftest import start_worker_process, wait_until
 

@@ -6,11 +6,11 @@ import dataclasses
 
 import pytest
 
-from agents import runner
-from agents.contracts import install_team_contracts
+from agents.demo.contracts import install_team_contracts
 from agents.demo.scenarios import SCENARIOS, TRIAGE_TO_SALES, create_run
+from agents.host import runner
+from agents.host.scripted import Call, Say, Script
 from agents.models import Order, Ticket
-from agents.scripted import Call, Say, Script
 from receipts.models import Receipt
 
 

@@ -17,15 +17,16 @@ from langchain.agents.middleware import (
     ToolRetryMiddleware,
 )
 
-from agents import limits, runner
-from agents.contracts import install_team_contracts
+from agents import limits
+from agents.demo.contracts import install_team_contracts
 from agents.demo.limits import DEMO_LIMITS
 from agents.demo.scenarios import SCENARIOS, create_run
 from agents.demo.team import AGENT_TOOLS
 from agents.demo.tools import TransientServiceError
+from agents.host import runner
 from agents.limits import DEFAULT_DOCUMENT, AgentSettings, Checks, LimitsError, resolve, validate_document
+from agents.limits.stack import build_middleware
 from agents.models import LimitsVersion, Order, RunLimits
-from agents.stack import build_middleware
 from receipts.models import MiddlewareReport
 
 SALES_TOOLS = ["check_inventory", "place_order", "confirm_with_supplier", "transfer_to_billing"]
@@ -280,7 +281,7 @@ def test_summarization_and_context_editing_settings_reach_the_middleware():
 
 
 def test_approval_settings_reach_the_middleware_and_the_wait_policy():
-    from agents.stack import wait_policies
+    from agents.limits.stack import wait_policies
 
     document = _with("default.approval.tools.place_order.allowed_decisions", ["approve", "reject"])
     document["default"]["approval"]["owner"] = "dana"

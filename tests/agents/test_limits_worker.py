@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agents import limits, tasks
-from agents.contracts import install_team_contracts
+from agents.demo.contracts import install_team_contracts
 from agents.demo.scenarios import create_run
 from agents.models import LimitsVersion
 from receipts.models import MiddlewareReport, Run

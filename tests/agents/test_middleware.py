@@ -13,13 +13,14 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 
-from agents import runner, writer
-from agents.contracts import install_team_contracts
+from agents.demo.contracts import install_team_contracts
 from agents.demo.scenarios import create_run
-from agents.handoffs import handoff_tool
-from agents.middleware import SidewispMiddleware, history_reports
-from agents.observer import observe
-from agents.scripted import Call, Say, Script, ScriptedChatModel
+from agents.host import runner
+from agents.host.scripted import Call, Say, Script, ScriptedChatModel
+from agents.observe import writer
+from agents.observe.handoffs import handoff_tool
+from agents.observe.middleware import SidewispMiddleware, history_reports
+from agents.observe.observer import observe
 from receipts.models import Handoff, MiddlewareReport, Run
 
 
@@ -139,7 +140,7 @@ def test_a_healthy_run_has_no_reports(contracts):
 
 def test_it_announces_each_report(contracts, monkeypatch):
     sent = []
-    monkeypatch.setattr("receipts.broadcast.publish", sent.append)
+    monkeypatch.setattr("receipts.ingest.broadcast.publish", sent.append)
     run = create_run("busy_sales_with_reports")
 
     runner.start_run(run)

@@ -13,11 +13,11 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 
-from agents import writer
-from agents.observer import STREAM_CLOSED, aobserve, observe
-from agents.scripted import Call, Say
+from agents.host.scripted import Call, Say
+from agents.observe import writer
+from agents.observe.observer import STREAM_CLOSED, aobserve, observe
 from receipts.models import Handoff, MiddlewareReport, Receipt, Run
-from sidewisp import labels
+from sidewisp.pages import labels
 from tests.agents import teams
 from tests.agents.test_third_party import config_for
 

@@ -15,8 +15,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph_swarm import SwarmState
 
-from agents import writer
-from agents.observer import conclude, observe
+from agents.observe import writer
+from agents.observe.observer import conclude, observe
 from receipts.models import ContractVersion, Handoff, Receipt
 from tests.agents import teams
 

@@ -10,8 +10,8 @@ from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agents import registry
-from agents.registry import Host, HostedGraph, load
+from agents.host import registry
+from agents.host.registry import Host, HostedGraph, load
 
 GRAPHS_PY = textwrap.dedent(
     """
@@ -19,7 +19,7 @@ GRAPHS_PY = textwrap.dedent(
     from langgraph.graph import START, StateGraph
     from typing_extensions import TypedDict
 
-    from agents.scripted import Say, Script, chat_model
+    from agents.host.scripted import Say, Script, chat_model
 
     agent = create_agent(chat_model(Script((Say("Hello."),))), tools=[], name="greeter")
 
@@ -67,7 +67,7 @@ GRAPHS_PY = textwrap.dedent(
 def graphs_file(tmp_path):
     (tmp_path / "graphs").mkdir()
     path = tmp_path / "graphs" / "mine.py"
-    path.write_text("from agents.registry import HostedGraph\n" + GRAPHS_PY)
+    path.write_text("from agents.host.registry import HostedGraph\n" + GRAPHS_PY)
     return path
 
 

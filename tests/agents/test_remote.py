@@ -22,11 +22,13 @@ from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agents import decisions, remote
-from agents.decisions import PendingInterrupt
-from agents.scripted import Call, Say, Script, ScriptedChatModel
-from receipts import bundle, intake, sources
+from agents.host.scripted import Call, Say, Script, ScriptedChatModel
+from agents.observe import decisions, remote
+from agents.observe.decisions import PendingInterrupt
+from receipts.ingest import intake
 from receipts.models import AuditEntry, ContractVersion, Handoff, Receipt, Run, SourceToken
+from receipts.verdicts import bundle
+from receipts.workers import sources
 from tests.agents import teams
 from tests.conftest import handoff_parts, wait_until
 
@@ -88,7 +90,7 @@ def test_an_unreachable_server_is_unavailable_and_transient():
     with pytest.raises(remote.RemoteUnavailable) as away:
         remote.RemoteSink(client_for("http://127.0.0.1:9", "swt_x")).write(waiting_entries("op-away"))
 
-    assert away.value.transient is True  # agents.writer keeps the batch and tries again
+    assert away.value.transient is True  # agents.observe.writer keeps the batch and tries again
 
 
 class FlakyServer(http.server.ThreadingHTTPServer):

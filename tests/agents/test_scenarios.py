@@ -5,9 +5,9 @@ import json
 import pytest
 from django.core.management import call_command
 
-from agents import runner
-from agents.contracts import install_team_contracts
+from agents.demo.contracts import install_team_contracts
 from agents.demo.scenarios import SCENARIOS, create_run
+from agents.host import runner
 from receipts.models import ContractVersion, Run, WaitReason
 
 

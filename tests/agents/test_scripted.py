@@ -3,7 +3,7 @@ from __future__ import annotations
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
-from agents.scripted import Call, Say, Script, ScriptedChatModel, summarize
+from agents.host.scripted import Call, Say, Script, ScriptedChatModel, summarize
 
 
 @tool

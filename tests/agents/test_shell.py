@@ -14,14 +14,14 @@ from langchain.agents import create_agent
 from langchain.agents.middleware import ShellToolMiddleware
 from langchain_core.messages import ToolMessage
 
-from agents import runner, workspaces
-from agents.checkpoints import checkpointer
-from agents.contracts import install_team_contracts
+from agents.demo.contracts import install_team_contracts
 from agents.demo.scenarios import SCENARIOS, create_run
 from agents.demo.team import AGENT_TOOLS, build_team
+from agents.host import runner, workspaces
+from agents.host.checkpoints import checkpointer
+from agents.host.scripted import Call, Say, Script, ScriptedChatModel
 from agents.limits import AgentSettings, LimitsError, resolve, team_checks, validate_document
-from agents.scripted import Call, Say, Script, ScriptedChatModel
-from agents.stack import build_layers
+from agents.limits.stack import build_layers
 from receipts.models import Handoff, MiddlewareReport, Receipt, Run
 
 CANARY = "canary-51c2e0-do-not-leak"
@@ -201,7 +201,7 @@ def _graph_state(run: Run) -> str:
 
 
 def test_a_canary_printed_by_a_command_is_redacted_before_anything_is_recorded(canary_run, caplog, monkeypatch):
-    from receipts import broadcast
+    from receipts.ingest import broadcast
 
     published = []
     real_publish = broadcast.publish

@@ -13,10 +13,10 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agents import steps, writer
-from agents.middleware import SidewispMiddleware
-from agents.observer import aobserve, observe
-from receipts.contracts import import_document
+from agents.observe import steps, writer
+from agents.observe.middleware import SidewispMiddleware
+from agents.observe.observer import aobserve, observe
+from receipts.ingest.contracts import import_document
 from receipts.models import ContractVersion, Handoff, MiddlewareReport
 from tests.agents import steps_team
 
@@ -230,7 +230,7 @@ def test_the_contracts_are_read_once_however_many_tools_return(step_contracts, m
 
 
 def steps_team_contracts():
-    from receipts.bundle import parse_contracts
+    from receipts.verdicts.bundle import parse_contracts
 
     return parse_contracts(steps_team.contracts_document())
 

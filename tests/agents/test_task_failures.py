@@ -9,10 +9,11 @@ import pytest
 from django.db import OperationalError
 from django.utils import timezone
 
-from agents import execution, runner, tasks
-from agents.contracts import install_team_contracts
+from agents import tasks
+from agents.demo.contracts import install_team_contracts
 from agents.demo.scenarios import create_run
-from receipts import runs
+from agents.host import execution, runner
+from receipts.ingest import runs
 from receipts.models import Decision, Handoff, Run
 
 # Transactional: a lost connection is closed before the retry, which a test transaction would not survive.
@@ -139,7 +140,7 @@ def test_a_resumed_graph_exception_that_observe_raises_fails_the_waiting_run():
 
 
 def test_a_lost_connection_that_observe_raises_is_still_retried_and_the_run_completes():
-    from agents.observer import observe
+    from agents.observe.observer import observe
 
     run = create_run("healthy_purchase")
     failures = iter([OperationalError("terminated")])
@@ -254,8 +255,8 @@ def _flaky_graph(failures: list[int]):
 
 
 def test_a_lost_connection_inside_the_graph_escapes_observe_for_a_retry_when_asked():
-    from agents.observer import observe
-    from agents.transient import TRANSIENT
+    from agents.observe.observer import observe
+    from agents.observe.transient import TRANSIENT
 
     graph, config = _flaky_graph([1]), {"configurable": {"thread_id": "th-flaky", "operation_id": "op-flaky"}}
     with pytest.raises(OperationalError):
@@ -270,7 +271,7 @@ def test_a_lost_connection_inside_the_graph_escapes_observe_for_a_retry_when_ask
 
 
 def test_without_retry_on_a_lost_connection_inside_the_graph_fails_the_observed_run():
-    from agents.observer import observe
+    from agents.observe.observer import observe
 
     graph, config = _flaky_graph([1]), {"configurable": {"thread_id": "th-flaky2", "operation_id": "op-flaky2"}}
     with pytest.raises(OperationalError):

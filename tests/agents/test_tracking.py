@@ -11,8 +11,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import Command
 
-from agents.observer import observe
-from agents.tracking import scope_name, transfer_gotos
+from agents.observe.observer import observe
+from agents.observe.tracking import scope_name, transfer_gotos
 from receipts.models import ContractVersion, Handoff, MiddlewareReport
 from tests.agents import teams
 

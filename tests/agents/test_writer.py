@@ -14,9 +14,9 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agents import writer
-from agents.observer import observe
-from receipts.intake import PartEntry, ReportEntry
+from agents.observe import writer
+from agents.observe.observer import observe
+from receipts.ingest.intake import PartEntry, ReportEntry
 from receipts.models import ContractVersion, Handoff, MiddlewareReport, Receipt
 from tests.agents import teams
 from tests.factories import healthy_parts

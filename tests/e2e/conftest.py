@@ -18,7 +18,7 @@ from tests.conftest import handoff_parts
 AXE = Path(__file__).parent / "vendor" / "axe.min.js"
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 900}
-# The four roles (receipts.roles) as the people who hold them; ops-lead owns the waits.
+# The four roles (receipts.org.roles) as the people who hold them; ops-lead owns the waits.
 PEOPLE = {"viewer": "watcher", "operator": "operator", "approver": "ops-lead", "admin": "admin", "outsider": "outsider"}
 
 
@@ -42,11 +42,12 @@ def seed_pages() -> Seeded:
 
     from django.contrib.auth import get_user_model
 
-    from agents.contracts import install_team_contracts
-    from receipts import audit, health
+    from agents.demo.contracts import install_team_contracts
+    from receipts.ingest import health
+    from receipts.ingest.recording import record
     from receipts.models import Handoff, Run
-    from receipts.recording import record
-    from receipts.roles import ensure_groups
+    from receipts.org import audit
+    from receipts.org.roles import ensure_groups
     from tests.e2e.test_live_pages import PASSWORD
 
     install_team_contracts()

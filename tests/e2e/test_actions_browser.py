@@ -48,9 +48,9 @@ def waiting_run(worker) -> int:
         from django.contrib.auth import get_user_model
 
         from agents import tasks
-        from agents.contracts import install_team_contracts
+        from agents.demo.contracts import install_team_contracts
         from agents.demo.scenarios import create_run
-        from receipts.roles import ensure_groups
+        from receipts.org.roles import ensure_groups
 
         install_team_contracts()
         groups = ensure_groups()

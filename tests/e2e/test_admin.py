@@ -31,8 +31,8 @@ def admin_server(transactional_db, celery_isolation, monkeypatch) -> Iterator[Se
     def _setup() -> None:
         from django.contrib.auth import get_user_model
 
-        from agents.contracts import install_team_contracts
-        from receipts.roles import ensure_groups
+        from agents.demo.contracts import install_team_contracts
+        from receipts.org.roles import ensure_groups
 
         install_team_contracts()
         alex = get_user_model().objects.create_user(username="alex", password=PASSWORD, is_staff=True)

@@ -23,10 +23,10 @@ def _waiting_run(scenario: str = "waiting_on_approval", decision: dict | None = 
     def _setup() -> tuple[int, int]:
         from django.contrib.auth import get_user_model
 
-        from agents import runner
-        from agents.contracts import install_team_contracts
+        from agents.demo.contracts import install_team_contracts
         from agents.demo.scenarios import create_run
-        from receipts.roles import ensure_groups
+        from agents.host import runner
+        from receipts.org.roles import ensure_groups
 
         install_team_contracts()
         groups = ensure_groups()

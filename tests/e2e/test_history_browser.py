@@ -36,8 +36,8 @@ def worker(transactional_db, celery_isolation):
 def _people() -> None:
     from django.contrib.auth import get_user_model
 
-    from agents.contracts import install_team_contracts
-    from receipts.roles import ensure_groups
+    from agents.demo.contracts import install_team_contracts
+    from receipts.org.roles import ensure_groups
 
     install_team_contracts()
     groups = ensure_groups()

@@ -33,8 +33,8 @@ def _resolved_waits() -> None:
     """A wait ops-lead rejected and one whose deadline passed (the safe default applied), both resolved."""
     from django.contrib.auth import get_user_model
 
-    from receipts import audit
-    from receipts.recording import record
+    from receipts.ingest.recording import record
+    from receipts.org import audit
     from tests.conftest import handoff_parts
 
     lead = get_user_model().objects.get(username="ops-lead")

@@ -66,7 +66,7 @@ def in_db_thread(fn: Callable, *args, **kwargs):
 
 
 def record_parts(handoff_id: str, operation_id: str, parts: list, attempt: str = "1") -> int:
-    from receipts.recording import record
+    from receipts.ingest.recording import record
 
     def _record():
         result = None
@@ -81,7 +81,7 @@ def settle_handoff(handoff_id: str, operation_id: str) -> None:
     """A settle entry for the handoff, as the evidence writer applies one (spec v1.2 Settled)."""
     from django.db import transaction
 
-    from receipts import intake
+    from receipts.ingest import intake
 
     def _settle():
         with transaction.atomic():
@@ -154,7 +154,7 @@ def server(transactional_db, celery_isolation, monkeypatch) -> Iterator[Server]:
         from django.contrib.auth import get_user_model
         from django.contrib.auth.models import Permission
 
-        from agents.contracts import install_team_contracts
+        from agents.demo.contracts import install_team_contracts
 
         install_team_contracts()
         user = get_user_model().objects.create_user(username="viewer", password=PASSWORD)
@@ -320,7 +320,7 @@ def test_a_resolved_wait_leaves_the_open_waits_and_a_sooner_one_goes_first(page,
 
 
 def test_the_page_asks_for_a_resync_when_a_runs_sequence_skips(page, server):
-    from receipts import broadcast
+    from receipts.ingest import broadcast
 
     pk = record_parts("h-e2e-gap", "op-e2e-gap", handoff_parts("waiting"))  # five receipts: seq 5
     run_id = run_of(pk)

@@ -43,7 +43,7 @@ __all__ = ["browser", "page"]  # fixtures, used by name
 @pytest.fixture
 def server(transactional_db, celery_isolation, monkeypatch, tmp_path) -> Iterator[Server]:
     """daphne on the test database and on a Redis of this test's own (`server.redis`)."""
-    from sidewisp.devservices import _free_port
+    from sidewisp.ops.devservices import _free_port
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # only for fixture teardown beside Playwright
 

@@ -29,7 +29,7 @@ PEOPLE = {"watcher": "viewer", "ops-lead": "approver", "oncall": "operator"}
 def _people() -> None:
     from django.contrib.auth import get_user_model
 
-    from receipts.roles import ensure_groups
+    from receipts.org.roles import ensure_groups
 
     groups = ensure_groups()
     for username, role in PEOPLE.items():

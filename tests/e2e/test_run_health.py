@@ -44,7 +44,7 @@ def worker(transactional_db, celery_isolation):
 
 def _start(scenario: str) -> int:
     from agents import tasks
-    from agents.contracts import install_team_contracts
+    from agents.demo.contracts import install_team_contracts
     from agents.demo.scenarios import create_run
 
     install_team_contracts()

@@ -20,8 +20,8 @@ pytestmark = [
 def _two_teams() -> None:
     from django.contrib.auth import get_user_model
 
-    from receipts import teams
     from receipts.models import Team
+    from receipts.org import teams
 
     viewer = get_user_model().objects.get(username=PEOPLE["viewer"])
     default, _ = Team.objects.get_or_create(slug="default", defaults={"name": "Default", "owns_unclaimed": True})

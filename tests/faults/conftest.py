@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from sidewisp.devservices import _free_port, _redis_server_binary
+from sidewisp.ops.devservices import _free_port, _redis_server_binary
 
 
 @dataclass

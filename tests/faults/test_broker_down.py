@@ -17,12 +17,12 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from agents import execution, runner
-from agents.contracts import install_team_contracts
+from agents.demo.contracts import install_team_contracts
 from agents.demo.scenarios import create_run
+from agents.host import execution, runner
 from agents.models import Order
+from receipts.ingest.signals import handoff_changed
 from receipts.models import AuditEntry, Decision, OutboxIntent, Run
-from receipts.signals import handoff_changed
 from tests.conftest import point_celery_at, start_worker_process, wait_until
 
 pytestmark = [pytest.mark.faults, pytest.mark.worker, pytest.mark.django_db(transaction=True)]

@@ -25,12 +25,13 @@ from dataclasses import dataclass
 import pytest
 from django.utils import timezone
 
-from agents import hosting
-from agents.contracts import team_contracts
+from agents.demo.contracts import team_contracts
+from agents.host import hosting
 from agents.models import Order
-from receipts import alerts, runs
-from receipts.contracts import import_document
+from receipts.ingest import runs
+from receipts.ingest.contracts import import_document
 from receipts.models import AlertRule, NotificationChannel, Run
+from receipts.notify import alerts
 from tests.conftest import start_worker_process, wait_until
 from tests.faults.two_handoffs_graph import CONTRACTS, INPUT, REPORT_SKU
 

@@ -15,7 +15,7 @@ from django.test import Client
 from kombu.exceptions import KombuError
 
 from agents import tasks
-from agents.contracts import install_team_contracts
+from agents.demo.contracts import install_team_contracts
 from agents.demo.scenarios import create_run
 from receipts.models import Run
 from tests.conftest import point_celery_at, start_worker_process, wait_until

@@ -14,10 +14,11 @@ import redis
 from django.core.management import call_command
 from django.db import connection
 
-from agents import execution, tasks
-from agents.checkpoints import checkpoint_file
-from agents.contracts import install_team_contracts
+from agents import tasks
+from agents.demo.contracts import install_team_contracts
 from agents.demo.scenarios import SCENARIOS, create_run
+from agents.host import execution
+from agents.host.checkpoints import checkpoint_file
 from agents.models import Order
 from receipts.models import Decision, Run
 from tests.conftest import point_celery_at, start_worker_process, wait_until

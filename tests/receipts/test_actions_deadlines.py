@@ -8,10 +8,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.conf import settings
 
+from agents.host.waits import escalation_for
 from agents.limits import DEFAULT_DOCUMENT
 from agents.models import LimitsVersion
-from agents.waits import escalation_for
-from receipts import actions, broadcast, tasks
+from receipts import actions, tasks
+from receipts.ingest import broadcast
 from receipts.models import AuditEntry, Decision
 
 
@@ -141,6 +142,6 @@ def test_without_escalate_on_expiry_there_is_no_backup(wait, db):
 
 
 def actions_escalation(backup: str, minutes: int):
-    from receipts.runtime import Escalation
+    from receipts.workers.runtime import Escalation
 
     return Escalation(backup_owner=backup, deadline_minutes=minutes, safe_default="reject")

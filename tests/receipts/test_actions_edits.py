@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from agents import runner
-from agents.contracts import install_team_contracts
+from agents.demo.contracts import install_team_contracts
 from agents.demo.scenarios import create_run
-from receipts import actions, arguments
+from agents.host import runner
+from receipts import actions
+from receipts.actions import arguments
 from receipts.models import AuditEntry, Decision
 
 

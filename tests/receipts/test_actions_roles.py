@@ -1,4 +1,4 @@
-"""The role groups: receipts.roles mirrors the data migration, and the demo accounts get exactly their roles."""
+"""The role groups: receipts.org.roles mirrors the data migration, and the demo accounts get exactly their roles."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from django.contrib.auth.models import Group
 from django.core.management import call_command
 
 from receipts import migrations
-from receipts.roles import ROLES, ensure_groups
+from receipts.org.roles import ROLES, ensure_groups
 
 
 def _migrated_roles() -> dict[str, list[str]]:

@@ -15,13 +15,13 @@ from django.db import connections
 from django.test import Client
 from django.urls import reverse
 
-from agents import execution, runner
-from agents.contracts import install_team_contracts
+from agents.demo.contracts import install_team_contracts
 from agents.demo.scenarios import create_run
+from agents.host import execution, runner
 from agents.models import Order
 from receipts import actions
+from receipts.ingest.signals import handoff_changed
 from receipts.models import AuditEntry, Decision, Run
-from receipts.signals import handoff_changed
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -121,7 +121,7 @@ def test_a_reopened_task_still_missing_its_order_stays_false_complete_with_a_new
 
 def _stop_after_the_transfer_is_reduced(run: Run, operator) -> None:
     # The operator presses "stop" the moment the stale transfer's `created` receipt lands: the run's
-    # checkpoint waits for that receipt (agents.barrier), so the stop is known before the next step.
+    # checkpoint waits for that receipt (agents.observe.barrier), so the stop is known before the next step.
     def on_receipt(sender, handoff, cause: str, **kwargs) -> None:
         if cause == "created" and handoff.run_id == run.pk:
             Run.objects.filter(pk=run.pk).update(auto_continue=False)

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
+from receipts.ingest.recording import record
 from receipts.models import AuditEntry, ContractVersion, Handoff, WaitReason
-from receipts.recording import record
 from tests.factories import healthy_parts
 
 ADD_URL = "/admin/receipts/contractversion/add/"

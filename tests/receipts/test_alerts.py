@@ -9,9 +9,10 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from receipts import actions, alerts
-from receipts.alerts import FIRED, RESOLVED, RuleState, step
+from receipts import actions
 from receipts.models import AlertRule, Delivery, NotificationChannel, OutboxIntent
+from receipts.notify import alerts
+from receipts.notify.alerts import FIRED, RESOLVED, RuleState, step
 from tests.conftest import record_wait_for
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

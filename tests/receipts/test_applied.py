@@ -22,14 +22,15 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from agents import execution, runner
-from agents.contracts import install_team_contracts
+from agents.demo.contracts import install_team_contracts
 from agents.demo.scenarios import create_run
+from agents.host import execution, runner
 from agents.limits import DEFAULT_DOCUMENT
 from agents.models import LimitsVersion
-from receipts import actions, alerts, outbox
+from receipts import actions
 from receipts.models import AlertRule, AuditEntry, Decision, Delivery, NotificationChannel, OutboxIntent, Run
-from sidewisp.metrics import SidewispCollector
+from receipts.notify import alerts, outbox
+from sidewisp.ops.metrics import SidewispCollector
 from tests.conftest import record_wait_for, start_worker_process, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from receipts.bundle import (
+from receipts.verdicts.bundle import (
     PARTS,
     SCHEMA,
     Bundle,

@@ -10,9 +10,9 @@ from django.core.management import CommandError, call_command
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agents.contracts import team_contracts
+from agents.demo.contracts import team_contracts
+from receipts.ingest.recording import record
 from receipts.models import ContractVersion, WaitReason
-from receipts.recording import record
 from tests.factories import healthy_parts
 
 SHARED_CASES = Path(django_settings.BASE_DIR).parent / "shared" / "spec" / "cases"

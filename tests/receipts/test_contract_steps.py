@@ -9,9 +9,9 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from receipts.contracts import current_contracts, export_document, import_document
+from receipts.ingest.contracts import current_contracts, export_document, import_document
+from receipts.ingest.recording import record
 from receipts.models import AuditEntry, ContractVersion, Handoff
-from receipts.recording import record
 
 ADD_URL = "/admin/receipts/contractversion/add/"
 CHANGE_URL = "/admin/receipts/contractversion/{pk}/change/"

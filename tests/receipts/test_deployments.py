@@ -23,13 +23,14 @@ import redis
 from django.conf import settings
 from django.db import OperationalError, connection
 
-from agents import runner
-from agents.contracts import install_team_contracts
+from agents.demo.contracts import install_team_contracts
 from agents.demo.scenarios import create_run
-from receipts import actions, deployment
+from agents.host import runner
+from receipts import actions
 from receipts.models import Decision, OutboxIntent, Run
-from sidewisp import envelope
+from receipts.workers import deployment
 from sidewisp.celery import app
+from sidewisp.ops import envelope
 from tests.conftest import database_url_for_subprocess, start_worker_process, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -207,12 +208,12 @@ def test_a_foreign_message_is_requeued_with_one_line_naming_task_and_deployment(
     envelope._logged.clear()
 
     with (
-        caplog.at_level(logging.WARNING, logger="sidewisp.envelope"),
+        caplog.at_level(logging.WARNING, logger="sidewisp.ops.envelope"),
         pytest.raises(envelope.ForeignMessage) as refused,
     ):
         envelope.check("agents.tasks.resume_run", foreign)
 
-    (line,) = [r.getMessage() for r in caplog.records if r.name == "sidewisp.envelope"]
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "sidewisp.ops.envelope"]
     assert refused.value.requeue is True
     assert line == (
         f"task agents.tasks.resume_run belongs to deployment {foreign[:12]}, not this one "
@@ -224,7 +225,7 @@ def test_a_message_naming_no_deployment_is_dropped_not_run(db, caplog):
     envelope._logged.clear()
 
     with (
-        caplog.at_level(logging.WARNING, logger="sidewisp.envelope"),
+        caplog.at_level(logging.WARNING, logger="sidewisp.ops.envelope"),
         pytest.raises(envelope.ForeignMessage) as refused,
     ):
         envelope.check("agents.tasks.start_run", None)

@@ -1,4 +1,4 @@
-"""Run health (receipts.health): the worst of verdicts, task status and middleware alarms, each reason named."""
+"""Run health (receipts.ingest.health): the worst of verdicts, task status and middleware alarms, each reason named."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from receipts import health
-from receipts.bundle import VERDICTS
+from receipts.ingest import health
 from receipts.models import MiddlewareReport, Run
+from receipts.verdicts.bundle import VERDICTS
 
 FAILED_VERDICTS = [v for v, (level, _) in health.VERDICT_REASONS.items() if level == health.FAILING]
 KINDS = list(MiddlewareReport.Kind.values)
@@ -112,9 +112,9 @@ def test_summaries_and_context_edits_are_information_only():
 
 @pytest.mark.django_db
 def test_a_run_reaches_failing_through_the_recording_paths(contracts):
-    from agents import evidence
-    from receipts import runs
-    from receipts.recording import record
+    from agents.observe import evidence
+    from receipts.ingest import runs
+    from receipts.ingest.recording import record
     from tests.conftest import handoff_parts
 
     for part, value in handoff_parts("healthy")[:3]:  # created, reduced, destination: a sound handoff

@@ -10,9 +10,10 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from receipts import alerts, broadcast, intake
-from receipts.intake import PartEntry, ReportEntry, SettleEntry
+from receipts.ingest import broadcast, intake
+from receipts.ingest.intake import PartEntry, ReportEntry, SettleEntry
 from receipts.models import Handoff, MiddlewareReport, Receipt, Run, VerdictChange
+from receipts.notify import alerts
 from tests.conftest import handoff_parts
 
 pytestmark = pytest.mark.django_db

@@ -15,11 +15,11 @@ from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
-from agents import evidence, writer
-from agents.middleware import UNKNOWN_TOOL, SidewispMiddleware
-from agents.scripted import Call, Say, ScriptedChatModel
-from receipts.bundle import BundleError, parse_bundle, parse_part, parse_report_detail, text_problem
+from agents.host.scripted import Call, Say, ScriptedChatModel
+from agents.observe import evidence, writer
+from agents.observe.middleware import UNKNOWN_TOOL, SidewispMiddleware
 from receipts.models import MiddlewareReport, Run
+from receipts.verdicts.bundle import BundleError, parse_bundle, parse_part, parse_report_detail, text_problem
 
 MADE_UP_TOOL = "sk-live-4eC39HqLyjWDarjtT1zdp7dc"
 
@@ -179,7 +179,7 @@ def _detail_of(run: Run, kind: str) -> dict:
 
 def test_a_report_that_fails_the_rule_is_dropped_and_logged_by_field_only(db, caplog) -> None:
     run = Run.objects.create(operation_id="op-min-1", thread_id="th-min-1")
-    caplog.set_level(logging.WARNING, logger="agents.evidence")
+    caplog.set_level(logging.WARNING, logger="agents.observe.evidence")
 
     stored = evidence.add_report("op-min-1", "sales\u202e", MiddlewareReport.Kind.TOOL_ERROR, {"tool": "x"}, "1")
     evidence.add_report("op-min-1", "sales", MiddlewareReport.Kind.CALL_LIMIT, {"tool": "see /home/alice/x"}, "1")
@@ -217,7 +217,7 @@ def test_a_tool_the_model_made_up_is_reported_as_unknown_tool_and_never_by_name(
     transactional_db, monkeypatch, client, person
 ) -> None:
     events = []
-    monkeypatch.setattr("receipts.broadcast.publish", events.append)
+    monkeypatch.setattr("receipts.ingest.broadcast.publish", events.append)
     run = Run.objects.create(operation_id="op-made-up", thread_id="th-made-up")
     agent = create_agent(
         ScriptedChatModel(policy=_calls_a_made_up_tool),

@@ -25,12 +25,13 @@ from django.contrib.auth.models import Group
 
 from agents.limits import DEFAULT_DOCUMENT
 from agents.models import LimitsVersion
-from receipts import actions, notifications
-from receipts.bundle import text_problem
+from receipts import actions
+from receipts.ingest.recording import record
 from receipts.models import Delivery, NotificationChannel, OutboxIntent, Run
-from receipts.recording import record
+from receipts.notify import notifications
 from receipts.tasks import deliver_notification
-from sidewisp.devservices import _free_port
+from receipts.verdicts.bundle import text_problem
+from sidewisp.ops.devservices import _free_port
 from tests.conftest import handoff_parts, record_wait_for, wait_until
 
 SECRET = "a-webhook-secret-for-tests"

@@ -19,9 +19,11 @@ from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 
-from receipts import actions, outbox, runtime
+from receipts import actions
 from receipts.models import AuditEntry, Decision, OutboxIntent, Run
-from sidewisp.devservices import _free_port
+from receipts.notify import outbox
+from receipts.workers import runtime
+from sidewisp.ops.devservices import _free_port
 from tests.conftest import point_celery_at
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -168,12 +170,12 @@ def test_starting_a_run_with_the_broker_down_is_taken_and_sent_later(client, ope
 
 
 def test_the_dispatcher_never_raises_and_logs_one_line(wait, owner, broker_down, caplog):
-    with caplog.at_level(logging.WARNING, logger="receipts.outbox"):
+    with caplog.at_level(logging.WARNING, logger="receipts.notify.outbox"):
         actions.decide(
             user=owner, handoff_id=wait.pk, kind="approve", token=wait.wait_part["resume_token_id"], key="b" * 32
         )
 
-    lines = [r.getMessage() for r in caplog.records if r.name == "receipts.outbox"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "receipts.notify.outbox"]
     assert len(lines) == 1
     assert "\n" not in lines[0] and "not sent" in lines[0]
     assert outbox.dispatch(OutboxIntent.objects.get().pk) is False  # tried already: the sweep's now

@@ -10,7 +10,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # (pytest-django) and would then prove nothing.
 CHECK = """
 import sys
-import receipts.bundle, receipts.verdicts
+import receipts.verdicts.bundle, receipts.verdicts
 loaded = sorted(m for m in sys.modules if m == "django" or m.startswith("django."))
 assert not loaded, loaded
 """

@@ -9,10 +9,10 @@ from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
-from receipts import bundle
-from receipts.broadcast import HEALTH_GROUP
+from receipts.ingest.broadcast import HEALTH_GROUP
+from receipts.ingest.recording import record
 from receipts.models import AppendOnlyError, Handoff, Receipt, Run
-from receipts.recording import record
+from receipts.verdicts import bundle
 from tests.factories import healthy_parts
 
 NOW = datetime(2026, 7, 30, 12, 0, tzinfo=UTC)
@@ -209,7 +209,7 @@ def test_concurrent_recording_from_many_threads_loses_no_receipt(contracts):
 
 @pytest.mark.django_db
 def test_a_wait_past_its_deadline_is_reclassified_as_uncertain(contracts):
-    from receipts.recording import reclassify_overdue_waits
+    from receipts.ingest.recording import reclassify_overdue_waits
 
     wait = {
         "owner": "ops-lead",

@@ -9,10 +9,10 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
-from receipts import broadcast, health, intake, recording
-from receipts.broadcast import HEALTH_GROUP
-from receipts.contracts import current_contracts
-from receipts.intake import PartEntry, ReportEntry
+from receipts.ingest import broadcast, health, intake, recording
+from receipts.ingest.broadcast import HEALTH_GROUP
+from receipts.ingest.contracts import current_contracts
+from receipts.ingest.intake import PartEntry, ReportEntry
 from receipts.models import ContractVersion, Handoff, Receipt, Run
 from tests.factories import healthy_parts
 

@@ -12,7 +12,7 @@ from django.db.models import QuerySet
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from receipts import audit, retention
+from receipts import retention
 from receipts.models import (
     AppendOnlyError,
     AuditEntry,
@@ -27,6 +27,7 @@ from receipts.models import (
     TaskDelivery,
     VerdictChange,
 )
+from receipts.org import audit
 from receipts.tasks import prune_lock_key, prune_retention
 
 pytestmark = pytest.mark.django_db

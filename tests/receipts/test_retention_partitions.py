@@ -7,9 +7,10 @@ from datetime import date, timedelta
 import pytest
 from django.db import IntegrityError, connection, transaction
 
-from receipts import partitions, retention
+from receipts import retention
+from receipts.ingest.recording import record
 from receipts.models import Receipt, Run, handoff_month
-from receipts.recording import record
+from receipts.retention import partitions
 from tests.factories import healthy_parts
 from tests.receipts.test_retention import NOW, a_run, policy
 

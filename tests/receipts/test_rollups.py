@@ -15,8 +15,8 @@ from django.db.models import Count
 from django.urls import reverse
 from django.utils import timezone
 
-from receipts import dashboard, rollups
 from receipts.models import Handoff, Run, VerdictBucket
+from receipts.queries import dashboard, rollups
 
 pytestmark = pytest.mark.django_db
 VERDICTS = ("HEALTHY", "FALSE_COMPLETE", "UNCERTAIN", "ROUTE_REJECTED", "WAITING_ON_APPROVAL")

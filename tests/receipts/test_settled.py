@@ -21,10 +21,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from receipts import alerts, bundle, health, intake, recording, runs, traces
-from receipts.alerts import FIRED
-from receipts.broadcast import HEALTH_GROUP
+from receipts.ingest import health, intake, recording, runs
+from receipts.ingest.broadcast import HEALTH_GROUP
 from receipts.models import AlertRule, Delivery, Handoff, NotificationChannel, Run, VerdictChange
+from receipts.notify import alerts, traces
+from receipts.notify.alerts import FIRED
+from receipts.verdicts import bundle
 from tests.conftest import handoff_parts
 
 pytestmark = pytest.mark.django_db

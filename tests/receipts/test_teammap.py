@@ -1,10 +1,10 @@
-"""The team map's facts (receipts.teammap): routes taken and declared, nested teams, a hosted graph's wiring."""
+"""The team map's facts (receipts.queries.teammap): routes taken and declared, nested teams, a hosted graph's wiring."""
 
 from __future__ import annotations
 
 import pytest
 
-from receipts.teammap import (
+from receipts.queries.teammap import (
     FAILING,
     HEALTHY,
     ROOT,
@@ -143,7 +143,7 @@ def test_a_hosted_graphs_wiring_adds_its_agents_and_routes_as_declared():
 
 @pytest.mark.django_db
 def test_the_demo_graph_reads_as_its_five_agents_and_their_transfers():
-    from agents import teamshape
+    from agents.host import teamshape
 
     nodes, edges = read_shape(teamshape.shape_of("demo", "coder_fixes_function"), {ROOT})
 

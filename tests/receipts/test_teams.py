@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from receipts import teams
 from receipts.models import Membership, Run, Team
+from receipts.org import teams
 
 
 @pytest.fixture
@@ -59,7 +59,7 @@ def test_claimed_memberships_follow_the_claim_exactly_and_local_ones_stay(person
 
 def test_unknown_claimed_slugs_are_ignored_and_logged_without_their_values(person, alpha, caplog):
     user = person("dana", "viewer")
-    with caplog.at_level(logging.WARNING, logger="receipts.teams"):
+    with caplog.at_level(logging.WARNING, logger="receipts.org.teams"):
         teams.set_claimed_teams(user, ["alpha", "secret-project-x"])
     assert list(teams.teams_of(user).values_list("slug", flat=True)) == ["alpha"]
     assert "1 value(s) name no team" in caplog.text
@@ -130,7 +130,7 @@ def test_scoping_runs_no_query_of_its_own(person, runs, alpha, django_assert_num
 
 
 def test_the_search_offers_only_the_graphs_of_runs_the_user_sees(person, runs, alpha):
-    from receipts import dashboard
+    from receipts.queries import dashboard
 
     user = person("ann", "viewer")
     teams.add_member(user, alpha)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.urls import reverse
 
-from receipts import teams
 from receipts.models import AuditEntry, Membership, Team
+from receipts.org import teams
 
 
 def _formset(prefix: str, rows: list[dict]) -> dict:

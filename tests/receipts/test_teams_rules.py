@@ -8,8 +8,10 @@ import uuid
 
 import pytest
 
-from receipts import actions, alerts, teams
+from receipts import actions
 from receipts.models import AlertRule, Delivery, NotificationChannel, Run
+from receipts.notify import alerts
+from receipts.org import teams
 from tests.receipts.test_notifications import webhook
 
 
@@ -111,7 +113,7 @@ def test_an_owner_of_another_team_hears_nothing_of_a_wait(people, scenario_hando
 
 
 def test_a_token_of_another_team_finds_no_run_and_learns_no_owner(client, contracts, alpha, beta):
-    from receipts import sources
+    from receipts.workers import sources
     from tests.sidewisp.test_api import a_bundle, get_decision, post
 
     billing, shipping = sources.issue("billing")[1], sources.issue("shipping")[1]

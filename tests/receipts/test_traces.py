@@ -21,10 +21,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from receipts import traces
+from receipts.ingest.recording import note_settlement
 from receipts.models import Handoff, Run
-from receipts.recording import note_settlement
-from sidewisp.env import env_headers
+from receipts.notify import traces
+from sidewisp.ops.env import env_headers
 from tests.conftest import handoff_parts, record_wait_for
 
 pytestmark = pytest.mark.django_db
@@ -147,7 +147,7 @@ def test_an_operator_settlement_is_a_span_though_the_verdict_stays(
 
 
 def test_a_rolled_back_recording_exports_nothing(exported, contracts, django_capture_on_commit_callbacks):
-    from receipts.recording import record
+    from receipts.ingest.recording import record
 
     with django_capture_on_commit_callbacks(execute=True), pytest.raises(RuntimeError), transaction.atomic():
         for part, value in handoff_parts("healthy"):

@@ -17,7 +17,8 @@ from datetime import UTC, datetime, timedelta, timezone
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from receipts.bundle import (
+from receipts.verdicts import BOUNDARIES, NEXT_MOVES, VERDICT_BOUNDARY, Verdict, classify
+from receipts.verdicts.bundle import (
     FINAL_STATUSES,
     PARTS,
     VERDICTS,
@@ -33,7 +34,6 @@ from receipts.bundle import (
     parse_bundle,
     parse_contracts,
 )
-from receipts.verdicts import BOUNDARIES, NEXT_MOVES, VERDICT_BOUNDARY, Verdict, classify
 from tests.factories import healthy_bundle as healthy
 from tests.factories import public_contracts
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from receipts.bundle import VERDICTS, Contracts, parse_bundle, parse_contracts
 from receipts.verdicts import BOUNDARIES, NEXT_MOVES, VERDICT_BOUNDARY, Verdict, classify
+from receipts.verdicts.bundle import VERDICTS, Contracts, parse_bundle, parse_contracts
 from tests.factories import healthy_bundle as healthy
 from tests.factories import public_contracts
 

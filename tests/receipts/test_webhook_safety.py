@@ -23,10 +23,10 @@ from django.conf import settings as django_settings
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
-from receipts import destinations, notifications
+from receipts.ingest.recording import record
 from receipts.models import Delivery, NotificationChannel, Run
-from receipts.recording import record
-from sidewisp.devservices import _free_port
+from receipts.notify import destinations, notifications
+from sidewisp.ops.devservices import _free_port
 from tests.conftest import handoff_parts
 from tests.receipts.test_notifications import (  # noqa: F401 - loopback_allowed and receiver are fixtures
     SECRET,

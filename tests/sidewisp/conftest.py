@@ -1,4 +1,4 @@
-"""A stand-in agent runtime for the web layer's tests (the real one, agents.hosting, registers itself)."""
+"""A stand-in agent runtime for the web layer's tests (the real one, agents.host.hosting, registers itself)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from receipts import runtime
 from receipts.models import Run
+from receipts.workers import runtime
 
 
 @dataclass

@@ -12,8 +12,9 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from receipts import bundle, sources
 from receipts.models import AuditEntry, Handoff, MiddlewareReport, Receipt, Run, SourceToken
+from receipts.verdicts import bundle
+from receipts.workers import sources
 from tests.conftest import handoff_parts
 
 RECEIPTS = "/api/v1/receipts"

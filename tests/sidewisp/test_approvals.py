@@ -8,12 +8,12 @@ import uuid
 import pytest
 from django.urls import reverse
 
-from agents import runner
-from agents.arguments import PATH_MARK, redacted_values
-from agents.contracts import install_team_contracts
+from agents.demo.contracts import install_team_contracts
 from agents.demo.scenarios import create_run
+from agents.host import runner
 from agents.limits import DEFAULT_SETTINGS
-from receipts import broadcast
+from agents.observe.arguments import PATH_MARK, redacted_values
+from receipts.ingest import broadcast
 from receipts.models import AuditEntry, Decision, Receipt
 
 

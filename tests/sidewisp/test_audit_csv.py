@@ -10,10 +10,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from receipts import audit
 from receipts.models import AuditEntry
-from sidewisp import auditcsv
-from sidewisp.pages import AuditQuery
+from receipts.org import audit
+from sidewisp.pages import AuditQuery, auditcsv
 
 REASONS = ("=1+1", "+sum", "-2", "@cmd", "\tTab", "\rcr", 'a "quoted", comma', "two\nlines", "", "plain")
 

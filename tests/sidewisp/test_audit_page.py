@@ -9,8 +9,9 @@ import uuid
 import pytest
 from django.urls import reverse
 
-from receipts import actions, audit
+from receipts import actions
 from receipts.models import AuditEntry
+from receipts.org import audit
 
 
 @pytest.fixture

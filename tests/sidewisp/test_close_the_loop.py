@@ -19,9 +19,10 @@ from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 
-from receipts import actions, dashboard
+from receipts import actions
+from receipts.ingest.recording import reclassify_overdue_waits, record
 from receipts.models import AuditEntry, Decision, OutboxIntent, Run, VerdictChange
-from receipts.recording import reclassify_overdue_waits, record
+from receipts.queries import dashboard
 
 CODENAMES = ("view_dashboard", "decide_own_wait", "decide_any_wait", "reopen_task", "resolve_task", "control_run")
 

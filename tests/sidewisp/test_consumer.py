@@ -14,9 +14,9 @@ from django.test import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from receipts import broadcast
+from receipts.ingest import broadcast
+from receipts.ingest.recording import record
 from receipts.models import Handoff
-from receipts.recording import record
 from sidewisp.asgi import application
 from tests.conftest import handoff_parts
 

@@ -18,7 +18,8 @@ import pytest
 from django.db import OperationalError, connection
 from django.urls import reverse
 
-from receipts import actions, storable
+from receipts import actions
+from receipts.ingest import storable
 from receipts.models import AuditEntry, Decision, Handoff, Run
 from sidewisp import pages
 from tests.conftest import record_wait_for

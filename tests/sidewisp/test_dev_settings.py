@@ -15,8 +15,8 @@ from django.conf import settings
 from django.core.checks import run_checks
 from django.test import override_settings
 
-from sidewisp import devenv
-from sidewisp.checks import BASE_URL_UNSET
+from sidewisp.ops import devenv
+from sidewisp.ops.checks import BASE_URL_UNSET
 
 GRAPHS = json.dumps({"desk": "tests/agents/hosted_graph.py:make_graph"})
 CHOSEN = {

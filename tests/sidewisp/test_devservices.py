@@ -10,8 +10,8 @@ import time
 
 import redis
 
-from sidewisp import devenv
-from sidewisp.devservices import Supervisor, _free_port, default_queue, http_answers, shown_url
+from sidewisp.ops import devenv
+from sidewisp.ops.devservices import Supervisor, _free_port, default_queue, http_answers, shown_url
 from tests.conftest import wait_until
 
 
@@ -72,7 +72,7 @@ def test_make_run_names_its_redis_and_its_databases_own_queue_and_says_open_once
         "SIDEWISP_DEMO_RATE": "0",
         "SIDEWISP_WORKER_CONCURRENCY": "1",
     }
-    command = [sys.executable, "-m", "sidewisp.devservices", "run"]
+    command = [sys.executable, "-m", "sidewisp.ops.devservices", "run"]
     process = subprocess.Popen(command, env=env, cwd=settings.BASE_DIR, stdout=subprocess.PIPE, text=True)
     said: list[str] = []
     try:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.urls import reverse
 
-from receipts import health
+from receipts.ingest import health
 from receipts.models import AuditEntry, Handoff, Run
 from tests.conftest import handoff_parts
 from tests.sidewisp.test_pages import bulk_handoffs
@@ -176,7 +176,7 @@ def admin_client(client, person):
 
 
 def test_a_context_incomplete_handoff_names_the_missing_keys(viewer_client, contracts):
-    from receipts.recording import record
+    from receipts.ingest.recording import record
 
     parts = handoff_parts("healthy", sender="triage", receiver="sales")[:3]
     parts[1] = ("reduced", {**parts[1][1], "context_keys": ["request_type"]})

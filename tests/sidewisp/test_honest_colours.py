@@ -10,10 +10,11 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from agents import execution, runner
-from agents.contracts import install_team_contracts
+from agents.demo.contracts import install_team_contracts
 from agents.demo.scenarios import create_run
-from receipts import actions, broadcast
+from agents.host import execution, runner
+from receipts import actions
+from receipts.ingest import broadcast
 from receipts.models import AuditEntry, Decision
 
 
@@ -139,7 +140,7 @@ def test_a_destination_held_by_interrupt_before_says_it_is_held_not_that_auto_co
 
 
 def test_a_parked_run_whose_auto_continue_was_stopped_still_says_so():
-    from receipts import health
+    from receipts.ingest import health
 
     found = health.assess(status="parked")
 
@@ -181,7 +182,7 @@ def test_searching_for_the_scenario_name_a_row_shows_finds_those_runs(client, ow
 def test_the_scenario_search_reads_a_trigram_index_on_postgresql():
     from django.db import connection
 
-    from receipts import dashboard
+    from receipts.queries import dashboard
 
     if connection.vendor != "postgresql":
         pytest.skip("the trigram index is PostgreSQL's")

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 from channels.db import database_sync_to_async
 
-from receipts import broadcast
+from receipts.ingest import broadcast
 from receipts.models import Handoff, Run
 from sidewisp import live, pages
 from tests.sidewisp.test_consumer import (

@@ -19,7 +19,8 @@ from channels.layers import channel_layers
 from django.core.cache import cache
 
 from receipts.tasks import beat_heartbeat_key
-from sidewisp import health, live
+from sidewisp import live
+from sidewisp.ops import health
 from tests.conftest import database_url_for_subprocess, wait_until
 from tests.faults.conftest import PrivateRedis
 from tests.sidewisp.test_consumer import ORIGIN, TIMEOUT, receive_until, run_async, session_cookie, socket
@@ -33,7 +34,7 @@ CONNECTED = 'data-state="open"'
 @pytest.fixture
 def layer_redis(tmp_path, settings, monkeypatch) -> Iterator[PrivateRedis]:
     """The channel layer on a redis-server of this test's own; the hub probes it every 0.3 s."""
-    from sidewisp.devservices import _free_port
+    from sidewisp.ops.devservices import _free_port
 
     server = PrivateRedis(port=_free_port(), data_dir=tmp_path / "layer-redis")
     server.data_dir.mkdir()

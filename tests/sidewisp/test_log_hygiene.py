@@ -19,8 +19,10 @@ import pytest
 from django.db import connection
 from django.urls import reverse
 
-from agents import hosting, tasks
-from receipts import actions, storable
+from agents import tasks
+from agents.host import hosting
+from receipts import actions
+from receipts.ingest import storable
 from receipts.models import Run
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from receipts.teammap import ROOT, RouteRow, build
-from sidewisp.mapdrawing import arrow_text, draw, label_width
+from receipts.queries.teammap import ROOT, RouteRow, build
+from sidewisp.pages.mapdrawing import arrow_text, draw, label_width
 
 ROUTES = {"routes/1": {("triage", "sales")}}
 

@@ -18,12 +18,12 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from agents import writer
-from receipts import broadcast
+from agents.observe import writer
+from receipts.ingest import broadcast
 from receipts.models import Handoff, Receipt
 from receipts.tasks import beat_heartbeat, beat_heartbeat_key
-from sidewisp import metrics
-from sidewisp.env import env_networks
+from sidewisp.ops import metrics
+from sidewisp.ops.env import env_networks
 from tests.conftest import wait_until
 
 TOKEN = "scrape-token-for-tests-0123456789"
@@ -88,7 +88,7 @@ def test_agents_beyond_the_busiest_share_one_label(client, record_handoff, monke
 
 
 def test_a_handoff_without_a_created_receipt_has_no_agent_label(client, contracts):
-    from receipts.recording import record
+    from receipts.ingest.recording import record
 
     record(handoff_id="h-1", operation_id="op-1", part="final_status", value="complete")
 
@@ -97,7 +97,7 @@ def test_a_handoff_without_a_created_receipt_has_no_agent_label(client, contract
 
 
 def test_a_settled_false_completion_is_no_longer_open(client, record_handoff):
-    from receipts.recording import note_settlement
+    from receipts.ingest.recording import note_settlement
 
     settled = record_handoff("h-1", "op-1", "false_complete")
     record_handoff("h-2", "op-2", "false_complete")
@@ -137,7 +137,7 @@ def test_it_counts_recorded_receipts_per_part(client, record_handoff):
 
 
 def test_recording_latency_is_read_from_the_parts_own_times(client, record_handoff):
-    from receipts.recording import record
+    from receipts.ingest.recording import record
 
     record_handoff("h-1", "op-1", "healthy")
     late = datetime.now(UTC) - timedelta(seconds=90)
@@ -225,7 +225,7 @@ def test_heartbeat_ages_are_infinite_until_seen_and_small_after(client):
 
 @pytest.mark.worker
 def test_a_running_worker_is_up_with_a_fresh_heartbeat(client, worker_process):
-    # The ping's answer is shared for a few seconds (sidewisp.health): one from before the worker may linger.
+    # The ping's answer is shared for a few seconds (sidewisp.ops.health): one from before the worker may linger.
     wait_until(lambda: value(scrape(client), "sidewisp_worker_up") == 1, what="the worker to be up", timeout=10)
 
     assert value(scrape(client), "sidewisp_worker_heartbeat_age_seconds") < 5

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.urls import reverse
 
-from receipts import health
+from receipts.ingest import health
 from receipts.models import Handoff, MiddlewareReport, Run
 from receipts.verdicts import BOUNDARIES, NEXT_MOVES
 
@@ -67,7 +67,7 @@ def bulk_handoffs(n: int, *, per_run: int = 10, sender: str = "triage") -> list[
     MiddlewareReport.objects.bulk_create(
         MiddlewareReport(run=run, agent="sales", kind="call_limit", detail={"limit": 5}, attempt="1") for run in runs
     )
-    # The runs' stored summary, as recording would have kept it (receipts.health.refresh).
+    # The runs' stored summary, as recording would have kept it (receipts.ingest.health.refresh).
     health.fill_summaries(run_model=Run, handoffs=Handoff, reports=MiddlewareReport)
     return runs
 

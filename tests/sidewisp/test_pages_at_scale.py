@@ -12,8 +12,10 @@ from django.db.models.functions import Concat
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from receipts import actions, dashboard, health, runs
+from receipts import actions
+from receipts.ingest import health, runs
 from receipts.models import AuditEntry, Handoff, MiddlewareReport, Run
+from receipts.queries import dashboard
 from tests.sidewisp.test_pages import bulk_handoffs
 
 pytestmark = pytest.mark.django_db

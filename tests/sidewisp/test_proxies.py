@@ -13,7 +13,7 @@ from asgiref.testing import ApplicationCommunicator
 from django.core.asgi import get_asgi_application
 from django.test import override_settings
 
-from sidewisp.proxies import TrustedProxyHeaders, forwarded_scope
+from sidewisp.web.proxies import TrustedProxyHeaders, forwarded_scope
 
 PROXY = "10.9.9.9"
 PROXIES = (ipaddress.ip_network("10.9.9.0/24"),)

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.urls import reverse
 
-from receipts import health, runs
+from receipts.ingest import health, runs
 from receipts.models import Handoff, MiddlewareReport, Run
 from tests.sidewisp.test_pages import bulk_handoffs
 
@@ -107,7 +107,7 @@ def test_the_overview_window_counts_only_its_window(viewer_client, dead_model_ru
 
 
 def test_the_window_stats_give_median_and_p95_durations():
-    from receipts import dashboard
+    from receipts.queries import dashboard
 
     now = datetime.now(UTC)
     run = Run.objects.create(operation_id="op-d", thread_id="t-d")

@@ -16,12 +16,14 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from agents import execution
-from agents.contracts import install_team_contracts
+from agents.demo.contracts import install_team_contracts
 from agents.demo.scenarios import create_run
-from receipts import broadcast, deliveries, history
-from receipts.deliveries import Carrier
+from agents.host import execution
+from receipts.ingest import broadcast
 from receipts.models import AuditEntry, Decision, MiddlewareReport, OutboxIntent, Run, TaskDelivery
+from receipts.queries import history
+from receipts.workers import deliveries
+from receipts.workers.deliveries import Carrier
 
 PLANTED_SKU = "PLANTED-sku-value-7f3a"
 
@@ -299,8 +301,8 @@ def test_the_history_runs_as_many_queries_for_50_entries_as_for_5(record_handoff
 def test_a_receipt_recorded_while_the_run_page_is_open_appears_in_its_history(viewer, record_handoff):
     from channels.db import database_sync_to_async
 
+    from receipts.ingest.recording import record
     from receipts.models import Receipt
-    from receipts.recording import record
     from tests.sidewisp.test_consumer import ORIGIN, TIMEOUT, receive_until, run_async, session_cookie, socket
 
     handoff = record_handoff("h-live", "op-live", "waiting")

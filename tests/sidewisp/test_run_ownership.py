@@ -14,11 +14,12 @@ import uuid
 import pytest
 from django.urls import reverse
 
-from agents import writer
-from agents.decisions import await_decision
-from receipts import claims, intake
+from agents.observe import writer
+from agents.observe.decisions import await_decision
+from receipts.ingest import intake
+from receipts.ingest.recording import RunNotOwned
 from receipts.models import Decision, Handoff, Receipt, Run
-from receipts.recording import RunNotOwned
+from receipts.workers import claims
 from tests.conftest import handoff_parts
 from tests.sidewisp.test_api import a_bundle, claim, get_decision, post
 
@@ -27,7 +28,7 @@ REFUSED = "receipt refused: run {op} was created by source billing; a local app 
 
 @pytest.fixture
 def billing(db):
-    from receipts import sources
+    from receipts.workers import sources
 
     return sources.issue("billing", note="tests")[1]
 
@@ -65,7 +66,7 @@ def test_a_local_wait_recorded_under_a_sources_id_is_refused_and_logged(squatted
     operation_id = squatted["operation_id"]
     before = Receipt.objects.count()
 
-    with caplog.at_level(logging.WARNING, logger="receipts.recording"):
+    with caplog.at_level(logging.WARNING, logger="receipts.ingest.recording"):
         writer.submit_all(local_wait_entries(operation_id))
 
     run = Run.objects.get(operation_id=operation_id)
@@ -91,7 +92,7 @@ def test_a_local_report_into_a_sources_run_is_refused_too(squatted, caplog):
     operation_id = squatted["operation_id"]
     report = intake.ReportEntry(operation_id, "alice", "evidence_dropped", {"part": "wait", "field": "x"}, "r-1")
 
-    with caplog.at_level(logging.WARNING, logger="receipts.recording"):
+    with caplog.at_level(logging.WARNING, logger="receipts.ingest.recording"):
         writer.submit(report)
 
     assert not Run.objects.get(operation_id=operation_id).reports.exists()
@@ -174,7 +175,7 @@ def test_a_source_cannot_read_or_claim_a_local_runs_decision_and_the_local_app_c
 
 
 def test_a_source_posting_into_another_sources_run_is_refused(client, squatted, db):
-    from receipts import sources
+    from receipts.workers import sources
 
     shipping = sources.issue("shipping", note="tests")[1]
 

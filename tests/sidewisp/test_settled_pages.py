@@ -13,11 +13,12 @@ from django.template.loader import render_to_string
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from agents import runner
-from agents.contracts import install_team_contracts
+from agents.demo.contracts import install_team_contracts
 from agents.demo.scenarios import create_run
-from receipts import health, intake, lifecycle, recording, runs, sources
+from agents.host import runner
+from receipts.ingest import health, intake, lifecycle, recording, runs
 from receipts.models import Handoff, Run
+from receipts.workers import sources
 from sidewisp import pages
 from tests.conftest import handoff_parts
 

@@ -103,7 +103,7 @@ def make_handoffs(specs, *, created_at=None) -> list[Run]:
             route_version=version,
             verdict=verdict,
             reduced_part={"graph_scope": scope},
-            # In progress: the destination is still due and the handoff not settled (receipts.health).
+            # In progress: the destination is still due and the handoff not settled (receipts.ingest.health).
             destination_part=None if in_progress else {"node_id": receiver},
             settled_at=None if in_progress else now,
             created_at=now,

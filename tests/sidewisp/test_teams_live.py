@@ -9,8 +9,8 @@ from urllib.parse import quote
 import pytest
 from channels.db import database_sync_to_async
 
-from receipts import teams
 from receipts.models import Run, Team, TeamGraph
+from receipts.org import teams
 from tests.sidewisp.test_consumer import ORIGIN, TIMEOUT, marker, record_all, run_async, session_cookie, socket
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from receipts import teams
 from receipts.models import AuditEntry, Handoff, Run, Team
+from receipts.org import teams
 from tests.sidewisp import test_actions_matrix as matrix
 from tests.sidewisp.test_actions_matrix import ALLOWED, ROLES, SUCCESS_STATUS, key
 

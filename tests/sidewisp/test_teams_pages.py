@@ -11,8 +11,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from receipts import audit, teams
 from receipts.models import AuditEntry, Handoff, Run
+from receipts.org import audit, teams
 from tests.sidewisp.test_pages import bulk_handoffs
 
 

@@ -15,7 +15,7 @@ from django.core.cache import cache
 from django.urls import reverse
 
 from receipts.tasks import beat_heartbeat_key
-from sidewisp import health
+from sidewisp.ops import health
 
 pytestmark = pytest.mark.django_db
 

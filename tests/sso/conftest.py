@@ -94,7 +94,7 @@ def identity_provider(live_server, tmp_path_factory) -> Iterator[IdentityProvide
 def sso(settings, identity_provider, transactional_db):
     """Single sign-on on, against the test provider; the role groups and the `payments` team exist."""
     from receipts.models import Team
-    from receipts.roles import ensure_groups
+    from receipts.org.roles import ensure_groups
     from sidewisp.sso import discovery
     from sidewisp.sso.config import SsoConfig, parse_group_map
 

@@ -10,7 +10,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
 
-from receipts.roles import ROLES
+from receipts.org.roles import ROLES
 from sidewisp.sso.config import ROLE_NAMES, Grant, SsoConfig, from_environment, parse_group_map, parse_issuer
 from tests.sso.conftest import BASE_DIR
 

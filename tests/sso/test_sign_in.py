@@ -23,8 +23,8 @@ from django.contrib.auth.models import Group
 from django.test import Client
 from django.utils import timezone
 
-from receipts.identities import SsoIdentity
 from receipts.models import AuditEntry, Membership
+from receipts.org.identities import SsoIdentity
 from sidewisp.asgi import application
 from sidewisp.sso.backend import SsoBackend
 from tests.sso.conftest import CLIENT_SECRET, PASSWORD, callback_url, sign_in

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from agents import hosting, registry
-from receipts import jsonfiles
+from agents.host import hosting, registry
+from receipts.ingest import jsonfiles
 
 
 class Command(BaseCommand):

@@ -1,10 +1,10 @@
-"""Print this database's deployment id (receipts.deployment); `--queue`: `make run`'s default queue for it."""
+"""Print this database's deployment id (receipts.workers.deployment); `--queue`: `make run`'s default queue for it."""
 
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from receipts import deployment
+from receipts.workers import deployment
 
 
 class Command(BaseCommand):

@@ -6,7 +6,7 @@ import json
 
 from django.core.management.base import BaseCommand
 
-from receipts.contracts import export_document
+from receipts.ingest.contracts import export_document
 
 
 class Command(BaseCommand):

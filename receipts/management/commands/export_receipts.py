@@ -6,8 +6,8 @@ import json
 
 from django.core.management.base import BaseCommand
 
-from receipts import bundle
 from receipts.models import Handoff
+from receipts.verdicts import bundle
 
 
 class Command(BaseCommand):

@@ -6,8 +6,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from receipts import bundle, jsonfiles
-from receipts.contracts import ContractConflict, import_document
+from receipts.ingest import jsonfiles
+from receipts.ingest.contracts import ContractConflict, import_document
+from receipts.verdicts import bundle
 
 # A file written before wait reasons were part of the contracts (or by hand) lacks the key; say what it needs.
 MISSING_WAIT_REASONS = (

@@ -8,7 +8,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from receipts import bundle, jsonfiles, verdicts
+from receipts import verdicts
+from receipts.ingest import jsonfiles
+from receipts.verdicts import bundle
 
 
 class Command(BaseCommand):

@@ -19,7 +19,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
 from receipts.models import AlertRule, NotificationChannel
-from receipts.roles import ensure_groups
+from receipts.org.roles import ensure_groups
 
 DEMO_USERNAME = "operator"
 DEMO_CHANNEL = "ops-lead webhook (demo)"

@@ -36,7 +36,7 @@ class Command(BaseCommand):
         names = sorted(SCENARIOS) if all else [name]
         runs = [create_run(n, dry_run=dry_run) for n in names]
         if inline:
-            from agents import runner
+            from agents.host import runner
 
             for run in runs:
                 runner.start_run(run)

@@ -1,0 +1,123 @@
+"""The agent runtime as `receipts` sees it (receipts.workers.runtime.Runtime), and starting a hosted run.
+
+A hosted run (a registered graph) is started, resumed, re-verified and driven
+by Sidewisp's Celery workers. An observed run is driven by the app's own
+process: a decision reaches it through `agents.observe.decisions.await_decision`, so
+nothing is enqueued for it. Imported runs have no graph behind them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.db import transaction
+
+from agents.host import registry
+from receipts.ingest import runs
+from receipts.models import Handoff, OutboxIntent, Run
+from receipts.notify import outbox
+from receipts.workers.runtime import Escalation, PendingCall
+
+
+def start(
+    graph: str, graph_input: Any, *, operation_id: str | None = None, scenario: str = "", dry_run: bool = False
+) -> Run:
+    """Create a queued hosted run of the registered `graph` and promise its start (receipts.notify.outbox).
+
+    The start is sent right after commit, and again by the outbox sweep if the broker was
+    unreachable. Raises ValueError naming the known graphs for an unknown one, or naming an
+    operation id that exists.
+    """
+    if graph not in registry.graphs():
+        msg = f"unknown graph {graph!r}; registered: {', '.join(sorted(registry.graphs())) or 'none'}"
+        raise ValueError(msg)
+    with transaction.atomic():
+        run = runs.create_hosted(graph, graph_input, operation_id=operation_id, scenario=scenario, dry_run=dry_run)
+        outbox.promise(OutboxIntent.Kind.START, run.pk, run=run, key=f"start-{run.operation_id}")
+    return run
+
+
+def is_hosted(run: Run) -> bool:
+    """A hosted run whose graph is registered in this process."""
+    return run.mode == Run.Mode.HOSTED and bool(run.graph) and run.graph in registry.graphs()
+
+
+def is_observed(run: Run) -> bool:
+    return run.mode == Run.Mode.OBSERVED and run.source == Run.Source.AGENT
+
+
+class HostingRuntime:
+    """`receipts.workers.runtime.Runtime` for Sidewisp's workers (hosted runs) and observing apps (observed runs)."""
+
+    def graphs(self) -> list[str]:
+        return sorted(registry.graphs())
+
+    def can_resume(self, run: Run) -> bool:
+        return is_hosted(run) or is_observed(run)
+
+    def can_drive(self, run: Run) -> bool:
+        return is_hosted(run)
+
+    def can_reverify(self, run: Run) -> bool:
+        if not is_hosted(run):
+            return False
+        from agents.host import runner
+
+        return runner.has_verifier(run)
+
+    def resumer(self, run: Run) -> str:
+        if is_hosted(run):
+            return f"A Sidewisp worker resumes it from its checkpoint (graph {run.graph})."
+        if is_observed(run):
+            return "The app's own process resumes it: it receives the decision through await_decision(operation_id)."
+        return "Nothing resumes this run: it has no graph that Sidewisp or an observing app drives."
+
+    def pending_call(self, run: Run) -> PendingCall | None:
+        if is_hosted(run):
+            from agents.host import waits
+
+            return waits.pending_call(run)
+        if is_observed(run):
+            return observed_pending_call(run.pending_call)
+        return None
+
+    def escalation_for(self, handoff: Handoff) -> Escalation:
+        from agents.host import waits
+
+        return waits.escalation_for(handoff)
+
+    def enqueue_start(self, run_id: int) -> None:
+        from agents import tasks
+
+        tasks.start_run.delay(run_id)
+
+    def enqueue_resume(self, decision_id: int) -> None:
+        run = Run.objects.filter(decisions__pk=decision_id).first()
+        if run is not None and not is_hosted(run):
+            return  # an observing app picks the decision up itself (await_decision)
+        from agents import tasks
+
+        tasks.resume_run.delay(decision_id)
+
+    def enqueue_reverify(self, run_id: int) -> None:
+        from agents import tasks
+
+        tasks.reverify.delay(run_id)
+
+
+def observed_pending_call(value: Any) -> PendingCall | None:
+    """`Run.pending_call` as the observer wrote it (names and type names only), or None."""
+    if not isinstance(value, Mapping) or not value.get("tool") or not value.get("resume_token_id"):
+        return None
+    arg_types = value.get("arg_types") if isinstance(value.get("arg_types"), Mapping) else {}
+    schema = value.get("arg_schema") if isinstance(value.get("arg_schema"), Mapping) else {}
+    allowed = value.get("allowed_decisions") or ()
+    return PendingCall(
+        tool=str(value["tool"]),
+        arg_types={str(k): str(v) for k, v in arg_types.items()},
+        allowed_decisions=tuple(d for d in ("approve", "reject", "edit") if d in allowed),
+        resume_token_id=str(value["resume_token_id"]),
+        arg_schema={str(k): dict(v) for k, v in schema.items() if isinstance(v, Mapping)},
+        values_note="The values live in the app's own process (its checkpoint); Sidewisp never receives them.",
+    )

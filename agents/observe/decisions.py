@@ -1,0 +1,195 @@
+"""Operator decisions in the shape LangGraph's human-in-the-loop middleware resumes with.
+
+A resume value is persisted by LangGraph, so a malformed one would poison the
+thread (every later resume replays it): decisions are validated here, before
+anything reaches a graph, for hosted and observed runs alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from langgraph.types import Command
+
+from agents.observe import evidence, remote
+from agents.observe.observer import gated_tools
+from receipts.ingest import recording
+from receipts.models import Decision, Run
+from receipts.workers import claims
+
+DECISION_TYPES = ("approve", "reject", "edit")
+MAX_REJECT_MESSAGE = 1000
+# Sidewisp keeps argument names only: an edit laid over nothing would drop the other arguments.
+_EDIT_NEEDS_PENDING = "an edit decision needs the pending interrupts: pass pending=graph.get_state(config).interrupts"
+_SERVER_LACKS_PENDING = "the server has no pending interrupts: pass pending=graph.get_state(config).interrupts"
+logger = logging.getLogger(__name__)
+
+
+def resume_value(pending: Sequence[Any], decision: dict) -> dict:
+    """`Command(resume=...)`'s value answering every pending interrupt with `decision` (validated)."""
+    clean = validate_decision(decision)
+    return {item.id: {"decisions": decisions_for(item, clean)} for item in pending}
+
+
+def validate_decision(decision: object) -> dict:
+    """The decision in a known shape, or ValueError naming what is wrong."""
+    if not isinstance(decision, dict):
+        msg = "decision must be an object"
+        raise ValueError(msg)
+    kind = decision.get("type")
+    if kind not in DECISION_TYPES:
+        msg = f"decision.type must be one of {', '.join(DECISION_TYPES)}"
+        raise ValueError(msg)
+    allowed = {"approve": {"type"}, "reject": {"type", "message"}, "edit": {"type", "args"}}[kind]
+    if extra := set(decision) - allowed:
+        msg = f"decision has unexpected fields: {', '.join(sorted(map(str, extra)))}"
+        raise ValueError(msg)
+    if kind == "reject":
+        message = decision.get("message")
+        if not isinstance(message, str) or not message.strip() or len(message) > MAX_REJECT_MESSAGE:
+            msg = f"decision.message must be a non-empty string of at most {MAX_REJECT_MESSAGE} characters"
+            raise ValueError(msg)
+    if kind == "edit":
+        args = decision.get("args")
+        if not isinstance(args, dict) or not args or not all(isinstance(key, str) for key in args):
+            msg = "decision.args must be a non-empty object"
+            raise ValueError(msg)
+    return dict(decision)
+
+
+def decisions_for(pending: Any, decision: dict) -> list[dict]:
+    """The HITL decisions list answering one interrupt (one decision per gated call, in order)."""
+    value = pending.value if isinstance(pending.value, dict) else {}
+    requests = value.get("action_requests", [])
+    for review in value.get("review_configs", []):
+        if decision["type"] not in review.get("allowed_decisions", DECISION_TYPES):
+            msg = f"decision.type {decision['type']} is not allowed for this approval"
+            raise ValueError(msg)
+    if decision["type"] == "approve":
+        return [{"type": "approve"} for _ in requests]
+    if decision["type"] == "reject":
+        return [{"type": "reject", "message": decision["message"]} for _ in requests]
+    if len(requests) != 1:
+        msg = "an edit decision needs exactly one pending tool call"
+        raise ValueError(msg)
+    original = requests[0].get("args", {})
+    if unknown := set(decision["args"]) - set(original):
+        msg = f"decision.args has fields the tool call does not take: {', '.join(sorted(unknown))}"
+        raise ValueError(msg)
+    return [
+        {"type": "edit", "edited_action": {"name": gated_tools(pending)[0], "args": {**original, **decision["args"]}}}
+    ]
+
+
+@dataclass(frozen=True)
+class PendingInterrupt:
+    """An interrupt as `Run.pending_call` remembers it: its id and, per gated call, the tool name only."""
+
+    id: str
+    value: dict = field(default_factory=dict)
+
+
+def await_decision(
+    operation_id: str, *, timeout: float | None = None, poll: float = 0.5, pending: Sequence[Any] | None = None
+) -> Command | None:
+    """Wait for an operator's decision on the run's wait and claim it: `Command(resume=...)`, or None on timeout.
+
+    For observed runs: the app then calls `observe(graph, command, config)`. The
+    decision is claimed atomically, so two callers never both get it. Pass the
+    graph's own `pending` interrupts (`graph.get_state(config).interrupts`);
+    without them the interrupts are rebuilt from `Run.pending_call` (names only),
+    which answers an approval or a rejection, while an edit raises ValueError
+    unclaimed (its other argument values are only in your checkpoint).
+
+    In remote mode (`SIDEWISP_REMOTE_URL` set) the decision is fetched and claimed
+    over the server's API with `SIDEWISP_REMOTE_TOKEN` (agents.observe.remote); while the
+    server does not answer there is simply no decision yet.
+
+    A run a remote source created is that source's: waiting on it here raises
+    `receipts.ingest.recording.RunNotOwned` naming the source (its decisions are not this app's).
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        if settings.SIDEWISP_REMOTE_URL:
+            command = _claim_remote(operation_id, pending)
+        else:
+            command = evidence.run_orm(_claim, operation_id, pending)
+        if command is not None or (deadline is not None and time.monotonic() >= deadline):
+            return command
+        time.sleep(poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic())))
+
+
+async def aawait_decision(
+    operation_id: str, *, timeout: float | None = None, poll: float = 0.5, pending: Sequence[Any] | None = None
+) -> Command | None:
+    """`await_decision` for async apps (the ORM in a worker thread; polling sleeps on the loop)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        if settings.SIDEWISP_REMOTE_URL:
+            command = await asyncio.to_thread(_claim_remote, operation_id, pending)
+        else:
+            command = await evidence.arun_orm(_claim, operation_id, pending)
+        if command is not None or (deadline is not None and time.monotonic() >= deadline):
+            return command
+        await asyncio.sleep(poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic())))
+
+
+def _claim(operation_id: str, pending: Sequence[Any] | None) -> Command | None:
+    run = Run.objects.filter(operation_id=operation_id).first()
+    if run is None:
+        return None
+    if problem := recording.owner_problem(run, "", act="claim its decisions"):
+        # A source's run (issue 19): its decisions are that source's, and waiting would only time out.
+        raise recording.RunNotOwned("operation_id", problem)
+    for decision in claims.unclaimed(run):
+        if decision.kind == Decision.Kind.EDIT and pending is None:
+            raise ValueError(_EDIT_NEEDS_PENDING)
+        if claims.claim(decision, resumed_by="app"):
+            interrupts = list(pending) if pending is not None else remembered_interrupts(run)
+            return Command(resume=resume_value(interrupts, decision.as_resume()))
+    return None
+
+
+def _claim_remote(operation_id: str, pending: Sequence[Any] | None) -> Command | None:
+    """`_claim` over the receipts API (remote mode); a server that does not answer is no decision yet."""
+    try:
+        offered = remote.pending_decision(operation_id)
+        if offered is None:
+            return None
+        if offered["type"] == Decision.Kind.EDIT and pending is None:
+            raise ValueError(_EDIT_NEEDS_PENDING)
+        if pending is None and not offered["interrupts"]:
+            raise ValueError(_SERVER_LACKS_PENDING)
+        claimed = remote.claim_decision(operation_id, offered["id"])
+    except remote.RemoteUnavailable as exc:
+        logger.warning("no decision from the Sidewisp server for now: %s", exc)
+        return None
+    if claimed is None:
+        return None  # another caller took it
+    if pending is not None:
+        interrupts = list(pending)
+    else:
+        interrupts = [PendingInterrupt(id=item["id"], value=item["value"]) for item in claimed["interrupts"]]
+    return Command(resume=resume_value(interrupts, claimed["resume"]))
+
+
+def remembered_interrupts(run: Run) -> list[PendingInterrupt]:
+    """The run's pending interrupts rebuilt from `Run.pending_call` (tool names, no argument values)."""
+    call = run.pending_call or {}
+    tools = [name for name in str(call.get("tool") or "").split(", ") if name]
+    allowed = list(call.get("allowed_decisions") or DECISION_TYPES)
+    interrupts = []
+    for entry in call.get("interrupts") or ():
+        names, tools = tools[: entry.get("calls", 0)], tools[entry.get("calls", 0) :]
+        value = {
+            "action_requests": [{"name": name} for name in names],
+            "review_configs": [{"action_name": name, "allowed_decisions": allowed} for name in names],
+        }
+        interrupts.append(PendingInterrupt(id=str(entry.get("id")), value=value))
+    return interrupts

@@ -1,0 +1,143 @@
+"""Shared helpers that turn what the graph did into receipts and reports.
+
+Everything written here is a name, an id, a count or a digest: callers pass
+nothing else, and nothing here logs message content. Receipts go to the
+batched writer (`agents.observe.writer`) as `receipts.ingest.intake` entries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import wraps
+from typing import ParamSpec, TypeVar
+
+from asgiref.sync import sync_to_async
+from django.db import connection
+from django.utils import timezone
+
+from agents.observe import writer
+from receipts.ingest import intake
+from receipts.ingest.recording import OBSERVER, RunNotOwned, digest, record_report
+from receipts.models import Handoff, MiddlewareReport
+from receipts.verdicts.bundle import BundleError, text_problem
+
+P = ParamSpec("P")
+R = TypeVar("R")
+logger = logging.getLogger(__name__)
+# One report per run, agent, kind and attempt: receipts.ingest.recording owns the rules.
+add_report = record_report
+
+
+def closes_own_connection(fn: Callable[P, R]) -> Callable[P, R]:
+    """Close the database connection afterwards when this call opened it.
+
+    LangGraph runs tools and hooks in short-lived executor threads; a Django
+    connection opened there would otherwise stay open until garbage collection.
+    A thread that already holds a connection (the worker's own) keeps it.
+    """
+
+    @wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        opened_here = connection.connection is None
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if opened_here and not connection.in_atomic_block:
+                connection.close()
+
+    return wrapper
+
+
+def run_orm(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    """Call `fn` (which uses the ORM) from sync code, even on a thread that runs an event loop.
+
+    Django refuses sync ORM calls on such a thread (SynchronousOnlyOperation), so
+    there the call runs in a short-lived worker thread, which closes the
+    connection it opened. Elsewhere it is a plain call.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return fn(*args, **kwargs)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sidewisp-orm") as pool:
+        return pool.submit(closes_own_connection(fn), *args, **kwargs).result()
+
+
+async def arun_orm(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    """`run_orm` for async code: a worker thread that closes the connection it opened."""
+    return await sync_to_async(closes_own_connection(fn), thread_sensitive=False)(*args, **kwargs)
+
+
+def guarded(operation_id: str, part: str, call: Callable[[], R], *, agent: str = OBSERVER) -> R | None:
+    """Run one recording call so that observation never breaks the observed graph.
+
+    Evidence that does not validate is left absent (its boundary then fails, which
+    is the truth) and becomes an `evidence_dropped` report naming the part and the
+    field; any other failure is logged by class name and swallowed.
+    """
+    try:
+        return call()
+    except RunNotOwned:
+        pass  # another side's run (issue 19): recording logged the refusal, and a report could not go there
+    except BundleError as exc:
+        report = dropped_report(operation_id, part, exc.field, agent=agent)
+        _swallowing(add_report, report.operation_id, report.agent, report.report, dict(report.detail), report.attempt)
+    except Exception as exc:  # noqa: BLE001 - recording must never raise into the user's graph
+        logger.warning("%s receipt not recorded: %s", part, type(exc).__name__)
+    return None
+
+
+def dropped_report(operation_id: str, part: str, field: str, *, agent: str | None = OBSERVER) -> intake.ReportEntry:
+    """The `evidence_dropped` report that takes the place of a `part` whose `field` did not validate.
+
+    Filed under `agent` when that is a valid name, else under the observer.
+    """
+    valid = isinstance(agent, str) and agent != "" and text_problem(agent) is None
+    detail = {"part": part, "field": field[:200]}
+    kind = MiddlewareReport.Kind.EVIDENCE_DROPPED
+    return intake.ReportEntry(operation_id, agent if valid else OBSERVER, kind, detail, f"drop-{digest(part, field)}")
+
+
+def _swallowing(fn: Callable[..., object], *args: object) -> None:
+    try:
+        fn(*args)
+    except Exception as exc:  # noqa: BLE001 - reporting a dropped receipt must not raise either
+        logger.warning("evidence_dropped report not recorded: %s", type(exc).__name__)
+
+
+def handoff_id_for(operation_id: str, tool_call_id: str) -> str:
+    """Deterministic: a re-run of the same operation records into the same handoff."""
+    return f"h-{digest(operation_id, tool_call_id)}"
+
+
+def operation_id_of(config: dict | None) -> str | None:
+    configurable = (config or {}).get("configurable", {})
+    return configurable.get("operation_id") or configurable.get("thread_id")
+
+
+def latest_handoff(operation_id: str) -> Handoff | None:
+    return Handoff.objects.filter(run__operation_id=operation_id).order_by("created_at", "pk").last()
+
+
+def submit_outcome(operation_id: str, part: str, value: object, attempt: str) -> None:
+    """Hand a run outcome (wait, verification, final_status) to the writer, for the run's latest handoff.
+
+    The writer attaches it to the latest handoff when it writes it, and stores
+    nothing when the run has none (receipts.ingest.intake).
+    """
+    writer.submit(intake.PartEntry(operation_id, None, part, value, attempt))
+
+
+def submit_part(operation_id: str, handoff_id: str, part: str, value: object, attempt: str = "1") -> None:
+    writer.submit(intake.PartEntry(operation_id, handoff_id, part, value, attempt))
+
+
+def submit_report(operation_id: str, agent: str, kind: str, detail: dict, attempt: str) -> None:
+    writer.submit(intake.ReportEntry(operation_id, agent, kind, detail, attempt))
+
+
+def now_iso() -> str:
+    return timezone.now().isoformat()

@@ -1,0 +1,232 @@
+"""Evidence entries: the one format in which receipts and reports reach the database.
+
+Two producers speak it: this process's batched writer (`agents.observe.writer`, which
+hands entries to a sink) and agents that run elsewhere (`POST /api/v1/receipts`,
+whose body carries the same entries as JSON). Both end in `apply`, so a
+receipt recorded locally and one posted from another host are stored,
+classified and announced by the same code.
+
+An entry is either
+
+- a **part**: `{"kind": "part", "operation_id", "handoff_id", "part", "value", "attempt"}`
+  (`part` one of spec §1's parts or `final_status`). `handoff_id` may be null for
+  the run outcome parts (wait, verification, final_status): the part is then
+  attached to the run's latest handoff, and dropped when the run has none
+  (fail closed: an outcome with no handoff proves nothing).
+- a **report**: `{"kind": "report", "operation_id", "agent", "report", "detail", "attempt"}`
+  (a middleware report: `report` is a `MiddlewareReport.Kind`).
+- a **settle**: `{"kind": "settle", "operation_id", "handoff_id"}`: the step in which the
+  handoff's missing parts were due has finished, so no more evidence is due and its verdict
+  is final (spec v1.2 "Settled"). Idempotent; a settle for a handoff not stored yet stores
+  nothing and creates nothing (its flag is False).
+- a **run** change (`RunEntry`, local only: `parse` does not read it, the API refuses it): the
+  observer's change of its run's lifecycle (started, resumed, waiting, ended), applied by
+  `receipts.ingest.lifecycle` in the same FIFO as the receipts, so a wait is stored before its run says waiting.
+
+`parse` validates the shape only (types, names, which keys); the contents are
+minimized and validated by `recording` as for every other receipt. Errors name
+the field, prefixed with the entry's index (`entries[3].part`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from receipts.models import FINAL_STATUS_PART, RECEIPT_PARTS, Handoff
+from receipts.verdicts import bundle
+
+OUTCOME_PARTS = ("wait", "verification", FINAL_STATUS_PART)
+MAX_ENTRIES = 500
+
+
+@dataclass(frozen=True)
+class PartEntry:
+    operation_id: str
+    handoff_id: str | None  # None: the run's latest handoff (outcome parts only)
+    part: str
+    value: object
+    attempt: str = "1"
+    kind: Literal["part"] = "part"
+
+
+@dataclass(frozen=True)
+class ReportEntry:
+    operation_id: str
+    agent: str
+    report: str
+    detail: Mapping
+    attempt: str
+    kind: Literal["report"] = "report"
+
+
+@dataclass(frozen=True)
+class SettleEntry:
+    operation_id: str
+    handoff_id: str
+    kind: Literal["settle"] = "settle"
+
+
+@dataclass(frozen=True)
+class RunEntry:
+    """A change of the observed run's lifecycle; see `receipts.ingest.lifecycle.apply`."""
+
+    operation_id: str
+    status: str  # the run's new status (receipts.models.Run.Status)
+    thread_id: str | None = None  # a start: the run is created as an observed run when new
+    error: str = ""
+    resumed: Mapping | None = None  # a start that resumes waits: {interrupt id or None (all): resolution}
+    pending_call: Mapping | None = None  # a wait's pending call, names only (observer.pending_call_of)
+    final: bool = False  # the observer's last word on this call: a run without a handoff gets a report
+    graph: str = ""  # a start: the graph's name (`configurable.graph_name`), whose team owns the run (issue 22 §2)
+    kind: Literal["run"] = "run"
+
+
+Entry = PartEntry | ReportEntry | SettleEntry | RunEntry
+
+
+def to_json(entry: Entry) -> dict:
+    """The entry as the JSON object `parse` reads back (a run entry stays local: TypeError)."""
+    if isinstance(entry, RunEntry):
+        msg = "a run entry is applied locally only: the server keeps a remote run's lifecycle"
+        raise TypeError(msg)
+    if isinstance(entry, PartEntry):
+        return {
+            "kind": "part",
+            "operation_id": entry.operation_id,
+            "handoff_id": entry.handoff_id,
+            "part": entry.part,
+            "value": entry.value,
+            "attempt": entry.attempt,
+        }
+    if isinstance(entry, SettleEntry):
+        return {"kind": "settle", "operation_id": entry.operation_id, "handoff_id": entry.handoff_id}
+    return {
+        "kind": "report",
+        "operation_id": entry.operation_id,
+        "agent": entry.agent,
+        "report": entry.report,
+        "detail": dict(entry.detail),
+        "attempt": entry.attempt,
+    }
+
+
+def parse(obj: object, where: str = "entry") -> Entry:
+    """One entry from its JSON object; `bundle.BundleError` names the field (prefixed by `where`)."""
+    if not isinstance(obj, Mapping):
+        raise bundle.BundleError(where, "must be an object")
+    kind = obj.get("kind")
+    try:
+        operation_id = bundle.parse_name(obj.get("operation_id"), "operation_id")
+        attempt = bundle.parse_name(obj.get("attempt", "1"), "attempt")
+        if kind == "part":
+            part = obj.get("part")
+            if part not in (*RECEIPT_PARTS, FINAL_STATUS_PART):
+                raise bundle.BundleError("part", f"must be one of {', '.join((*RECEIPT_PARTS, FINAL_STATUS_PART))}")
+            handoff_id = obj.get("handoff_id")
+            if handoff_id is None:
+                if part not in OUTCOME_PARTS:
+                    raise bundle.BundleError("handoff_id", f"is required for the {part} part")
+            else:
+                handoff_id = bundle.parse_name(handoff_id, "handoff_id")
+            return PartEntry(operation_id, handoff_id, part, obj.get("value"), attempt)
+        if kind == "report":
+            detail = obj.get("detail", {})
+            if not isinstance(detail, Mapping):
+                raise bundle.BundleError("detail", "must be an object")
+            report = obj.get("report")
+            if not isinstance(report, str):
+                raise bundle.BundleError("report", "must be a string")
+            return ReportEntry(operation_id, bundle.parse_name(obj.get("agent"), "agent"), report, detail, attempt)
+        if kind == "settle":
+            return SettleEntry(operation_id, bundle.parse_name(obj.get("handoff_id"), "handoff_id"))
+        raise bundle.BundleError("kind", 'must be "part", "report" or "settle"')
+    except bundle.BundleError as exc:
+        raise bundle.BundleError(f"{where}.{exc.field}", exc.message) from None
+
+
+def parse_many(objs: object, where: str = "entries") -> list[Entry]:
+    """A list of entries (at most MAX_ENTRIES); the first invalid one raises, naming its index."""
+    if not isinstance(objs, list):
+        raise bundle.BundleError(where, "must be a list")
+    if len(objs) > MAX_ENTRIES:
+        raise bundle.BundleError(where, f"must hold at most {MAX_ENTRIES} entries")
+    return [parse(obj, f"{where}[{i}]") for i, obj in enumerate(objs)]
+
+
+def apply(entries: Sequence[Entry]) -> list[bool]:
+    """Store `entries` in order; one flag per entry: True when something new was stored.
+
+    Each entry is minimized and validated by `receipts.ingest.recording` (which raises
+    `bundle.BundleError` naming the field); an entry already stored for its
+    attempt stores nothing again (idempotent). Callers decide the transaction:
+    the API wraps a request in one (all or nothing), the local writer one per batch.
+    Inside that transaction the entries are one `recording.batch()`: runs, handoffs and
+    contracts read once, each run's health refreshed once. Consecutive part entries are
+    recorded as one set (`receipts.ingest.setwise`); the other entries (reports, settles and any
+    other kind) are applied in order between those sets, each through `_apply_one`.
+    """
+    from receipts.ingest import (
+        recording,
+        setwise,  # recording imports this module's callers, not the reverse
+    )
+
+    with recording.batch():
+        recording.prefetch(
+            (entry.operation_id for entry in entries),
+            (entry.handoff_id for entry in entries if isinstance(entry, PartEntry | SettleEntry) and entry.handoff_id),
+            latest_of=(e.operation_id for e in entries if isinstance(e, PartEntry) and not e.handoff_id),
+        )
+        stored: list[bool] = []
+        for parts, other in _segments(entries):
+            stored += setwise.record_parts(parts) if parts else [_apply_one(other)]
+        return stored
+
+
+def _segments(entries: Sequence[Entry]) -> Iterator[tuple[list[PartEntry], Entry | None]]:
+    """The entries in order as (consecutive part entries, None) and ([], one other entry)."""
+    parts: list[PartEntry] = []
+    for entry in entries:
+        if isinstance(entry, PartEntry):
+            parts.append(entry)
+            continue
+        if parts:
+            yield parts, None
+            parts = []
+        yield [], entry
+    if parts:
+        yield parts, None
+
+
+def _apply_one(entry: Entry) -> bool:
+    from receipts.ingest import lifecycle, recording
+
+    if isinstance(entry, ReportEntry):
+        report = (entry.operation_id, entry.agent, entry.report, dict(entry.detail), entry.attempt)
+        return recording.record_report(*report)
+    if isinstance(entry, SettleEntry):
+        return recording.settle(handoff_id=entry.handoff_id, operation_id=entry.operation_id)
+    if isinstance(entry, RunEntry):
+        return lifecycle.apply(entry)
+    handoff_id = entry.handoff_id or _latest_handoff_id(entry.operation_id)
+    if handoff_id is None:
+        return False
+    result = recording.record(
+        handoff_id=handoff_id,
+        operation_id=entry.operation_id,
+        part=entry.part,
+        value=entry.value,
+        attempt=entry.attempt,
+    )
+    return result.stored
+
+
+def _latest_handoff_id(operation_id: str) -> str | None:
+    latest = (
+        Handoff.objects.filter(run__operation_id=operation_id)
+        .order_by("-created_at", "-pk")
+        .values_list("handoff_id", flat=True)
+        .first()
+    )
+    return latest

@@ -1,0 +1,81 @@
+"""An observed run's lifecycle, applied by the evidence writer in the same FIFO as the run's receipts.
+
+The observer (`agents.observe.observer`) hands its run changes over as `receipts.ingest.intake.RunEntry` instead of
+writing them on the agent's thread: the run created or found when `observe` starts (the waits a
+resume decided marked resolved, its pending call cleared), its status set running, waiting, parked,
+queued for a retry or ended, and a wait's pending call. Entries are written in submission order, so
+a wait's receipt is stored before (or with) the status that says the run waits, and the run's last
+receipts before the status that ends it. Status changes go through `receipts.ingest.runs.set_status`, the
+one place that changes and announces a run's status.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from receipts.ingest import recording, runs
+from receipts.ingest.intake import RunEntry
+from receipts.ingest.recording import OBSERVER, RunNotOwned, digest
+from receipts.models import Handoff, MiddlewareReport, Run
+from receipts.verdicts.bundle import BundleError
+
+logger = logging.getLogger(__name__)
+
+
+def apply(entry: RunEntry) -> bool:
+    """Apply one run change; True when a run was changed (False: no such run, nothing to create it from).
+
+    Raises `RunNotOwned` for a run another side created (issue 19): nothing is written then.
+    """
+    run = _run(entry)
+    if run is None:
+        return False
+    if problem := recording.owner_problem(run):
+        logger.warning("run change refused: %s", problem)
+        raise RunNotOwned("operation_id", problem)
+    if entry.resumed is not None:
+        _resolve_waits(run, entry.resumed)
+    if entry.pending_call is not None or entry.resumed is not None:
+        run.pending_call = dict(entry.pending_call) if entry.pending_call is not None else None
+        run.save(update_fields=["pending_call", "updated_at"])
+    if entry.final and entry.status != Run.Status.WAITING and not _has_handoff(run):
+        detail = {"status": str(entry.status)}  # the observer's outcome: parked, failed or complete
+        kind = MiddlewareReport.Kind.NO_HANDOFF
+        recording.record_report(run.operation_id, OBSERVER, kind, detail, f"end-{entry.status}")
+    runs.set_status(run, entry.status, error=entry.error)
+    return True
+
+
+def _run(entry: RunEntry) -> Run | None:
+    """The entry's run; a start (it names the thread) creates it as an observed run when new."""
+    if entry.thread_id is None:
+        return Run.objects.filter(operation_id=entry.operation_id).first()
+    mode, source = Run.Mode.OBSERVED, Run.Source.AGENT
+    defaults = {"thread_id": entry.thread_id, "mode": mode, "source": source, "graph": entry.graph}
+    run, created = Run.objects.get_or_create(operation_id=entry.operation_id, defaults=defaults)
+    if created:
+        recording.prefetch([entry.operation_id], [])  # the batch's later receipts record into this row
+    return run
+
+
+def _resolve_waits(run: Run, resumed: dict) -> None:
+    """Mark the run's open waits resolved with the resume's decision (by resume token, else for all)."""
+    for handoff in run.handoffs.filter(wait_open=True):
+        token = (handoff.wait_part or {}).get("resume_token_id")
+        wait = {**handoff.wait_part, "resolved": True, "resolution": resumed.get(token, resumed.get(None))}
+        try:
+            recording.record(
+                handoff_id=handoff.handoff_id,
+                operation_id=run.operation_id,
+                part="wait",
+                value=wait,
+                attempt=f"resolved-{digest(token)}",
+            )
+        except BundleError as exc:  # the wait stays open, which is the truth; the run still changes
+            detail = {"part": "wait", "field": exc.field[:200]}
+            kind = MiddlewareReport.Kind.EVIDENCE_DROPPED
+            recording.record_report(run.operation_id, OBSERVER, kind, detail, f"drop-{digest('wait', exc.field)}")
+
+
+def _has_handoff(run: Run) -> bool:
+    return Handoff.objects.filter(run=run).exists()

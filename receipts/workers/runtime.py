@@ -1,0 +1,116 @@
+"""What the evidence domain needs from the agent runtime, behind one narrow interface.
+
+`receipts` never imports agent code: the runtime (agents.host.hosting) registers an
+implementation when Django starts. Until one is registered, nothing can be
+resumed, verified again or driven, which is the fail-closed answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from receipts.models import Handoff, Run
+
+SAFE_DEFAULT = "reject"
+DEFAULT_DEADLINE_MINUTES = 60
+
+
+@dataclass(frozen=True)
+class PendingCall:
+    """The tool call a decision resumes. `arg_types` maps argument names to type names, never values.
+
+    `arg_schema` is each argument's JSON schema (type and declared range, receipts.actions.arguments), what an
+    edit is checked against. `arg_values` are the call's values, redacted, read from the durable checkpoint
+    for the confirmation page only (None when Sidewisp cannot read them, `values_note` says why): never
+    stored, audited or sent.
+    """
+
+    tool: str
+    arg_types: dict[str, str]
+    allowed_decisions: tuple[str, ...]
+    resume_token_id: str
+    arg_schema: dict[str, dict] = field(default_factory=dict)
+    arg_values: dict[str, str] | None = None
+    values_note: str = ""
+
+    @property
+    def arg_keys(self) -> list[str]:
+        return sorted(self.arg_types)
+
+
+@dataclass(frozen=True)
+class Escalation:
+    backup_owner: str | None
+    deadline_minutes: int
+    safe_default: str = SAFE_DEFAULT
+
+
+class Runtime(Protocol):
+    def graphs(self) -> list[str]:
+        """The names of the registered graphs a hosted run can start."""
+
+    def can_resume(self, run: Run) -> bool:
+        """A decision on this run's wait can reach its graph (a hosted graph, or an observing app)."""
+
+    def can_reverify(self, run: Run) -> bool:
+        """A worker can run this run's outcome verifier again."""
+
+    def can_drive(self, run: Run) -> bool:
+        """A worker can drive this run on from its checkpoint (resume auto-continue)."""
+
+    def resumer(self, run: Run) -> str:
+        """Who resumes this run after a decision, as a sentence for the pages."""
+
+    def pending_call(self, run: Run) -> PendingCall | None: ...
+
+    def escalation_for(self, handoff: Handoff) -> Escalation: ...
+
+    def enqueue_start(self, run_id: int) -> None: ...
+
+    def enqueue_resume(self, decision_id: int) -> None: ...
+
+    def enqueue_reverify(self, run_id: int) -> None: ...
+
+
+class NoRuntime:
+    """No agent runtime installed: evidence can be read and judged, nothing can be driven."""
+
+    def graphs(self) -> list[str]:
+        return []
+
+    def can_resume(self, run: Run) -> bool:
+        return False
+
+    def can_reverify(self, run: Run) -> bool:
+        return False
+
+    def can_drive(self, run: Run) -> bool:
+        return False
+
+    def resumer(self, run: Run) -> str:
+        return "Nothing resumes this run: no agent runtime is installed."
+
+    def pending_call(self, run: Run) -> PendingCall | None:
+        return None
+
+    def escalation_for(self, handoff: Handoff) -> Escalation:
+        return Escalation(backup_owner=None, deadline_minutes=DEFAULT_DEADLINE_MINUTES)
+
+    def enqueue_start(self, run_id: int) -> None:
+        raise LookupError("no agent runtime is installed")
+
+    enqueue_resume = enqueue_reverify = enqueue_start
+
+
+_runtime: Runtime = NoRuntime()
+
+
+def register(runtime: Runtime) -> None:
+    global _runtime
+    _runtime = runtime
+
+
+def current() -> Runtime:
+    return _runtime

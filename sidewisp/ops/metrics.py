@@ -1,0 +1,402 @@
+"""The Prometheus endpoint: what the database and Redis hold, read at scrape time.
+
+A custom collector queries the database on every scrape (eight queries,
+however many handoffs there are: seven aggregates and the last retention run), so the numbers are the
+database's own and no process keeps counters of its own that a multi-process
+deployment would have to merge. What lives outside the database comes from
+Redis: the Celery queue's length, the heartbeats sidewisp.ops.health reads, and
+the count of health events that could not be published (`count_publish_failures`
+installs that counter) and the evidence writers' counters (`push_writer_counts`).
+
+Access is default deny: a request needs `Authorization: Bearer
+<SIDEWISP_METRICS_TOKEN>` or an address in SIDEWISP_METRICS_ALLOW.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import logging
+import math
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from datetime import datetime, timedelta
+
+import redis
+from django.conf import settings
+from django.core.cache import cache
+from django.db.models import Count, Min, Q
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+from django.utils.crypto import constant_time_compare
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import choose_encoder
+
+from agents.observe import writer
+from receipts import retention
+from receipts.models import Handoff, Receipt
+from receipts.notify import outbox
+from receipts.queries import dashboard
+from receipts.tasks import beat_heartbeat_key
+from sidewisp.ops import health
+
+# Agents beyond this many (the busiest keep their names) share the label "other": a fleet that invents
+# agent names cannot blow up the number of series.
+MAX_AGENT_LABELS = 50
+NO_AGENT = "none"
+OTHER_AGENTS = "other"
+# Recording latency is read from the newest receipts only: at most this many, recorded this recently.
+LATENCY_SAMPLE_RECEIPTS = 1000
+LATENCY_WINDOW = timedelta(minutes=5)
+LATENCY_QUANTILES = (0.5, 0.9, 0.99, 1.0)
+# The field holding the part's own time (when the agent side saw it happen), per receipt part.
+PART_TIME_FIELDS = {"created": "at", "reduced": "at", "destination": "started_at", "verification": "checked_at"}
+# kombu's Redis transport keeps a queue's messages of priority p > 0 under "<queue>\x06\x16<p>".
+_PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")
+_REDIS_TIMEOUT_SECONDS = 1.0
+# The evidence writer's counters (agents.observe.writer.stats()) that /metrics shows, summed over worker processes.
+WRITER_COUNTS = {
+    "blocked": "Receipts an agent had to wait to hand over: its worker's evidence buffer was full.",
+    "dropped": "Receipts given up on by a worker's evidence writer (each one logged).",
+    "failed": "Batches a worker's evidence writer could not write at first try (retried).",
+}
+# How long the time a worker was last seen is kept: a deployment gone for longer leaves no key behind.
+WORKER_SEEN_SECONDS = 24 * 3600
+
+logger = logging.getLogger(__name__)
+
+
+@never_cache
+@require_GET
+def scrape(request: HttpRequest) -> HttpResponse:
+    if refused := _refusal(request):
+        return refused
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SidewispCollector())
+    encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
+    return HttpResponse(encoder(registry), content_type=content_type)
+
+
+def _refusal(request: HttpRequest) -> HttpResponse | None:
+    """None when the request may read the metrics; otherwise the refusal, which carries no data."""
+    token = settings.SIDEWISP_METRICS_TOKEN
+    allowed = settings.SIDEWISP_METRICS_ALLOW
+    if not token and not allowed:
+        return HttpResponse("Metrics are off: set SIDEWISP_METRICS_TOKEN or SIDEWISP_METRICS_ALLOW.\n", status=403)
+    scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
+    if token and scheme.lower() == "bearer" and constant_time_compare(presented.strip(), token):
+        return None
+    if _address_allowed(request.META.get("REMOTE_ADDR", ""), allowed):
+        return None
+    if token:
+        response = HttpResponse("A valid bearer token is required.\n", status=401)
+        response["WWW-Authenticate"] = 'Bearer realm="sidewisp metrics"'
+        return response
+    return HttpResponse("This address may not read the metrics.\n", status=403)
+
+
+def _address_allowed(address: str, networks: Iterable) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in network for network in networks)
+
+
+class SidewispCollector:
+    """Every Sidewisp metric, computed when Prometheus asks (prometheus_client's custom collector protocol)."""
+
+    def __init__(self, now: datetime | None = None) -> None:
+        self.now = now or timezone.now()
+
+    def collect(self) -> Iterator[Metric]:
+        yield self._handoffs()
+        yield self._open_false_completions()
+        yield from self._waits()
+        yield self._receipts()
+        yield self._unapplied_intents()
+        yield from self._recording_latency()
+        yield from self._redis_facts()
+        yield from self._heartbeats()
+        yield from self._retention()
+
+    def _handoffs(self) -> Metric:
+        rows = list(Handoff.objects.order_by().values_list("verdict", "sender", "receiver").annotate(n=Count("pk")))
+        busiest: Counter[str] = Counter()
+        for _, sender, receiver, n in rows:
+            busiest[sender] += n
+            busiest[receiver] += n
+        del busiest[""]  # no agent named: a label of its own
+        named = {agent for agent, _ in busiest.most_common(MAX_AGENT_LABELS)}
+        counts: Counter[tuple[str, str, str]] = Counter()
+        for verdict, sender, receiver, n in rows:
+            counts[verdict, _agent_label(sender, named), _agent_label(receiver, named)] += n
+        metric = GaugeMetricFamily(
+            "sidewisp_handoffs",
+            "Handoffs by current verdict, sending agent and receiving agent.",
+            labels=["verdict", "sender", "receiver"],
+        )
+        for labels, n in sorted(counts.items()):
+            metric.add_metric(labels, n)
+        return metric
+
+    def _open_false_completions(self) -> Metric:
+        # A settled false completion keeps its verdict in sidewisp_handoffs; this counts those still open.
+        return GaugeMetricFamily(
+            "sidewisp_open_false_completions",
+            "False completions no operator has accepted or resolved.",
+            value=dashboard.false_completion_count(),
+        )
+
+    def _waits(self) -> Iterator[Metric]:
+        waits = Handoff.objects.filter(wait_open=True).aggregate(
+            open=Count("pk"), overdue=Count("pk", filter=Q(wait_deadline__lte=self.now))
+        )
+        yield GaugeMetricFamily("sidewisp_open_waits", "Waits on a person not yet decided.", value=waits["open"])
+        yield GaugeMetricFamily(
+            "sidewisp_overdue_waits", "Open waits whose deadline has passed.", value=waits["overdue"]
+        )
+        opened = Receipt.objects.filter(part="wait", handoff__wait_open=True).aggregate(first=Min("recorded_at"))
+        oldest = GaugeMetricFamily(
+            "sidewisp_open_wait_oldest_age_seconds",
+            "Seconds since the oldest open wait was recorded (no sample when no wait is open).",
+        )
+        if opened["first"] is not None:
+            oldest.add_metric([], max((self.now - opened["first"]).total_seconds(), 0.0))
+        yield oldest
+
+    def _receipts(self) -> Metric:
+        metric = CounterMetricFamily(
+            "sidewisp_receipts_recorded",
+            "Receipt parts recorded (receipts are append-only: rate() gives the recording rate).",
+            labels=["part"],
+        )
+        counts = dict(Receipt.objects.order_by().values_list("part").annotate(n=Count("pk")))
+        for part in sorted(counts):
+            metric.add_metric([part], counts[part])
+        return metric
+
+    def _unapplied_intents(self) -> Metric:
+        # issue 19 §1: promised work no worker has taken on within the apply bound (sent or not).
+        counts = dict(outbox.unapplied(now=self.now).values("kind").annotate(n=Count("pk")).values_list("kind", "n"))
+        metric = GaugeMetricFamily(
+            "sidewisp_intents_unapplied",
+            f"Starts, resumes and re-verifications promised more than {settings.SIDEWISP_INTENT_APPLY_SECONDS} s "
+            "ago that no worker has applied yet (the outbox keeps sending them).",
+            labels=["kind"],
+        )
+        for kind in outbox.WORK_KINDS:
+            metric.add_metric([kind], counts.get(kind, 0))
+        return metric
+
+    def _recording_latency(self) -> Iterator[Metric]:
+        since = self.now - LATENCY_WINDOW
+        newest = Receipt.objects.order_by("-pk").values_list("part", "payload", "recorded_at")[:LATENCY_SAMPLE_RECEIPTS]
+        latencies = sorted(
+            latency
+            for part, payload, recorded_at in newest
+            if recorded_at >= since and (latency := _latency_seconds(part, payload, recorded_at)) is not None
+        )
+        yield GaugeMetricFamily(
+            "sidewisp_recent_recording_latency_receipts",
+            f"Receipts in the latency sample: the newest {LATENCY_SAMPLE_RECEIPTS} recorded in the last "
+            f"{LATENCY_WINDOW.seconds // 60} minutes whose part carries its own time.",
+            value=len(latencies),
+        )
+        metric = GaugeMetricFamily(
+            "sidewisp_recent_recording_latency_seconds",
+            "Seconds from a part's own time to its receipt being recorded, quantiles over the latency sample.",
+            labels=["quantile"],
+        )
+        for q in LATENCY_QUANTILES if latencies else ():
+            metric.add_metric([str(q)], latencies[max(math.ceil(q * len(latencies)) - 1, 0)])
+        yield metric
+
+    def _redis_facts(self) -> Iterator[Metric]:
+        queue = settings.CELERY_TASK_DEFAULT_QUEUE
+        client = redis.Redis.from_url(
+            settings.REDIS_URL, socket_connect_timeout=_REDIS_TIMEOUT_SECONDS, socket_timeout=_REDIS_TIMEOUT_SECONDS
+        )
+        try:
+            pipe = client.pipeline(transaction=False)
+            for suffix in _PRIORITY_SUFFIXES:
+                pipe.llen(queue + suffix)
+            pipe.get(publish_failures_key())
+            pipe.mget([writer_count_key(name) for name in WRITER_COUNTS])
+            *lengths, failures, writer_counts = pipe.execute()
+        except redis.RedisError as exc:
+            logger.warning("metrics: Redis not readable: %s", type(exc).__name__)
+            yield GaugeMetricFamily("sidewisp_redis_up", "1 when Redis answered this scrape.", value=0)
+            return
+        finally:
+            client.close()
+        yield GaugeMetricFamily("sidewisp_redis_up", "1 when Redis answered this scrape.", value=1)
+        yield GaugeMetricFamily(
+            "sidewisp_celery_queue_length", "Celery tasks waiting in Sidewisp's queue.", value=sum(lengths)
+        )
+        yield CounterMetricFamily(
+            "sidewisp_event_publish_failures",
+            "Health event publishes (an event or a batch of them) that did not reach the channel layer.",
+            value=int(failures or 0),
+        )
+        for (name, documentation), count in zip(WRITER_COUNTS.items(), writer_counts, strict=True):
+            yield CounterMetricFamily(f"sidewisp_evidence_writer_{name}", documentation, value=int(count or 0))
+
+    def _heartbeats(self) -> Iterator[Metric]:
+        now = time.time()
+        worker = health.cached_worker_check()
+        yield GaugeMetricFamily(
+            "sidewisp_worker_up", "1 when a Celery worker answered a ping.", value=int(worker["ok"])
+        )
+        try:
+            if worker["ok"]:
+                cache.set(worker_seen_key(), now, WORKER_SEEN_SECONDS)
+            seen, beat = cache.get(worker_seen_key()), cache.get(beat_heartbeat_key())
+        except redis.RedisError:
+            return  # sidewisp_redis_up says why
+        yield GaugeMetricFamily(
+            "sidewisp_worker_heartbeat_age_seconds",
+            "Seconds since a Celery worker last answered a ping (+Inf: not within a day).",
+            value=_age(now, seen),
+        )
+        yield GaugeMetricFamily(
+            "sidewisp_beat_heartbeat_age_seconds",
+            "Seconds since Celery beat's heartbeat task last ran (+Inf: none in the last hour).",
+            value=_age(now, beat),
+        )
+
+    def _retention(self) -> Iterator[Metric]:
+        # issue 22 §3: the newest pruning run, from its audit entry (nothing yet: no samples but the flag).
+        last = retention.last_run()
+        yield GaugeMetricFamily(
+            "sidewisp_retention_runs_recorded", "1 when a retention pruning run is on record.", value=int(bool(last))
+        )
+        if last is None:
+            return
+        yield GaugeMetricFamily(
+            "sidewisp_retention_last_run_timestamp_seconds",
+            "When the last retention pruning run ended (Unix time).",
+            value=last.at.timestamp(),
+        )
+        yield GaugeMetricFamily(
+            "sidewisp_retention_last_run_duration_seconds", "How long the last pruning run took.", value=last.seconds
+        )
+        yield GaugeMetricFamily(
+            "sidewisp_retention_last_run_failed",
+            "1 when the last pruning run stopped early on a database error (the next run continues).",
+            value=int(bool(last.error)),
+        )
+        yield GaugeMetricFamily(
+            "sidewisp_retention_last_run_partitions_dropped",
+            "Monthly receipt partitions the last pruning run dropped whole (PostgreSQL).",
+            value=last.partitions_dropped,
+        )
+        removed = GaugeMetricFamily(
+            "sidewisp_retention_last_run_removed_rows",
+            "Rows the last pruning run removed, per kind (audit_entries_detached: kept, their run's link cleared).",
+            labels=["kind"],
+        )
+        for kind in retention.KINDS:
+            removed.add_metric([kind], last.removed[kind])
+        yield removed
+
+
+def _agent_label(agent: str, named: set[str]) -> str:
+    if not agent:
+        return NO_AGENT
+    return agent if agent in named else OTHER_AGENTS
+
+
+def _latency_seconds(part: str, payload: object, recorded_at: datetime) -> float | None:
+    field = PART_TIME_FIELDS.get(part)
+    if field is None or not isinstance(payload, dict) or not isinstance(payload.get(field), str):
+        return None
+    try:
+        happened = datetime.fromisoformat(payload[field])
+    except ValueError:
+        return None
+    # A part stamped ahead of the server's clock (a skewed agent host) counts as recorded at once.
+    return max((recorded_at - happened).total_seconds(), 0.0)
+
+
+def _age(now: float, stamp: object) -> float:
+    return math.inf if stamp is None else max(now - float(stamp), 0.0)
+
+
+def worker_seen_key() -> str:
+    return f"system:worker-seen:{settings.CELERY_TASK_DEFAULT_QUEUE}"
+
+
+# --- counting event publish failures ---------------------------------------------------------
+
+
+def publish_failures_key() -> str:
+    """The Redis counter of unpublished health events, under the deployment's queue name."""
+    return f"{settings.CELERY_TASK_DEFAULT_QUEUE}:metrics:event_publish_failures"
+
+
+class PublishFailureCounter(logging.Handler):
+    """Counts, in Redis, each warning `receipts.ingest.broadcast` logs: it logs one per publish it could not make.
+
+    A counter in Redis rather than in the process: every web and worker process adds to one number, and it
+    survives restarts. A failure while Redis itself is unreachable cannot be counted (sidewisp_redis_up
+    shows that outage instead).
+    """
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=0.2, socket_timeout=0.2)
+        with contextlib.suppress(redis.RedisError), client:
+            client.incr(publish_failures_key())
+
+
+def count_publish_failures() -> None:
+    """Attach the counter to the broadcast module's logger (SidewispConfig.ready, in every process)."""
+    broadcast_logger = logging.getLogger("receipts.ingest.broadcast")
+    if not any(isinstance(handler, PublishFailureCounter) for handler in broadcast_logger.handlers):
+        broadcast_logger.addHandler(PublishFailureCounter())
+
+
+# --- the evidence writer's counters, from every worker process --------------------------------
+
+
+def writer_count_key(name: str) -> str:
+    return f"{settings.CELERY_TASK_DEFAULT_QUEUE}:metrics:evidence_writer_{name}"
+
+
+# What this process last added to Redis, per counter (a forked child starts from its parent's values: the
+# comparison below sees its own writer's counts start again from zero).
+_pushed_writer_counts: dict[str, int] = {}
+_push_lock = threading.Lock()
+
+
+def push_writer_counts(**kwargs) -> None:
+    """Celery `task_postrun` receiver: add what this process's evidence writer counted since the last push.
+
+    Each worker process keeps its writer's counts in memory (agents.observe.writer.stats()); adding the growth to
+    Redis counters after each task sums them over every process and keeps them across restarts.
+    """
+    with _push_lock:  # tasks of a threads pool end at once
+        counts = writer.stats()
+        growth = {}
+        for name in WRITER_COUNTS:
+            pushed = _pushed_writer_counts.get(name, 0)
+            # Fewer than pushed: a new writer (a forked child, a restarted one) counts from zero again.
+            growth[name] = counts[name] - pushed if counts[name] >= pushed else counts[name]
+        if not any(growth.values()):
+            return
+        client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=0.2, socket_timeout=0.2)
+        with contextlib.suppress(redis.RedisError), client:
+            pipe = client.pipeline(transaction=False)
+            for name, n in growth.items():
+                if n:
+                    pipe.incrby(writer_count_key(name), n)
+            pipe.execute()
+            _pushed_writer_counts.update({name: counts[name] for name in WRITER_COUNTS})
