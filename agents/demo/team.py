@@ -18,8 +18,8 @@ from agents.demo.contracts import team_contracts
 from agents.host.scripted import Say, chat_model
 from agents.limits.stack import build_middleware, wait_policies
 from agents.models import AgentLimits
+from agents.observe import WaitPolicy
 from agents.observe.handoffs import Fault, handoff_tool
-from agents.observe.observer import WaitPolicy
 
 ROUTE_VERSION = "routes/1"
 AGENTS = ("triage", "sales", "support", "billing", "coder")

@@ -45,8 +45,8 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from agents.host import graphcache
+from agents.observe import Verifier, WaitPolicy
 from agents.observe.evidence import digest
-from agents.observe.observer import Verifier, WaitPolicy
 
 if TYPE_CHECKING:
     from agents.models import LimitsVersion

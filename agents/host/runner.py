@@ -27,9 +27,9 @@ from agents.host import registry, workspaces
 from agents.host.checkpoints import checkpointer
 from agents.host.registry import Host, HostedGraph
 from agents.models import LimitsVersion, RunLimits
-from agents.observe import evidence, writer
+from agents.observe import Outcome, conclude, evidence, observe, writer
+from agents.observe.conclusion import final_message_of, verify
 from agents.observe.decisions import resume_value, validate_decision
-from agents.observe.observer import Outcome, conclude, final_message_of, observe, verify
 from agents.observe.transient import TRANSIENT
 from receipts.ingest import runs
 from receipts.ingest.recording import OBSERVER

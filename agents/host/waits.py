@@ -19,7 +19,7 @@ from agents.host import registry
 from agents.limits import DEFAULT_SETTINGS, graph_limits, resolve
 from agents.models import LimitsVersion, RunLimits
 from agents.observe.arguments import arg_schemas, redacted_values
-from agents.observe.observer import gated_tools, resume_token_id
+from agents.observe.waits import gated_tools, resume_token_id
 from receipts.models import Handoff, Run
 from receipts.workers.runtime import Escalation, PendingCall
 

@@ -57,8 +57,8 @@ from agents.limits import (
     workspace_tool_names,
 )
 from agents.models import AgentLimits
+from agents.observe import WaitPolicy
 from agents.observe.middleware import SidewispMiddleware
-from agents.observe.observer import WaitPolicy
 
 # A shell stopped this long after its timeout is killed (the library waits 10 s by default).
 SHELL_TERMINATION_SECONDS = 1.0

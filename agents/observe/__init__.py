@@ -1,0 +1,34 @@
+"""The observing side: what runs inside the user's process to record what their LangGraph team did.
+
+The LangChain middleware, the graph observer and its stream tracking, the batched evidence writer and
+its remote sink, and the decisions an approver sends back. Users import the names below from here;
+the submodules import their siblings, never this package.
+
+May import: receipts (models, ingest, verdicts, workers), agents.host.faults (test-only fault hooks),
+LangChain, LangGraph, Django; never: agents.demo, agents.limits, the rest of agents.host, sidewisp.
+"""
+
+from __future__ import annotations
+
+from agents.observe.conclusion import aconclude, conclude
+from agents.observe.decisions import aawait_decision, await_decision
+from agents.observe.handoffs import handoff_tool
+from agents.observe.middleware import SidewispMiddleware
+from agents.observe.observer import aobserve, observe
+from agents.observe.outcomes import Outcome, OutcomeVerifier, Verifier, WaitPolicy, claims_done
+
+__all__ = [
+    "Outcome",
+    "OutcomeVerifier",
+    "SidewispMiddleware",
+    "Verifier",
+    "WaitPolicy",
+    "aawait_decision",
+    "aconclude",
+    "aobserve",
+    "await_decision",
+    "claims_done",
+    "conclude",
+    "handoff_tool",
+    "observe",
+]

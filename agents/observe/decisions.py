@@ -18,7 +18,7 @@ from django.conf import settings
 from langgraph.types import Command
 
 from agents.observe import evidence, remote
-from agents.observe.observer import gated_tools
+from agents.observe.waits import gated_tools
 from receipts.ingest import recording
 from receipts.models import Decision, Run
 from receipts.workers import claims

@@ -21,8 +21,8 @@ from django.utils import timezone
 from agents.observe import writer
 from receipts.ingest import intake
 from receipts.ingest.recording import OBSERVER, RunNotOwned, digest, record_report
-from receipts.models import Handoff, MiddlewareReport
-from receipts.verdicts.bundle import BundleError, text_problem
+from receipts.models import Handoff
+from receipts.verdicts.bundle import BundleError
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -83,22 +83,11 @@ def guarded(operation_id: str, part: str, call: Callable[[], R], *, agent: str =
     except RunNotOwned:
         pass  # another side's run (issue 19): recording logged the refusal, and a report could not go there
     except BundleError as exc:
-        report = dropped_report(operation_id, part, exc.field, agent=agent)
+        report = writer.dropped_report(operation_id, part, exc.field, agent=agent)
         _swallowing(add_report, report.operation_id, report.agent, report.report, dict(report.detail), report.attempt)
     except Exception as exc:  # noqa: BLE001 - recording must never raise into the user's graph
         logger.warning("%s receipt not recorded: %s", part, type(exc).__name__)
     return None
-
-
-def dropped_report(operation_id: str, part: str, field: str, *, agent: str | None = OBSERVER) -> intake.ReportEntry:
-    """The `evidence_dropped` report that takes the place of a `part` whose `field` did not validate.
-
-    Filed under `agent` when that is a valid name, else under the observer.
-    """
-    valid = isinstance(agent, str) and agent != "" and text_problem(agent) is None
-    detail = {"part": part, "field": field[:200]}
-    kind = MiddlewareReport.Kind.EVIDENCE_DROPPED
-    return intake.ReportEntry(operation_id, agent if valid else OBSERVER, kind, detail, f"drop-{digest(part, field)}")
 
 
 def _swallowing(fn: Callable[..., object], *args: object) -> None:

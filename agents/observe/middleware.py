@@ -42,7 +42,7 @@ from langgraph.types import Command
 from agents.observe import barrier as barrier_module
 from agents.observe import evidence, steps, writer
 from agents.observe.handoffs import handoff_target
-from agents.observe.tracking import HANDOFF_EVENT, messages_in, transfer_gotos, transfer_handoff_ids, turn_call_ids
+from agents.observe.transfers import HANDOFF_EVENT, messages_in, transfer_gotos, transfer_handoff_ids, turn_call_ids
 from receipts.models import MiddlewareReport
 
 logger = logging.getLogger(__name__)

@@ -37,9 +37,9 @@ from langgraph.types import Send
 
 from agents.observe import evidence, writer
 from agents.observe.handoffs import handoff_target
-from agents.observe.tracking import (
+from agents.observe.tracking import Tracker
+from agents.observe.transfers import (
     Namespace,
-    Tracker,
     Transfer,
     destination_entries,
     find_tool,

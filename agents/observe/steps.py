@@ -42,7 +42,7 @@ from langgraph.config import get_config
 from langgraph.types import Command
 
 from agents.observe import evidence, writer
-from agents.observe.tracking import context_key_names, scope_name
+from agents.observe.transfers import context_key_names, scope_name
 from receipts.ingest import intake
 from receipts.ingest.contracts import current_contracts
 from receipts.verdicts import bundle

@@ -17,126 +17,50 @@ receipt entries to record. It is pure: every method returns entries, nothing is 
 - A `SettleEntry` says nothing more is due for a handoff (spec v1.2 Settled): its destination
   started, the step that should have started it began without it, or the run ended.
 
-`reconcile` (the tracker's `on_start`) re-derives from the checkpoint history what a process that
-died lost, for a run that resumes from its checkpoint; every entry is idempotent, so a part
-recorded twice is one part.
+`agents.observe.reconcile` re-derives from the checkpoint history what a process that died lost, for a
+run that resumes from its checkpoint (the observer asks it before the graph streams); every entry is
+idempotent, so a part recorded twice is one part. The pure helpers of a transfer are in
+`agents.observe.transfers`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.constants import END
-from langgraph.types import Command, Interrupt, Send
+from langgraph.types import Command, Interrupt
 
 from agents.observe import evidence
 from agents.observe.handoffs import handoff_target
+from agents.observe.transfers import (
+    HANDOFF_EVENT,
+    Namespace,
+    Transfer,
+    context_key_names,
+    destination_entries,
+    find_tool,
+    graph_at,
+    messages_in,
+    node_of,
+    scope_name,
+    sent_tool_message_ids,
+    transfer_gotos,
+    turn_call_ids,
+    update_messages,
+)
 from receipts.ingest.intake import Entry, PartEntry, ReportEntry, SettleEntry
 from receipts.models import MiddlewareReport
 from receipts.verdicts import bundle
 
 logger = logging.getLogger(__name__)
 
-HANDOFF_EVENT = "sidewisp.handoff"
 DEFAULT_ROUTE_VERSION = "routes/1"
 STREAM_MODES = ["updates", "tasks", "custom", "values", "checkpoints", "tools"]
-# State keys that route or carry the conversation, not context handed to an agent.
-CONTROL_KEYS = frozenset({"messages", "active_agent", "remaining_steps", "structured_response"})
-ROOT_SCOPE = "parent"
 _MAX_OPEN_CALLS = 1000
-
-Namespace = tuple[str, ...]
-
-
-def node_of(segment: str) -> str:
-    """The node name of a namespace segment (`"desk:1e61…"` → `"desk"`)."""
-    return segment.split(":", 1)[0]
-
-
-def scope_name(ns: Namespace) -> str:
-    """`graph_scope` of the graph at `ns`: its node names joined by `/`, `parent` for the root graph."""
-    return "/".join(node_of(segment) for segment in ns)[: bundle.MAX_STRING_LENGTH] or ROOT_SCOPE
-
-
-def transfer_gotos(goto: Any) -> list[str]:
-    """The destinations a Command's goto addresses, in order: a `Send` by its node; END is no destination."""
-    items = goto if isinstance(goto, list | tuple) else [goto]
-    names = []
-    for item in items:
-        name = str(item.node) if isinstance(item, Send) else item if isinstance(item, str) else ""
-        if name and name != END:
-            names.append(name)
-    return names
-
-
-def sent_tool_message_ids(goto: Any) -> list[list[str]]:
-    """Per destination of `transfer_gotos(goto)`: the ToolMessage ids its `Send` payload carries."""
-    items = goto if isinstance(goto, list | tuple) else [goto]
-    ids = []
-    for item in items:
-        if isinstance(item, Send):
-            if item.node != END:
-                ids.append([m.tool_call_id for m in messages_in(item.arg) if isinstance(m, ToolMessage)])
-        elif isinstance(item, str) and item and item != END:
-            ids.append([])
-    return ids
-
-
-def transfer_handoff_ids(operation_id: str, tool_call_id: str, count: int) -> list[str]:
-    """One handoff id per destination; the first is the call's own (what a declared `created` used)."""
-    keys = [tool_call_id if i == 0 else f"{tool_call_id}#{i}" for i in range(count)]
-    return [evidence.handoff_id_for(operation_id, key) for key in keys]
-
-
-def messages_in(value: Any) -> list:
-    messages = value.get("messages") if isinstance(value, Mapping) else getattr(value, "messages", None)
-    return list(messages) if isinstance(messages, list | tuple) else []
-
-
-def turn_call_ids(messages: Iterable[Any], tool_call_id: str) -> list[str] | None:
-    """The tool-call ids of the AI turn that made `tool_call_id`, that call's first; None when not found."""
-    for message in reversed(list(messages)):
-        if isinstance(message, AIMessage) and any(call.get("id") == tool_call_id for call in message.tool_calls):
-            others = [call["id"] for call in message.tool_calls if call.get("id") and call["id"] != tool_call_id]
-            return [tool_call_id, *others][: bundle.MAX_LIST_ENTRIES]
-    return None
-
-
-def context_key_names(state: Mapping[str, Any]) -> list[str]:
-    """The names of non-control keys present in `state`, as a receipt may hold them (at most 100)."""
-    names = []
-    for key in sorted(k for k, v in state.items() if isinstance(k, str) and k not in CONTROL_KEYS and v is not None):
-        try:
-            bundle.parse_part("reduced", {"context_keys": [key]})
-        except bundle.BundleError:
-            continue
-        names.append(key)
-    return names[: bundle.MAX_LIST_ENTRIES]
-
-
-@dataclass
-class Transfer:
-    """One transfer tool call: who made it, where it is applied and what it addressed."""
-
-    tool_call_id: str
-    sender: str
-    scope: Namespace  # the namespace of the graph that applies it
-    tool_ns: Namespace  # the namespace of the graph the tool ran in
-    gotos: list[str]
-    sent_ids: list[list[str]]
-    at: str
-    tool_name: str | None = None
-    announced: bool = False  # SidewispMiddleware recorded its `created`
-    turn_ids: list[str] | None = None
-    messages: list = field(default_factory=list)  # the update's messages, once applied
-
-    def handoff_ids(self, operation_id: str) -> list[str]:
-        return transfer_handoff_ids(operation_id, self.tool_call_id, len(self.gotos))
 
 
 @dataclass
@@ -159,18 +83,6 @@ class Tracker:
     _scopes: dict[str, Any] = field(default_factory=dict)  # scope name -> its graph (None: not found)
 
     # --- the stream ------------------------------------------------------------------
-
-    def on_start(self, graph: Any, config: dict) -> list[Entry]:
-        """What is recorded before the graph streams: the evidence a crashed process lost (`reconcile`)."""
-        from agents.observe import reconcile
-
-        return reconcile.entries(self, graph, config)
-
-    async def aon_start(self, graph: Any, config: dict) -> list[Entry]:
-        """`on_start` for graphs with async checkpointers."""
-        from agents.observe import reconcile
-
-        return await reconcile.aentries(self, graph, config)
 
     def on_event(self, ns: Namespace, mode: str, chunk: Any) -> list[Entry]:
         entries: list[Entry] = []
@@ -440,41 +352,6 @@ class Tracker:
             return None
         tool = find_tool(self._graph_at(transfer.tool_ns), transfer.tool_name)
         return handoff_target(tool) if tool is not None else None
-
-
-def destination_entries(operation_id: str, handoff_id: str, node: str, task_id: str, started_at: str) -> list[Entry]:
-    """The destination part of a started task, and the settlement it brings (nothing more is due)."""
-    destination = {"node_id": node, "started_at": started_at, "attempt_id": task_id[: bundle.MAX_STRING_LENGTH]}
-    return [
-        PartEntry(operation_id, handoff_id, "destination", destination, f"task-{task_id}"),
-        SettleEntry(operation_id, handoff_id),
-    ]
-
-
-def update_messages(update: Any) -> list:
-    updates = update if isinstance(update, list | tuple) else [update]
-    return [m for u in updates if isinstance(u, Mapping) for m in (u.get("messages") or ())]
-
-
-def graph_at(graph: Any, nodes: Sequence[str]) -> Any:
-    """The compiled (sub)graph reached from `graph` through `nodes`, or None when it cannot be found."""
-    for node in nodes:
-        try:
-            graph = dict(graph.get_subgraphs()).get(node) if graph is not None else None
-        except Exception:  # noqa: BLE001 - a graph that cannot list its subgraphs is read from its state instead
-            return None
-    return graph
-
-
-def find_tool(graph: Any, name: str) -> Any:
-    """The tool named `name` in the ToolNodes of `graph` (an agent graph), or None."""
-    from langgraph.prebuilt import ToolNode
-
-    for node in (getattr(graph, "nodes", None) or {}).values():
-        bound = getattr(node, "bound", None)
-        if isinstance(bound, ToolNode) and name in bound.tools_by_name:
-            return bound.tools_by_name[name]
-    return None
 
 
 def tracker_for(graph: Any, operation_id: str, route_version: str | None = None) -> Tracker:

@@ -45,11 +45,12 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from agents.host import faults
-from agents.observe import evidence, parking
+from agents.observe import parking
 from agents.observe.transient import TRANSIENT
 from receipts.ingest import broadcast, intake, recording
-from receipts.ingest.recording import RunNotOwned
-from receipts.verdicts.bundle import BundleError
+from receipts.ingest.recording import OBSERVER, RunNotOwned, digest
+from receipts.models import MiddlewareReport
+from receipts.verdicts.bundle import BundleError, text_problem
 
 logger = logging.getLogger(__name__)
 
@@ -272,7 +273,18 @@ def _replacement(entry: intake.Entry, exc: BundleError) -> intake.ReportEntry | 
     if not isinstance(entry, intake.PartEntry):
         return None
     sender = entry.value.get("sender") if entry.part == "created" and isinstance(entry.value, dict) else None
-    return evidence.dropped_report(entry.operation_id, entry.part, exc.field, agent=sender)
+    return dropped_report(entry.operation_id, entry.part, exc.field, agent=sender)
+
+
+def dropped_report(operation_id: str, part: str, field: str, *, agent: str | None = OBSERVER) -> intake.ReportEntry:
+    """The `evidence_dropped` report that takes the place of a `part` whose `field` did not validate.
+
+    Filed under `agent` when that is a valid name, else under the observer.
+    """
+    valid = isinstance(agent, str) and agent != "" and text_problem(agent) is None
+    detail = {"part": part, "field": field[:200]}
+    kind = MiddlewareReport.Kind.EVIDENCE_DROPPED
+    return intake.ReportEntry(operation_id, agent if valid else OBSERVER, kind, detail, f"drop-{digest(part, field)}")
 
 
 def _outage(exc: BaseException) -> bool:

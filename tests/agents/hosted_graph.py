@@ -32,9 +32,9 @@ from langgraph.graph.message import add_messages
 from agents.host.registry import HostedGraph, as_verifier
 from agents.host.scripted import Call, Say, Script, chat_model
 from agents.models import Order
+from agents.observe import WaitPolicy
 from agents.observe.evidence import digest
 from agents.observe.handoffs import handoff_tool
-from agents.observe.observer import WaitPolicy
 
 ROUTE_VERSION = "desk/1"
 SHOP_ROUTES = "shop/1"

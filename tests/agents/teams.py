@@ -17,8 +17,8 @@ from langgraph_supervisor.handoff import create_handoff_tool as supervisor_hando
 from langgraph_swarm import create_handoff_tool, create_swarm
 
 from agents.host.scripted import Call, Say, Script, ScriptedChatModel, Step
+from agents.observe import WaitPolicy
 from agents.observe.middleware import SidewispMiddleware
-from agents.observe.observer import WaitPolicy
 
 ROUTE_VERSION = "teams/1"
 ROUTES = {

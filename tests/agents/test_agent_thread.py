@@ -25,7 +25,8 @@ from langgraph.types import Command
 from agents.host.scripted import Call, Say
 from agents.observe import barrier, evidence, parking, writer
 from agents.observe.decisions import resume_value
-from agents.observe.observer import STREAM_CLOSED, aobserve, observe
+from agents.observe.failures import STREAM_CLOSED
+from agents.observe.observer import aobserve, observe
 from receipts.ingest import intake
 from receipts.ingest.signals import handoff_changed
 from receipts.models import Handoff, Run

@@ -9,7 +9,7 @@ from agents.demo.scenarios import SCENARIOS, create_run
 from agents.host import runner
 from agents.host.checkpoints import checkpointer
 from agents.models import Order
-from agents.observe.observer import resume_token_id
+from agents.observe.waits import resume_token_id
 
 
 @pytest.fixture

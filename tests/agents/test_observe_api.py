@@ -15,7 +15,8 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 
 from agents.host.scripted import Call, Say
 from agents.observe import writer
-from agents.observe.observer import STREAM_CLOSED, aobserve, observe
+from agents.observe.failures import STREAM_CLOSED
+from agents.observe.observer import aobserve, observe
 from receipts.models import Handoff, MiddlewareReport, Receipt, Run
 from sidewisp.pages import labels
 from tests.agents import teams

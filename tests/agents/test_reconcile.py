@@ -15,8 +15,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph_swarm import SwarmState
 
-from agents.observe import writer
-from agents.observe.observer import conclude, observe
+from agents.observe import conclude, observe, writer
 from receipts.models import ContractVersion, Handoff, Receipt
 from tests.agents import teams
 

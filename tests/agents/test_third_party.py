@@ -337,7 +337,7 @@ def test_an_edit_reaches_the_app_only_with_the_graphs_pending_interrupts(team_co
 def test_a_pending_call_keeps_only_names_that_pass_the_minimization_check():
     from langgraph.types import Interrupt
 
-    from agents.observe.observer import pending_call_of
+    from agents.observe.waits import pending_call_of
 
     pending = Interrupt(
         value={

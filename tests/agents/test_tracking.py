@@ -12,7 +12,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import Command
 
 from agents.observe.observer import observe
-from agents.observe.tracking import scope_name, transfer_gotos
+from agents.observe.transfers import scope_name, transfer_gotos
 from receipts.models import ContractVersion, Handoff, MiddlewareReport
 from tests.agents import teams
 
