@@ -47,7 +47,7 @@ from django.template.loader import render_to_string
 
 from receipts.ingest.broadcast import HEALTH_GROUP
 from receipts.org import teams
-from sidewisp import pages
+from sidewisp import pages  # the renderer's names, looked up where they were (tests replace render_live)
 from sidewisp.live.threads import on_render_thread
 
 logger = logging.getLogger(__name__)
