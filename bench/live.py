@@ -498,7 +498,7 @@ def serve(port: int, trace: Path) -> None:
     from daphne.cli import CommandLineInterface
 
     import sidewisp.asgi  # noqa: F401 - sets Django up before the hub is imported
-    from sidewisp import live
+    from sidewisp.live import hub as live
 
     out = trace.open("a", buffering=1)
     _trace_hub(live, out)

@@ -1,4 +1,7 @@
-"""Forms of the operator actions and the audit page. They parse input; receipts.actions decides."""
+"""Forms of the operator actions. They parse input; receipts.actions decides.
+
+The list pages' filter forms are their pages' own (sidewisp.pages.filters, sidewisp.pages.audit).
+"""
 
 from __future__ import annotations
 
@@ -12,8 +15,6 @@ from django import forms
 
 from receipts.actions import arguments
 from receipts.ingest import storable
-from receipts.models import AuditEntry
-from sidewisp.pages import labels
 
 MAX_DEADLINE_MINUTES = 30 * 24 * 60
 MAX_INPUT_BYTES = 20_000
@@ -198,34 +199,3 @@ def _json_kind(value: object) -> str:
     if isinstance(value, bool) or value is None:
         return json.dumps(value)
     return "a number"
-
-
-class AuditFilterForm(forms.Form):
-    actor = forms.CharField(required=False, max_length=150)
-    action = forms.ChoiceField(required=False)
-    verdict = forms.ChoiceField(required=False)
-    outcome = forms.ChoiceField(required=False, choices=[("", "Any outcome"), *AuditEntry.Outcome.choices])
-    since = forms.DateTimeField(required=False, label="From (UTC)")
-    until = forms.DateTimeField(required=False, label="Before (UTC)")
-    page = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
-
-    def __init__(self, *args, actions: list[str] | None = None, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.fields["action"].choices = [("", "Any action"), *((a, a) for a in actions or [])]
-        self.fields["verdict"].choices = [("", "Any verdict"), *((v, label[1]) for v, label in labels.VERDICTS.items())]
-        for name in ("since", "until"):
-            self.fields[name].widget.input_type = "datetime-local"
-
-    def filters(self) -> dict:
-        """The valid filters as ORM lookups; an invalid field is ignored (and shown as an error)."""
-        self.is_valid()
-        data = getattr(self, "cleaned_data", {})
-        lookups = {
-            "actor": "actor_name__iexact",
-            "action": "action",
-            "verdict": "verdict",
-            "outcome": "outcome",
-            "since": "at__gte",
-            "until": "at__lt",
-        }
-        return {lookup: data[name] for name, lookup in lookups.items() if data.get(name) not in (None, "")}

@@ -5,7 +5,7 @@ from django.urls import include, path
 from sidewisp import api, views
 from sidewisp.ops import metrics
 from sidewisp.pages import history, mappage
-from sidewisp.pages.decided import wait_decided
+from sidewisp.pages.decidedpage import wait_decided
 from sidewisp.sso import views as sso
 
 page_patterns = (

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import wraps
 from urllib.parse import urlencode
 
 from django.conf import settings
@@ -23,7 +22,8 @@ from receipts.org import teams
 from receipts.workers.runtime import current as current_runtime
 from sidewisp import forms, pages
 from sidewisp.ops import health
-from sidewisp.pages import PageScope, auditcsv, decided
+from sidewisp.pages import PageScope, auditcsv, decidedpage
+from sidewisp.web.access import action_login_required, viewer_required
 from sidewisp.web.refusals import checked_query
 
 # Every URL that accepts POST is an operator action with a declared policy (a test enumerates the
@@ -64,33 +64,6 @@ CONFIRMS: dict[str, actions.Policy] = {
     "retry": actions.RETRY_RUN,
 }
 _STATUS = {"done": 200, "noop": 200, "denied": 403, "not_found": 404, "refused": 409}
-
-
-def viewer_required(view: Callable) -> Callable:
-    """Anonymous users go to the login page; users without the viewer permission get a 403 that says so."""
-
-    @wraps(view)
-    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        if not request.user.has_perm(pages.VIEWER_PERMISSION):
-            raise PermissionDenied(actions.needs("Seeing the operator pages", (pages.VIEWER_PERMISSION,)))
-        return view(request, *args, **kwargs)
-
-    return login_required(wrapper)
-
-
-def action_login_required(view: Callable) -> Callable:
-    """An action answers an anonymous POST with 403 before anything is checked, audited or changed.
-
-    (A denied attempt by a user is audited; an anonymous one would let anyone fill the audit log.)
-    """
-
-    @wraps(view)
-    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        if not request.user.is_authenticated:
-            return render(request, "registration/login_required.html", status=403)
-        return view(request, *args, **kwargs)
-
-    return wrapper
 
 
 def _page(request: HttpRequest, name: str, context: dict, scope: PageScope | None = None) -> HttpResponse:
@@ -208,7 +181,7 @@ def wait_decide(request: HttpRequest, pk: int) -> HttpResponse:
         reason=data["reason"],
         edited_args=data.get("edited_args"),
     )
-    return decided.redirect_to_result(request, pk, data["key"], result)  # a reload never decides again
+    return decidedpage.redirect_to_result(request, pk, data["key"], result)  # a reload never decides again
 
 
 @require_POST

@@ -1,4 +1,4 @@
-"""The live pages' WebSocket: a subscriber of this process's live hub (sidewisp.live).
+"""The live pages' WebSocket: a subscriber of this process's live hub (sidewisp.live.hub).
 
 connect = check the user → subscribe to the hub with the page and the user's
 audience → accept; the hub sends the snapshot, then what changed. The socket
@@ -18,7 +18,8 @@ from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.contrib.auth import get_user_model
 
-from sidewisp import live, pages
+from sidewisp import pages
+from sidewisp.live import hub as live
 from sidewisp.ops import health
 
 logger = logging.getLogger(__name__)

@@ -31,7 +31,13 @@ from django.template.loader import render_to_string
 from receipts import actions
 from receipts.org import teams
 from receipts.queries import dashboard
-from sidewisp import pages
+from sidewisp.pages import mappage
+from sidewisp.pages.falsecompletions import false_context
+from sidewisp.pages.overview import overview_context
+from sidewisp.pages.runpage import run_context
+from sidewisp.pages.runs import runs_context
+from sidewisp.pages.scope import PageScope
+from sidewisp.pages.waits import waits_context
 
 # The fragments each page swaps live, by template; each has a stable id.
 _FRAGMENTS: dict[str, tuple[str, ...]] = {
@@ -113,7 +119,7 @@ class LivePage:
     cut its messages there (`live` does).
     """
 
-    scope: pages.PageScope
+    scope: PageScope
     fragments: tuple[str, ...] = ()
     run_seq: tuple[int, int] | None = None  # the run page's (run id, sequence) for a snapshot's baseline
     rows: tuple[tuple[str, str], ...] | None = None
@@ -191,7 +197,7 @@ SHARED_PAGES = frozenset({"runs", "map"})
 EVERY_VIEWER = ("every viewer",)
 
 
-def audience(scope: pages.PageScope, user: User) -> tuple:
+def audience(scope: PageScope, user: User) -> tuple:
     """What makes `user`'s fragments of `scope` differ from someone else's: sockets with equal audiences
     are sent one and the same render.
 
@@ -208,7 +214,7 @@ def audience(scope: pages.PageScope, user: User) -> tuple:
     return (*permissions, team_key)
 
 
-def team_refused(scope: pages.PageScope, user: User) -> bool:
+def team_refused(scope: PageScope, user: User) -> bool:
     """Whether the page's `?team=` names a team that is not the user's (its socket is closed)."""
     try:
         teams.scope_for(user, QueryDict(scope.query).get("team") or "")
@@ -217,40 +223,38 @@ def team_refused(scope: pages.PageScope, user: User) -> bool:
     return False
 
 
-def _context_for(scope: pages.PageScope, user: User) -> dict | None:
+def _context_for(scope: PageScope, user: User) -> dict | None:
     query = QueryDict(scope.query)
     team = query.get("team") or ""
     builders: dict[str, Callable[[], dict | None]] = {
-        "overview": lambda: pages.overview_context(user, query.get("window") or "", team),
-        "runs": lambda: pages.runs_context(query, user),
+        "overview": lambda: overview_context(user, query.get("window") or "", team),
+        "runs": lambda: runs_context(query, user),
         "run": lambda: _run_context_or_none(scope.run_id, user, _page_number(scope)),
-        "waits": lambda: pages.waits_context(user, mine=scope.mine, page=_page_number(scope), team=team),
-        "false": lambda: pages.false_context(user, _page_number(scope)),
+        "waits": lambda: waits_context(user, mine=scope.mine, page=_page_number(scope), team=team),
+        "false": lambda: false_context(user, _page_number(scope)),
         "map": lambda: _map_context(scope, user),
     }
     return builders[scope.page]()
 
 
-def _map_context(scope: pages.PageScope, user: User) -> dict:
-    from sidewisp.pages import mappage  # it builds on sidewisp.pages
-
+def _map_context(scope: PageScope, user: User) -> dict:
     return mappage.map_context(QueryDict(scope.query), user)
 
 
-def _page_number(scope: pages.PageScope) -> str:
+def _page_number(scope: PageScope) -> str:
     return QueryDict(scope.query).get("page") or "1"
 
 
 def _run_context_or_none(run_id: int | None, user: User, page: object = 1) -> dict | None:
     run = teams.visible_runs(user).filter(pk=run_id).first()  # another team's run: nothing (issue 22 §2)
-    return pages.run_context(run, user, page) if run is not None else None
+    return run_context(run, user, page) if run is not None else None
 
 
-def change_marker(scope: pages.PageScope) -> tuple:
+def change_marker(scope: PageScope) -> tuple:
     return dashboard.change_marker(scope.run_id if scope.page == "run" else None)
 
 
-def render_live(scope: pages.PageScope, user: User) -> LivePage | None:
+def render_live(scope: PageScope, user: User) -> LivePage | None:
     """The page's live fragments for `user` (whose role decides what they offer); None if the page is gone."""
     context = _context_for(scope, user)
     if context is None:
@@ -317,7 +321,7 @@ class _RowMarkup:
 _rows = _RowMarkup()
 
 
-def render_oob(scope: pages.PageScope, user: User, seqs: Iterable[tuple[int, list[int]]], *, snapshot: bool) -> str:
+def render_oob(scope: PageScope, user: User, seqs: Iterable[tuple[int, list[int]]], *, snapshot: bool) -> str:
     """The page's live fragments as out-of-band swaps, then the sequence marker the page script reads.
 
     `seqs` are (run id, [event sequence numbers]) seen since the last render; a

@@ -8,20 +8,18 @@ Redis: the Celery queue's length, the heartbeats sidewisp.ops.health reads, and
 the count of health events that could not be published (`count_publish_failures`
 installs that counter) and the evidence writers' counters (`push_writer_counts`).
 
-Access is default deny: a request needs `Authorization: Bearer
-<SIDEWISP_METRICS_TOKEN>` or an address in SIDEWISP_METRICS_ALLOW.
+Access is default deny (sidewisp.ops.metricsaccess).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import logging
 import math
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 import redis
@@ -30,7 +28,6 @@ from django.core.cache import cache
 from django.db.models import Count, Min, Q
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
-from django.utils.crypto import constant_time_compare
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from prometheus_client import CollectorRegistry
@@ -43,7 +40,7 @@ from receipts.models import Handoff, Receipt
 from receipts.notify import outbox
 from receipts.queries import dashboard
 from receipts.tasks import beat_heartbeat_key
-from sidewisp.ops import health
+from sidewisp.ops import health, metricsaccess
 
 # Agents beyond this many (the busiest keep their names) share the label "other": a fleet that invents
 # agent names cannot blow up the number of series.
@@ -74,38 +71,12 @@ logger = logging.getLogger(__name__)
 @never_cache
 @require_GET
 def scrape(request: HttpRequest) -> HttpResponse:
-    if refused := _refusal(request):
+    if refused := metricsaccess.refusal(request):
         return refused
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SidewispCollector())
     encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
     return HttpResponse(encoder(registry), content_type=content_type)
-
-
-def _refusal(request: HttpRequest) -> HttpResponse | None:
-    """None when the request may read the metrics; otherwise the refusal, which carries no data."""
-    token = settings.SIDEWISP_METRICS_TOKEN
-    allowed = settings.SIDEWISP_METRICS_ALLOW
-    if not token and not allowed:
-        return HttpResponse("Metrics are off: set SIDEWISP_METRICS_TOKEN or SIDEWISP_METRICS_ALLOW.\n", status=403)
-    scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
-    if token and scheme.lower() == "bearer" and constant_time_compare(presented.strip(), token):
-        return None
-    if _address_allowed(request.META.get("REMOTE_ADDR", ""), allowed):
-        return None
-    if token:
-        response = HttpResponse("A valid bearer token is required.\n", status=401)
-        response["WWW-Authenticate"] = 'Bearer realm="sidewisp metrics"'
-        return response
-    return HttpResponse("This address may not read the metrics.\n", status=403)
-
-
-def _address_allowed(address: str, networks: Iterable) -> bool:
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return False
-    return any(ip in network for network in networks)
 
 
 class SidewispCollector:

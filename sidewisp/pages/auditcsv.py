@@ -21,6 +21,8 @@ from django.db.models.functions import Coalesce, Concat, Left, NullIf
 from django.db.models.lookups import In
 from django.http import QueryDict
 
+from sidewisp.pages.audit import AuditQuery
+
 COLUMNS = ("at", "actor", "action", "object_type", "object_id", "run", "verdict", "outcome", "reason")
 # The text columns after `at`, as the ORM names them.
 FIELDS = ("actor_name", "action", "object_type", "object_id", "run__operation_id", "verdict", "outcome", "reason")
@@ -32,8 +34,6 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 def chunks(params: QueryDict | Mapping[str, str], user) -> Iterator[bytes]:
     """The CSV of the audit entries `params` selects that `user` may read (newest first, at most LIMIT),
     header first (issue 22 §2: the user's teams' entries only)."""
-    from sidewisp.pages import AuditQuery
-
     entries = AuditQuery(params, user).entries
     if connection.vendor == "postgresql":
         yield (",".join(COLUMNS) + "\n").encode()

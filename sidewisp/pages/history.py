@@ -20,7 +20,7 @@ from receipts import actions
 from receipts.models import AuditEntry, Handoff, Run
 from receipts.org import teams
 from receipts.queries import history
-from sidewisp.views import viewer_required
+from sidewisp.web.access import viewer_required
 
 SECTION_SIZE = 20  # the run page's section: the newest entries, the rest on the history page
 MAX_PARAM = 200

@@ -25,9 +25,9 @@ from agents.host import teamshape
 from receipts.models import Run
 from receipts.org import teams
 from receipts.queries import dashboard, routestats, teammap
-from sidewisp import pages
-from sidewisp.pages import PageScope, labels, mapdrawing
-from sidewisp.views import viewer_required
+from sidewisp.pages import labels, mapdrawing
+from sidewisp.pages.scope import PageScope, team_switch
+from sidewisp.web.access import viewer_required
 
 
 class MapForm(forms.Form):
@@ -108,7 +108,7 @@ def map_context(params: QueryDict | Mapping[str, str], user) -> dict:
         where += f" of graph {chosen['graph']}"
     view = map_view(filters, shapes, links, heading="Routes of the team", where=where)
     windows = [(key, label, urlencode({**links, "window": key})) for key, (label, _) in labels.WINDOWS.items()]
-    switch = pages.team_switch(user, seen, {k: v for k, v in links.items() if v and k != "team"})
+    switch = team_switch(user, seen, {k: v for k, v in links.items() if v and k != "team"})
     return {"form": form, "chosen": chosen, "windows": windows, "map": view, "team_switch": switch}
 
 

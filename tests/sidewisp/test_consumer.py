@@ -353,7 +353,7 @@ def _waiting_handoff_without_event() -> None:
 def test_an_open_page_is_repaired_periodically_with_what_changed(viewer, monkeypatch):
     # Events published while Redis was down are gone for good; the periodic check repairs the page,
     # sending what changed since the page's last render (not a whole snapshot).
-    monkeypatch.setattr("sidewisp.live.RESYNC_SECONDS", 0.3)
+    monkeypatch.setattr("sidewisp.live.hub.RESYNC_SECONDS", 0.3)
     cookie = session_cookie(viewer)
 
     async def body():
@@ -369,7 +369,7 @@ def test_an_open_page_is_repaired_periodically_with_what_changed(viewer, monkeyp
 
 
 def test_it_closes_the_socket_after_the_user_logs_out(viewer, monkeypatch):
-    monkeypatch.setattr("sidewisp.live.RESYNC_SECONDS", 0.3)
+    monkeypatch.setattr("sidewisp.live.hub.RESYNC_SECONDS", 0.3)
     client = Client()
     client.force_login(viewer)
     cookie = (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
@@ -395,7 +395,7 @@ def _false_complete_without_event() -> None:
 
 def test_an_idle_page_gets_no_snapshot_while_nothing_changed(viewer, monkeypatch):
     # Re-rendering an unchanged page would only steal the keyboard focus.
-    monkeypatch.setattr("sidewisp.live.RESYNC_SECONDS", 0.2)
+    monkeypatch.setattr("sidewisp.live.hub.RESYNC_SECONDS", 0.2)
     cookie = session_cookie(viewer)
 
     async def body():
@@ -459,7 +459,7 @@ def private_redis(settings):
 
 
 def test_a_page_converges_after_a_redis_restart_and_events_flow_again(viewer, contracts, private_redis, monkeypatch):
-    monkeypatch.setattr("sidewisp.live.RESYNC_SECONDS", 0.5)
+    monkeypatch.setattr("sidewisp.live.hub.RESYNC_SECONDS", 0.5)
     cookie = session_cookie(viewer)
 
     async def body():

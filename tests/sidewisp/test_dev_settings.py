@@ -73,7 +73,7 @@ def _second_shell(tmp_path, **env: str) -> dict:
     skip = {"DEBUG", "SECRET_KEY", "SIDEWISP_GRAPHS", "SIDEWISP_BASE_URL", "SIDEWISP_QUEUE", devenv.SWITCH}
     clean = {k: v for k, v in os.environ.items() if k not in skip}
     code = (
-        "import json; from django.conf import settings; from agents import registry; "
+        "import json; from django.conf import settings; from agents.host import registry; "
         "print(json.dumps([settings.DEBUG, sorted(registry.graphs()), settings.SIDEWISP_BASE_URL]))"
     )
     result = subprocess.run(

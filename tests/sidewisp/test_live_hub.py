@@ -11,7 +11,8 @@ from channels.db import database_sync_to_async
 
 from receipts.ingest import broadcast
 from receipts.models import Handoff, Run
-from sidewisp import live, pages
+from sidewisp import pages
+from sidewisp.live import hub as live
 from tests.sidewisp.test_consumer import (
     ORIGIN,
     TIMEOUT,

@@ -11,7 +11,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from receipts.models import Run
-from sidewisp import live, pages
+from sidewisp import pages
+from sidewisp.live import hub as live
 from sidewisp.live import render as liverender
 from tests.sidewisp import test_live_hub
 from tests.sidewisp.test_consumer import _event, receive_until, run_async, session_cookie

@@ -19,7 +19,7 @@ from channels.layers import channel_layers
 from django.core.cache import cache
 
 from receipts.tasks import beat_heartbeat_key
-from sidewisp import live
+from sidewisp.live import hub as live
 from sidewisp.ops import health
 from tests.conftest import database_url_for_subprocess, wait_until
 from tests.faults.conftest import PrivateRedis

@@ -160,7 +160,7 @@ def test_someone_whose_groups_give_no_role_sees_a_page_saying_so(sso, live_serve
 
 
 def test_losing_every_role_at_the_provider_closes_the_open_sockets(sso, live_server, identity_provider, monkeypatch):
-    monkeypatch.setattr("sidewisp.live.RESYNC_SECONDS", 0.3)
+    monkeypatch.setattr("sidewisp.live.hub.RESYNC_SECONDS", 0.3)
     first = sign_in(live_server, "alice")
     cookie = (b"cookie", f"sessionid={first.browser.cookies['sessionid']}".encode())
     identity_provider.set("alice", groups=["all-staff"])

@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET
 from receipts import actions
 from receipts.models import Handoff
 from receipts.org import teams
-from sidewisp import pages
+from sidewisp.pages.confirm import result_context
 
 SESSION_KEY = "sidewisp.pages.decided"
 KEPT = 20  # the newest results a session keeps: enough to reload any recent tab
@@ -50,6 +50,6 @@ def wait_decided(request: HttpRequest, pk: int) -> HttpResponse:
     handoff = teams.scope(Handoff.objects.select_related("run"), request.user, run="run__").filter(pk=pk).first()
     run = handoff.run if handoff is not None else None
     result = actions.Result(shown["outcome"], shown["message"], run=run, handoff=handoff)
-    context = pages.result_context(result, request.user)
+    context = result_context(result, request.user)
     context.update(recorded=True, action_key=key)  # the POST was audited; `action_key` names its entry
     return render(request, "sidewisp/action_result.html", context, status=STATUS.get(result.outcome, 200))
