@@ -26,11 +26,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import http.client
 import json
 import logging
-import smtplib
-import socket
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -38,7 +35,6 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q, QuerySet
 from django.dispatch import receiver
@@ -47,7 +43,8 @@ from django.utils import timezone
 
 from receipts.ingest.signals import Change, HandoffState, handoffs_changed
 from receipts.models import Delivery, Handoff, NotificationChannel, OutboxIntent, Run
-from receipts.notify import destinations, outbox
+from receipts.notify import outbox, transport
+from receipts.notify.transport import DeliveryError
 from receipts.org import teams
 from receipts.verdicts.bundle import text_problem
 
@@ -73,17 +70,6 @@ FAILED = "failed"
 SKIPPED = "skipped"  # already sent or failed, or another worker holds it
 # Every try with its backoff is over well within this (five 5 s timeouts and 30 s of backoff by default).
 STALLED_AFTER = timedelta(minutes=5)
-# Reasons no retry can fix: the delivery fails at once.
-_FINAL = {"channel removed", "channel inactive", "no e-mail address"}
-
-
-class DeliveryError(Exception):
-    """A send that did not go through; `reason` is an error class or an HTTP status, never a URL or body."""
-
-    def __init__(self, reason: str, *, final: bool = False) -> None:
-        super().__init__(reason)
-        self.reason = reason[:100]
-        self.final = final or reason in _FINAL  # no retry can fix it: the delivery fails at once
 
 
 # --- promising ----------------------------------------------------------------------------------
@@ -362,84 +348,18 @@ def _send(delivery: Delivery) -> None:
     if not channel.active:
         raise DeliveryError("channel inactive")
     if channel.kind == NotificationChannel.Kind.EMAIL:
-        _send_email(channel, delivery, f"{summary(delivery.payload)}\n{delivery.payload.get('link', '')}")
+        text = f"{summary(delivery.payload)}\n{delivery.payload.get('link', '')}"
+        transport.send_email(channel, delivery.recipient, summary(delivery.payload), text)
     elif channel.kind == NotificationChannel.Kind.SLACK:
         text = f"{summary(delivery.payload, slack_escaped)}\n{slack_escaped(str(delivery.payload.get('link', '')))}"
-        _post(channel.url, json.dumps({"text": text}).encode(), {})
+        transport.post(channel.url, json.dumps({"text": text}).encode(), {})
     else:
         body = json.dumps(delivery.payload, sort_keys=True, separators=(",", ":")).encode()
         stamp, delivery_id = str(int(time.time())), str(delivery.pk)
         headers = {TIMESTAMP_HEADER: stamp, DELIVERY_HEADER: delivery_id}
         if channel.secret:
             headers[SIGNATURE_HEADER] = signature(channel.secret, stamp, delivery_id, body)
-        _post(channel.url, body, headers)
-
-
-def _send_email(channel: NotificationChannel, delivery: Delivery, text: str) -> None:
-    address = channel.email or _email_of(delivery.recipient) or (channel.user.email if channel.user else "")
-    if not address:
-        raise DeliveryError("no e-mail address")
-    try:
-        send_mail(summary(delivery.payload), text, None, [address])
-    except (smtplib.SMTPException, OSError) as exc:
-        raise DeliveryError(type(exc).__name__) from None
-
-
-def _email_of(username: str) -> str:
-    if not username:
-        return ""
-    users = get_user_model()._default_manager
-    found = users.filter(**{get_user_model().USERNAME_FIELD: username}).values_list("email", flat=True).first()
-    return found or ""
-
-
-def _post(url: str, body: bytes, headers: dict[str, str]) -> None:
-    """POST `body` to `url` over a connection to an address `receipts.notify.destinations` allowed; any answer but
-    2xx (a redirect included: it is never followed) is a DeliveryError naming the status."""
-    try:
-        parts = destinations.target(url)
-        port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
-        addresses = destinations.resolve(parts.hostname, port, settings.SIDEWISP_WEBHOOK_ALLOW_NETWORKS)
-    except destinations.Refused as exc:
-        raise DeliveryError(str(exc), final=True) from None
-    except (OSError, UnicodeError):
-        raise DeliveryError("host not found") from None
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    headers = {"Content-Type": "application/json", "User-Agent": "Sidewisp-notifications", **headers}
-    status = _post_to(addresses, parts, port, path, body, headers)
-    if not 200 <= status < 300:
-        raise DeliveryError(f"HTTP {status}")
-
-
-def _post_to(addresses: list[str], parts, port: int, path: str, body: bytes, headers: dict[str, str]) -> int:
-    """The answer's status from the first of `addresses` that takes the connection."""
-    https = parts.scheme.lower() == "https"
-    for address in addresses:
-        connection = _PinnedConnection(parts.hostname, port, address, https, settings.SIDEWISP_NOTIFY_TIMEOUT)
-        try:
-            connection.request("POST", path, body=body, headers=headers)
-            response = connection.getresponse()
-            response.read(1024)
-            return response.status
-        except (OSError, http.client.HTTPException):
-            continue  # the operating system's words would tell a port scanner what is behind the address
-        finally:
-            connection.close()
-    raise DeliveryError("connection failed")
-
-
-class _PinnedConnection(http.client.HTTPSConnection):
-    """An HTTP(S) connection to one checked address: no DNS lookup of its own (the host name is only the
-    Host header and, over TLS, the name the certificate must carry)."""
-
-    def __init__(self, host: str, port: int, address: str, https: bool, timeout: float) -> None:
-        super().__init__(host, port, timeout=timeout)
-        self.address, self.https = address, https
-        self.default_port = 443 if https else 80  # the Host header names the port only when it is not this
-
-    def connect(self) -> None:
-        sock = socket.create_connection((self.address, self.port), self.timeout)
-        self.sock = self._context.wrap_socket(sock, server_hostname=self.host) if self.https else sock
+        transport.post(channel.url, body, headers)
 
 
 def iso(moment: datetime) -> str:

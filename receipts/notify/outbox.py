@@ -24,6 +24,7 @@ import re
 from datetime import datetime, timedelta
 from functools import partial
 
+from celery import current_app
 from django.conf import settings
 from django.db import DatabaseError, transaction
 from django.db.models import QuerySet
@@ -47,6 +48,8 @@ WORK_KINDS = (OutboxIntent.Kind.START, OutboxIntent.Kind.RESUME, OutboxIntent.Ki
 SWEEP_BATCH = 200
 # What a broken or unreachable broker raises: the sweep stops there instead of trying every intent.
 BROKER_ERRORS = (KombuError, RedisError, OSError)
+# The Celery task that sends a notification or alert message (receipts.tasks.deliver_notification).
+DELIVER_TASK = "receipts.tasks.deliver_notification"
 _USERINFO = re.compile(r"(\w+://)[^/@\s]*@")
 
 
@@ -162,16 +165,19 @@ def _attempt(intent_id: int, *, seen_attempts: int, now: datetime | None = None)
 
 def _sender(kind: str):
     if kind == OutboxIntent.Kind.DELIVER:
-        # Imported here: receipts.tasks imports this module (its beat sweep).
-        from receipts.tasks import deliver_notification
-
-        return deliver_notification.delay
+        return _send_delivery
     agent_runtime = runtime.current()
     return {
         OutboxIntent.Kind.START: agent_runtime.enqueue_start,
         OutboxIntent.Kind.RESUME: agent_runtime.enqueue_resume,
         OutboxIntent.Kind.REVERIFY: agent_runtime.enqueue_reverify,
     }[kind]
+
+
+def _send_delivery(delivery_id: int) -> None:
+    # By the task's name through the Celery app, as its .delay() would: receipts.tasks imports this module
+    # (its beat sweep), so this module does not import it.
+    current_app.send_task(DELIVER_TASK, args=[delivery_id])
 
 
 def _claim() -> timedelta:

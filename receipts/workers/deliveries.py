@@ -54,7 +54,7 @@ def end(delivery: TaskDelivery, outcome: str) -> None:
 
 
 def _promiser(task: str, object_id: int) -> int | None:
-    # An action's intent key names its audit entry: "start:12:audit-34" (receipts.actions._promise).
+    # An action's intent key names its audit entry: "start:12:audit-34" (receipts.actions.steps.promise).
     keys = OutboxIntent.objects.filter(kind=task, object_id=object_id).order_by("-created_at", "-pk")
     key = keys.values_list("key", flat=True).first() or ""
     _, found, pk = key.rpartition(":audit-")

@@ -1,0 +1,158 @@
+"""The overview's time window: handoffs and waits in it, their trend in buckets, median and p95 durations."""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db.models import Count, Exists, Min, OuterRef, Q
+from django.db.models.fields.json import KT
+
+from receipts.ingest import health as run_health
+from receipts.models import Handoff, Receipt
+from receipts.org.teams import EVERYTHING, Scope
+from receipts.queries import rollups
+from receipts.queries.dashboard.counts import VERDICT_ORDER
+
+SPARK_BUCKETS = 12
+WINDOW_ROW_LIMIT = 20_000  # waits read per window: beyond it the figures cover the newest
+DURATION_SAMPLE = 1_000  # the handoff durations' median and p95 are of the window's newest this many
+
+
+@dataclass
+class WindowStats:
+    since: datetime
+    handoffs: int = 0
+    problem_handoffs: int = 0
+    waits_opened: int = 0
+    problem_trend: list[int] = field(default_factory=list)
+    wait_trend: list[int] = field(default_factory=list)
+    handoff_p50: float | None = None  # seconds
+    handoff_p95: float | None = None
+    wait_p50: float | None = None
+    wait_p95: float | None = None
+    waits_resolved: int = 0
+    by_verdict: dict[str, int] | None = None  # a long window's handoffs per verdict (the rollup's), else None
+
+
+# A window this long or longer reads its whole hours from the rollup (receipts.queries.rollups): its trend buckets
+# are then two hours or more, and start on the hour.
+ROLLUP_FROM = timedelta(hours=12)
+
+
+def window_stats(since: datetime, now: datetime, *, seen: Scope = EVERYTHING) -> WindowStats:
+    """Handoffs and waits in [since, now): counts, a trend in SPARK_BUCKETS buckets, median and p95 durations.
+
+    A fixed number of queries whatever the window. The handoff counts of a short window are index ranges
+    (`handoff_created_verdict` holds the verdict, so they never read the table); a window of ROLLUP_FROM or
+    more reads them from the hourly rollup plus the part-hour at its start, so its cost does not grow with
+    its handoffs. Then the newest `DURATION_SAMPLE` handoffs' times for the durations, and the waits opened
+    in the window (first wait receipt = opened, first resolved one = resolved).
+    """
+    stats = WindowStats(since=since)
+    # The hourly rollup counts every team's handoffs: a narrowed scope counts its own (issue 22 §2).
+    if now - since >= ROLLUP_FROM and seen.everything:
+        edges = rollups.trend_edges(since, now, SPARK_BUCKETS)
+        _rolled_counts(stats, since, edges)
+    else:
+        edges = _bucket_edges(since, now)
+        _live_counts(stats, since, edges, seen)
+    window = seen.apply(Handoff.objects.filter(created_at__gte=since), "run__")
+    # The JSON times as text (KT): no JSON decoding per value.
+    times = window.order_by("-created_at").values_list(
+        KT("created_part__at"), KT("destination_part__started_at"), "classified_at"
+    )[:DURATION_SAMPLE]
+    stats.handoff_p50, stats.handoff_p95 = _percentiles(_handoff_seconds(row) for row in times)
+    waits = _waits_opened(since, seen)
+    stats.waits_opened = len(waits)
+    stats.wait_trend = _buckets([opened for opened, _ in waits], edges)
+    done = [(resolved - opened).total_seconds() for opened, resolved in waits if resolved is not None]
+    stats.waits_resolved = len(done)
+    stats.wait_p50, stats.wait_p95 = _percentiles(done)
+    return stats
+
+
+def _live_counts(stats: WindowStats, since: datetime, edges: list[datetime], seen: Scope) -> None:
+    window = seen.apply(Handoff.objects.filter(created_at__gte=since), "run__")
+    trend = {f"bucket_{i}": Count("created_at", filter=_in_bucket(edges, i)) for i in range(SPARK_BUCKETS)}
+    problems = window.exclude(verdict__in=run_health.UNPROBLEMATIC).aggregate(n=Count("created_at"), **trend)
+    stats.handoffs, stats.problem_handoffs = window.count(), problems["n"]
+    stats.problem_trend = [problems[f"bucket_{i}"] for i in range(SPARK_BUCKETS)]
+
+
+def _rolled_counts(stats: WindowStats, since: datetime, edges: list[datetime]) -> None:
+    counted = rollups.window_counts(since, edges)
+    problem = [v for v in VERDICT_ORDER if v not in run_health.UNPROBLEMATIC]
+    stats.by_verdict = counted.by_verdict
+    stats.handoffs = sum(counted.by_verdict.values())
+    stats.problem_trend = [sum(bucket.get(v, 0) for v in problem) for bucket in counted.by_bucket]
+    stats.problem_handoffs = sum(stats.problem_trend)
+
+
+def _waits_opened(since: datetime, seen: Scope) -> list[tuple[datetime, datetime | None]]:
+    """(opened, resolved or None) of the waits opened since `since`: the handoffs with a wait receipt in the
+    window and none before it. Driven by the window's wait receipts (`receipt_waits_by_time`); the earlier
+    ones are an anti-join (measured faster at 1M receipts than a lookup per receipt or the old
+    all-receipts-of-those-handoffs grouping: 20 vs 25 and 22 ms server time for a 7-day window)."""
+    earlier = Receipt.objects.filter(handoff=OuterRef("handoff"), part="wait", recorded_at__lt=since)
+    in_window = seen.apply(Receipt.objects.filter(part="wait", recorded_at__gte=since), "handoff__run__")
+    return list(
+        in_window.filter(~Exists(earlier))
+        .order_by()
+        .values("handoff")
+        .annotate(opened=Min("recorded_at"), resolved=Min("recorded_at", filter=Q(payload__resolved=True)))
+        .values_list("opened", "resolved")[:WINDOW_ROW_LIMIT]
+    )
+
+
+def _bucket_edges(since: datetime, now: datetime) -> list[datetime]:
+    width = max((now - since).total_seconds(), 1.0) / SPARK_BUCKETS
+    return [since + timedelta(seconds=width * i) for i in range(SPARK_BUCKETS)]
+
+
+def _in_bucket(edges: list[datetime], i: int) -> Q:
+    # The last bucket is open-ended, like `_buckets` (a time at or after `now` lands in it).
+    after = Q(created_at__gte=edges[i])
+    return after & Q(created_at__lt=edges[i + 1]) if i + 1 < len(edges) else after
+
+
+def _handoff_seconds(row: tuple) -> float | None:
+    # created.at -> destination.started_at, or the time it was classified when no destination started.
+    created, started, classified = row
+    start, end = _parse_time(created), _parse_time(started) or classified
+    if start is None or end is None:
+        return None
+    return max((end - start).total_seconds(), 0.0)
+
+
+def _parse_time(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _buckets(times: Iterable[datetime], edges: list[datetime]) -> list[int]:
+    """How many of `times` fall in each interval starting at an edge (before the first: the first; the last
+    is open-ended)."""
+    counts = [0] * len(edges)
+    for at in times:
+        counts[max(bisect.bisect_right(edges, at) - 1, 0)] += 1
+    return counts
+
+
+def _percentiles(values: Iterable[float | None]) -> tuple[float | None, float | None]:
+    """Median and 95th percentile (nearest rank) of the known values; (None, None) without any."""
+    known = sorted(v for v in values if v is not None)
+    if not known:
+        return None, None
+
+    def rank(p: float) -> float:
+        return known[min(len(known) - 1, max(0, math.ceil(p * len(known)) - 1))]
+
+    return rank(0.5), rank(0.95)
