@@ -21,7 +21,6 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from receipts.ingest import batches, broadcast, health, parts, signals
-# Re-exported (noqa F401): callers read these as `recording.X`.
 from receipts.ingest.batches import batch, prefetch  # noqa: F401
 from receipts.ingest.sequence import next_seq  # noqa: F401
 from receipts.ingest.settling import SETTLED, note_settlement, settle, settle_run  # noqa: F401
