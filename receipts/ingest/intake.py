@@ -34,7 +34,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from receipts.models import FINAL_STATUS_PART, RECEIPT_PARTS, Handoff
+from receipts.ingest import batches, lifecycle, recording, settling, setwise
+from receipts.models import FINAL_STATUS_PART, RECEIPT_PARTS
 from receipts.verdicts import bundle
 
 OUTCOME_PARTS = ("wait", "verification", FINAL_STATUS_PART)
@@ -162,18 +163,13 @@ def apply(entries: Sequence[Entry]) -> list[bool]:
     `bundle.BundleError` naming the field); an entry already stored for its
     attempt stores nothing again (idempotent). Callers decide the transaction:
     the API wraps a request in one (all or nothing), the local writer one per batch.
-    Inside that transaction the entries are one `recording.batch()`: runs, handoffs and
+    Inside that transaction the entries are one `batches.batch()`: runs, handoffs and
     contracts read once, each run's health refreshed once. Consecutive part entries are
     recorded as one set (`receipts.ingest.setwise`); the other entries (reports, settles and any
     other kind) are applied in order between those sets, each through `_apply_one`.
     """
-    from receipts.ingest import (
-        recording,
-        setwise,  # recording imports this module's callers, not the reverse
-    )
-
-    with recording.batch():
-        recording.prefetch(
+    with batches.batch():
+        batches.prefetch(
             (entry.operation_id for entry in entries),
             (entry.handoff_id for entry in entries if isinstance(entry, PartEntry | SettleEntry) and entry.handoff_id),
             latest_of=(e.operation_id for e in entries if isinstance(e, PartEntry) and not e.handoff_id),
@@ -200,16 +196,14 @@ def _segments(entries: Sequence[Entry]) -> Iterator[tuple[list[PartEntry], Entry
 
 
 def _apply_one(entry: Entry) -> bool:
-    from receipts.ingest import lifecycle, recording
-
     if isinstance(entry, ReportEntry):
         report = (entry.operation_id, entry.agent, entry.report, dict(entry.detail), entry.attempt)
         return recording.record_report(*report)
     if isinstance(entry, SettleEntry):
-        return recording.settle(handoff_id=entry.handoff_id, operation_id=entry.operation_id)
+        return settling.settle(handoff_id=entry.handoff_id, operation_id=entry.operation_id)
     if isinstance(entry, RunEntry):
         return lifecycle.apply(entry)
-    handoff_id = entry.handoff_id or _latest_handoff_id(entry.operation_id)
+    handoff_id = entry.handoff_id or batches.latest_handoff_id(entry.operation_id)
     if handoff_id is None:
         return False
     result = recording.record(
@@ -220,13 +214,3 @@ def _apply_one(entry: Entry) -> bool:
         attempt=entry.attempt,
     )
     return result.stored
-
-
-def _latest_handoff_id(operation_id: str) -> str | None:
-    latest = (
-        Handoff.objects.filter(run__operation_id=operation_id)
-        .order_by("-created_at", "-pk")
-        .values_list("handoff_id", flat=True)
-        .first()
-    )
-    return latest

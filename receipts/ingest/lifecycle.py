@@ -12,12 +12,16 @@ one place that changes and announces a run's status.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
-from receipts.ingest import recording, runs
-from receipts.ingest.intake import RunEntry
-from receipts.ingest.recording import OBSERVER, RunNotOwned, digest
+from receipts.ingest import batches, recording, runs
+from receipts.ingest.recording import OBSERVER, digest
+from receipts.ingest.sides import RunNotOwned, owner_problem
 from receipts.models import Handoff, MiddlewareReport, Run
 from receipts.verdicts.bundle import BundleError
+
+if TYPE_CHECKING:  # intake applies run entries through this module
+    from receipts.ingest.intake import RunEntry
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +34,7 @@ def apply(entry: RunEntry) -> bool:
     run = _run(entry)
     if run is None:
         return False
-    if problem := recording.owner_problem(run):
+    if problem := owner_problem(run):
         logger.warning("run change refused: %s", problem)
         raise RunNotOwned("operation_id", problem)
     if entry.resumed is not None:
@@ -54,7 +58,7 @@ def _run(entry: RunEntry) -> Run | None:
     defaults = {"thread_id": entry.thread_id, "mode": mode, "source": source, "graph": entry.graph}
     run, created = Run.objects.get_or_create(operation_id=entry.operation_id, defaults=defaults)
     if created:
-        recording.prefetch([entry.operation_id], [])  # the batch's later receipts record into this row
+        batches.prefetch([entry.operation_id], [])  # the batch's later receipts record into this row
     return run
 
 

@@ -10,7 +10,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from receipts.ingest import broadcast, health
-from receipts.ingest.recording import next_seq, settle_run
+from receipts.ingest.sequence import next_seq
+from receipts.ingest.settling import settle_run
 from receipts.models import Run
 from receipts.verdicts import bundle
 
@@ -22,7 +23,7 @@ ENDED = (Run.Status.COMPLETE, Run.Status.FAILED)
 def set_status(run: Run, status: str, *, error: str = "", now: datetime | None = None) -> Run:
     """Move `run` to `status` (stamping start, end and heartbeat) and publish `run.changed` after commit.
 
-    A status in ENDED settles every handoff of the run (`recording.settle_run`): in-progress verdicts become
+    A status in ENDED settles every handoff of the run (`settling.settle_run`): in-progress verdicts become
     final and are announced. `error` is a class name or a short code, never an exception's text.
     """
     now = now or timezone.now()

@@ -5,7 +5,7 @@ run of part entries is checked in order first (the same errors, naming the same 
 then the runs and handoffs it needs are created in bulk, every part is applied and classified in memory
 in order, and the result is written with one UPDATE of the handoffs and one INSERT of the verdict
 history, announced by one `handoffs_changed` signal. The receipts, the events' sequence numbers and each
-run's health follow at the end of the batch (`recording.batch`). Call inside `recording.batch()`.
+run's health follow at the end of the batch (`batches.batch`). Call inside `batches.batch()`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,18 @@ from dataclasses import dataclass
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from receipts.ingest import recording, signals, sqlsets
+from receipts.ingest import batches, signals, sqlsets
+from receipts.ingest.parts import (
+    CLASSIFIED_FIELDS,
+    apply_part,
+    classify_into,
+    ended_at,
+    minimized,
+    publish_after_commit,
+    unsettled_by,
+    validate_ids,
+)
+from receipts.ingest.sides import RunNotOwned, current_side, owner_problem
 from receipts.models import Handoff, Receipt, Run, VerdictChange
 from receipts.verdicts import bundle
 
@@ -39,7 +50,7 @@ class _Part:
 def record_parts(entries: Sequence) -> list[bool]:
     """Store `entries` (intake.PartEntry) in order; one flag per entry: True when something new was stored.
 
-    Raises `bundle.BundleError` (or `recording.RunNotOwned`) for the first entry, in order, that
+    Raises `bundle.BundleError` (or `sides.RunNotOwned`) for the first entry, in order, that
     `recording.record` would refuse; nothing of the set is kept then (the caller's transaction fails).
     """
     stored = [False] * len(entries)
@@ -47,7 +58,7 @@ def record_parts(entries: Sequence) -> list[bool]:
         parts = _checked(entries)
         if not parts:
             return stored
-        _create_runs({p.operation_id for p in parts} - set(recording._current().runs))
+        _create_runs({p.operation_id for p in parts} - set(batches.current().runs))
         fresh = _create_handoffs(parts)
         changed, history, changes = _applied(parts, fresh, stored)
         sqlsets.update_rows(Handoff, changed.values(), _fields_of(parts))
@@ -62,7 +73,7 @@ def _checked(entries: Sequence) -> list[_Part]:
     An outcome part without a handoff id goes to its run's latest handoff (one this batch creates counts) and
     is dropped when the run has none. A run this batch does not find is created as the writer's own.
     """
-    current = recording._current()
+    current = batches.current()
     owner: dict[str, str] = {}  # handoff id -> operation id, for handoffs this set creates
     valid: set[tuple[str, str, str]] = set()  # (handoff, operation, attempt) ids checked already
     parts = []
@@ -70,14 +81,14 @@ def _checked(entries: Sequence) -> list[_Part]:
         handoff_id = entry.handoff_id or _latest(entry.operation_id)
         if handoff_id is None:
             continue
-        value = recording._minimized(entry.part, entry.value)
+        value = minimized(entry.part, entry.value)
         if (ids := (handoff_id, entry.operation_id, entry.attempt)) not in valid:
-            recording._validate_ids(*ids)
+            validate_ids(*ids)
             valid.add(ids)
         run = current.runs.get(entry.operation_id)
-        if run is not None and (problem := recording.owner_problem(run)):
+        if run is not None and (problem := owner_problem(run)):
             logger.warning("receipt refused: %s", problem)
-            raise recording.RunNotOwned("operation_id", problem)
+            raise RunNotOwned("operation_id", problem)
         handoff = current.handoffs.get(handoff_id)
         if handoff is None and handoff_id not in owner:
             owner[handoff_id] = entry.operation_id  # created by this set: its run's latest handoff from now on
@@ -93,11 +104,9 @@ def _checked(entries: Sequence) -> list[_Part]:
 
 
 def _latest(operation_id: str) -> str | None:
-    current = recording._current()
+    current = batches.current()
     if operation_id not in current.latest:
-        from receipts.ingest.intake import _latest_handoff_id  # intake calls this module
-
-        current.latest[operation_id] = _latest_handoff_id(operation_id)
+        current.latest[operation_id] = batches.latest_handoff_id(operation_id)
     return current.latest[operation_id]
 
 
@@ -105,8 +114,8 @@ def _create_runs(operation_ids: set[str]) -> None:
     """Create the runs no batch entry found (one INSERT), read them back locked; refuse another side's."""
     if not operation_ids:
         return
-    current = recording._current()
-    side = recording._side.get() or ""
+    current = batches.current()
+    side = current_side() or ""
     Run.objects.bulk_create(
         [Run(operation_id=op, thread_id=op, source=Run.Source.AGENT, source_name=side) for op in operation_ids],
         ignore_conflicts=True,
@@ -115,9 +124,9 @@ def _create_runs(operation_ids: set[str]) -> None:
     for op in sorted(operation_ids):
         if op not in found:
             raise IntegrityError(f"run {op} could not be created")  # another unique field clashed
-        if problem := recording.owner_problem(found[op]):
+        if problem := owner_problem(found[op]):
             logger.warning("receipt refused: %s", problem)
-            raise recording.RunNotOwned("operation_id", problem)
+            raise RunNotOwned("operation_id", problem)
     current.runs.update(found)
 
 
@@ -126,12 +135,12 @@ def _create_handoffs(parts: Iterable[_Part]) -> set[int]:
 
     A handoff another transaction created meanwhile is taken as found (its stored parts read too).
     """
-    current = recording._current()
+    current = batches.current()
     wanted = {p.handoff_id: current.runs[p.operation_id] for p in parts if p.handoff_id not in current.handoffs}
     if not wanted:
         return set()
     new = [
-        Handoff(handoff_id=hid, run=run, verdict="ROUTE_REJECTED", settled_at=recording._ended_at(run))
+        Handoff(handoff_id=hid, run=run, verdict="ROUTE_REJECTED", settled_at=ended_at(run))
         for hid, run in wanted.items()
     ]
     Handoff.objects.bulk_create(new, ignore_conflicts=True)
@@ -152,7 +161,7 @@ def _create_handoffs(parts: Iterable[_Part]) -> set[int]:
 
 def _applied(parts: list[_Part], fresh: set[int], stored: list[bool]):
     """Apply and classify every part in order, in memory: (changed handoffs, history rows, signal changes)."""
-    current = recording._current()
+    current = batches.current()
     parse = _PartCache()
     changed: dict[int, Handoff] = {}
     history: list[VerdictChange] = []
@@ -173,18 +182,18 @@ def _applied(parts: list[_Part], fresh: set[int], stored: list[bool]):
         fresh.discard(handoff.pk)
         before = None if first else handoff.verdict
         state_before = None if first else signals.HandoffState.of(handoff)
-        recording._apply(handoff, p.part, p.value)
-        recording._unsettled_by(handoff, p.part, p.value)
-        recording._classify_into(handoff, now, parse)
+        apply_part(handoff, p.part, p.value)
+        unsettled_by(handoff, p.part, p.value)
+        classify_into(handoff, now, parse)
         handoff.updated_at = now
         changed[handoff.pk] = handoff
         if handoff.verdict != before:
             history.append(
                 VerdictChange(handoff=handoff, verdict=handoff.verdict, boundary=handoff.boundary, cause=p.part, at=now)
             )
-        recording._refresh_health(run, now)
+        batches.refresh_health(run, now)
         changes.append(signals.Change(_snapshot(handoff), p.part, state_before, signals.HandoffState.of(handoff), now))
-        recording._publish_after_commit(handoff, p.part, now)
+        publish_after_commit(handoff, p.part, now)
         stored[p.index] = True
     return changed, history, changes
 
@@ -210,8 +219,8 @@ def _snapshot(handoff: Handoff) -> Handoff:
 
 
 def _fields_of(parts: Iterable[_Part]) -> list[str]:
-    """The handoff fields the set's parts may have changed (`recording._apply`, `_unsettled_by`, classifying)."""
-    names = {"updated_at", "settled_at", *recording.CLASSIFIED_FIELDS}
+    """The handoff fields the set's parts may have changed (`parts.apply_part`, `unsettled_by`, classifying)."""
+    names = {"updated_at", "settled_at", *CLASSIFIED_FIELDS}
     for p in parts:
         if p.part == "final_status":
             names.add("final_status")

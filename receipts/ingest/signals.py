@@ -15,7 +15,7 @@ from datetime import datetime
 
 from django.dispatch import Signal
 
-from receipts.ingest.health import due_part
+from receipts.ingest.due import due_part
 
 # Sent once per change to a handoff: a stored receipt part (cause = the part),
 # a time-dependent re-classification (cause = "reclassified"), an operator's
@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 class HandoffState:
     """What receivers compare before and after: verdict and wait, no evidence content.
 
-    `due` is the part an unsettled verdict still waits for (receipts.ingest.health.due_part), "" once the verdict is
+    `due` is the part an unsettled verdict still waits for (receipts.ingest.due.due_part), "" once the verdict is
     final: a change from "reduced" to "" with the same verdict is that verdict's settlement.
     """
 

@@ -116,7 +116,7 @@ def test_a_process_that_ends_right_after_a_batch_still_sends_its_events(celery_i
 
     script = (
         "import django; django.setup()\n"
-        "from receipts import broadcast\n"
+        "from receipts.ingest import broadcast\n"
         "broadcast.publish_many([{'type': 'run.changed', 'run': 7, 'seq': n} for n in (1, 2)], wait=False)\n"
     )
     env = {

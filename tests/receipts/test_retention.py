@@ -12,7 +12,6 @@ from django.db.models import QuerySet
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from receipts import retention
 from receipts.models import (
     AppendOnlyError,
     AuditEntry,
@@ -28,6 +27,7 @@ from receipts.models import (
     VerdictChange,
 )
 from receipts.org import audit
+from receipts.retention import pruner as retention
 from receipts.tasks import prune_lock_key, prune_retention
 
 pytestmark = pytest.mark.django_db

@@ -1,0 +1,170 @@
+"""One batch of recording: what it reads once (contracts, runs, locked handoffs) and writes together at its end.
+
+Inside `batch()` (the batched writer and the receipts API record many entries in one transaction) the
+contracts are read once, runs are looked up once, and each touched run's health is refreshed once at the end
+instead of per receipt. `recording` and `setwise` record into the current batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import OuterRef, Subquery
+
+from receipts.ingest import health
+from receipts.ingest.contracts import current_contracts
+from receipts.ingest.sequence import next_seq, next_seqs
+from receipts.models import Handoff, Receipt, Run
+from receipts.verdicts import bundle
+
+
+@dataclass
+class Batch:
+    """What one batch reads once and writes together (see `batch`)."""
+
+    contracts: bundle.Contracts | None = None
+    runs: dict[str, Run] = field(default_factory=dict)  # operation id -> run
+    handoffs: dict[str, Handoff] = field(default_factory=dict)  # handoff id -> handoff, locked
+    absent: set[str] = field(default_factory=set)  # operation and handoff ids `prefetch` found no row for
+    stored: dict[int, set[tuple[str, str]]] = field(default_factory=dict)  # handoff pk -> (part, attempt)s
+    receipts: list[Receipt] = field(default_factory=list)  # inserted together at the end
+    events: dict[int, tuple[Run, list[dict]]] = field(default_factory=dict)  # run pk -> events awaiting a seq
+    stale: dict[int, tuple[Run, datetime | None]] = field(default_factory=dict)  # runs whose health to refresh
+    latest: dict[str, str | None] = field(default_factory=dict)  # operation id -> its latest handoff's id
+
+
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def batch() -> Iterator[None]:
+    """Record several receipts and reports as one unit of work; call inside a transaction.
+
+    Contracts are read once; runs, locked handoffs and their stored parts are read
+    once (`prefetch` reads them for many entries in one query each). At the end of
+    the block, before the caller commits, the receipts are inserted together, each
+    run takes its events' sequence numbers in one update and its health is
+    refreshed once. A handoff's own row and verdict history are written per
+    receipt, before `handoff_changed` is sent, so receivers see them. Nested
+    blocks join the outer one.
+    """
+    if current() is not None:
+        yield
+        return
+    _local.batch = found = Batch()
+    try:
+        yield
+        Receipt.objects.bulk_create(found.receipts)
+        _number_events(found.events.values())
+        _refresh_stale(list(found.stale.values()))
+    finally:
+        _local.batch = None
+
+
+def _number_events(pending: Iterable[tuple[Run, list[dict]]]) -> None:
+    """Give each run's events of the batch their sequence numbers: one UPDATE for all the runs."""
+    pending = [(run, events) for run, events in pending if events]
+    if not pending:
+        return
+    last = next_seqs({run.pk: len(events) for run, events in pending})
+    for run, events in pending:
+        for seq, event in enumerate(events, start=last[run.pk] - len(events) + 1):
+            event["seq"] = seq
+
+
+def _refresh_stale(stale: list[tuple[Run, datetime | None]]) -> None:
+    """Each touched run's health and summary: `health.refresh` for one run, `health.refresh_many` for several."""
+    if len(stale) == 1:
+        run, now = stale[0]
+        health.refresh(run, now=now, publish=False)
+    elif stale:
+        health.refresh_many([run for run, _ in stale], now=max((now for _, now in stale if now), default=None))
+
+
+def prefetch(operation_ids: Iterable[str], handoff_ids: Iterable[str], latest_of: Iterable[str] = ()) -> None:
+    """Read (and lock, in primary-key order) the runs, handoffs and stored parts a batch will record into;
+    for the runs in `latest_of` (outcome parts without a handoff id) their latest handoff too."""
+    found = current()
+    latest_of = set(latest_of)
+    operation_ids = (set(operation_ids) | latest_of) - set(found.runs)
+    runs = Run.objects.filter(operation_id__in=operation_ids)
+    if latest_of:
+        newest = Handoff.objects.filter(run=OuterRef("pk")).order_by("-created_at", "-pk").values("handoff_id")[:1]
+        runs = runs.annotate(latest_handoff=Subquery(newest))
+    for run in runs:
+        found.runs[run.operation_id] = run
+        if run.operation_id in latest_of:
+            found.latest[run.operation_id] = run.latest_handoff
+    found.latest.update((op, None) for op in latest_of - set(found.runs))
+    found.absent |= {f"run:{op}" for op in operation_ids - set(found.runs)}
+    handoff_ids = {*handoff_ids, *(found.latest[op] for op in latest_of if found.latest.get(op))}
+    wanted = set(handoff_ids) - set(found.handoffs)
+    if not wanted:
+        return
+    locked = list(Handoff.objects.select_for_update().filter(handoff_id__in=wanted).order_by("pk"))
+    found.handoffs.update((handoff.handoff_id, handoff) for handoff in locked)
+    found.absent |= {f"handoff:{handoff_id}" for handoff_id in wanted - set(found.handoffs)}
+    stored: dict[int, set[tuple[str, str]]] = {handoff.pk: set() for handoff in locked}
+    for pk, part, attempt in Receipt.objects.filter(handoff__in=stored).values_list("handoff_id", "part", "attempt"):
+        stored[pk].add((part, attempt))
+    found.stored.update(stored)
+
+
+def current() -> Batch | None:
+    """The batch open on this thread, None outside `batch()`."""
+    return getattr(_local, "batch", None)
+
+
+def atomic() -> transaction.Atomic:
+    # Inside a batch a failure fails the whole batch (the writer then retries entry by entry; the API
+    # refuses the request): no savepoint per receipt.
+    return transaction.atomic(savepoint=current() is None)
+
+
+def refresh_health(run: Run, now: datetime | None) -> None:
+    """Refresh `run`'s health once, at the end of the current batch."""
+    current().stale[run.pk] = (run, now)
+
+
+def stored_parts(handoff: Handoff, new: bool) -> set[tuple[str, str]]:
+    """The (part, attempt)s stored for `handoff`, read once per batch (none for a handoff it created)."""
+    found = current()
+    if handoff.pk not in found.stored:
+        rows = () if new else Receipt.objects.filter(handoff=handoff).values_list("part", "attempt")
+        found.stored[handoff.pk] = set(rows)
+    return found.stored[handoff.pk]
+
+
+def contracts() -> bundle.Contracts:
+    """The current contracts, read once per batch."""
+    found = current()
+    if found is None:
+        return current_contracts()
+    if found.contracts is None:
+        found.contracts = current_contracts()
+    return found.contracts
+
+
+def sequenced(run: Run, event: dict) -> None:
+    """Give `event` the run's next sequence number: now, or at the end of the current batch."""
+    found = current()
+    if found is None:
+        event["seq"] = next_seq(run)
+    else:
+        found.events.setdefault(run.pk, (run, []))[1].append(event)
+
+
+def latest_handoff_id(operation_id: str) -> str | None:
+    """The id of the run's latest handoff (by creation), None when the run has none."""
+    latest = (
+        Handoff.objects.filter(run__operation_id=operation_id)
+        .order_by("-created_at", "-pk")
+        .values_list("handoff_id", flat=True)
+        .first()
+    )
+    return latest

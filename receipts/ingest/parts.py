@@ -1,0 +1,133 @@
+"""A receipt part's way onto its handoff: minimized and validated, put on the handoff, classified, announced.
+
+Shared by `recording` (one part at a time) and `setwise` (a set of parts): both apply the same rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from functools import partial
+
+from django.db import transaction
+from django.utils import timezone
+
+from receipts import verdicts
+from receipts.ingest import batches, broadcast
+from receipts.models import FINAL_STATUS_PART, RECEIPT_PARTS, Handoff, Run, VerdictChange
+from receipts.verdicts import bundle
+
+# What `classify_into` sets.
+CLASSIFIED_FIELDS = (
+    "verdict",
+    "boundary",
+    "next_move",
+    "reason",
+    "boundaries",
+    "classified_at",
+    "wait_open",
+    "wait_owner",
+    "wait_deadline",
+)
+
+
+def minimized(part: str, value: object) -> object:
+    """The value as stored: parsed and minimized by the bundle parser (`bundle.BundleError` names the field)."""
+    if part == FINAL_STATUS_PART:
+        return bundle.parse_final_status(value)
+    if part not in RECEIPT_PARTS:
+        raise bundle.BundleError("part", f"must be one of {', '.join(RECEIPT_PARTS)}")
+    return bundle.part_to_dict(bundle.parse_part(part, value))
+
+
+def validate_ids(handoff_id: object, operation_id: object, attempt: object) -> None:
+    """Raise `bundle.BundleError` naming the field when an id is not valid."""
+    # The bundle parser owns the rules for ids (type, length, no paths).
+    bundle.parse_bundle({"schema": bundle.SCHEMA, "handoff_id": handoff_id, "operation_id": operation_id})
+    if not isinstance(attempt, str) or not 0 < len(attempt) <= 200:
+        raise bundle.BundleError("attempt", "must be a non-empty string of at most 200 characters")
+
+
+def apply_part(handoff: Handoff, part: str, value: object) -> list[str]:
+    """Put `value` on the handoff; the fields it changed."""
+    if part == FINAL_STATUS_PART:
+        handoff.final_status = value or ""
+        return ["final_status"]
+    setattr(handoff, f"{part}_part", value)
+    if part == "created":
+        handoff.sender = value.get("sender") or ""
+        handoff.receiver = value.get("receiver") or ""
+        handoff.route_version = value.get("route_version") or ""
+        return ["created_part", "sender", "receiver", "route_version"]
+    return [f"{part}_part"]
+
+
+def unsettled_by(handoff: Handoff, part: str, value: object) -> list[str]:
+    """A wait resolved on a run that goes on makes evidence due again (the resumed run's next final status):
+    the handoff is no longer settled. The fields it changed."""
+    resolved = part == "wait" and isinstance(value, dict) and value.get("resolved") is True
+    if not resolved or handoff.settled_at is None or ended_at(handoff.run) is not None:
+        return []
+    handoff.settled_at = None
+    return ["settled_at"]
+
+
+def ended_at(run: Run) -> datetime | None:
+    """When the run ended (its handoffs are settled from then on), None while it goes on."""
+    # receipts.ingest.runs.ENDED, read here: runs imports settling, which imports this module.
+    ended = run.status in (Run.Status.COMPLETE, Run.Status.FAILED)
+    return (run.finished_at or timezone.now()) if ended else None
+
+
+def note_change(handoff: Handoff, before: str | None, cause: str, now: datetime) -> None:
+    """One history row per verdict change (the first classification is one), caused by `cause`."""
+    if handoff.verdict != before:
+        VerdictChange.objects.create(
+            handoff=handoff, verdict=handoff.verdict, boundary=handoff.boundary, cause=cause, at=now
+        )
+
+
+def classify_into(handoff: Handoff, now: datetime, parse: Callable[[str, object], bundle.Part] | None = None) -> None:
+    """Classify the handoff's evidence at `now` into its fields; `parse` (name, stored value -> part) may reuse
+    parts parsed before (the stored values are minimized: parsing one again gives the same part)."""
+    found = handoff.to_bundle() if parse is None else _bundle_of(handoff, parse)
+    result = verdicts.classify(found, batches.contracts(), now)
+    handoff.verdict = result.verdict
+    handoff.boundary = result.boundary or ""
+    handoff.next_move = result.next_move
+    handoff.reason = result.reason
+    handoff.boundaries = dict(result.boundaries)
+    handoff.classified_at = now
+    wait = handoff.wait_part or {}
+    handoff.wait_open = bool(handoff.wait_part) and wait.get("resolved") is not True
+    handoff.wait_owner = wait.get("owner") or ""
+    handoff.wait_deadline = found.wait.deadline_utc if handoff.wait_part else None
+
+
+def _bundle_of(handoff: Handoff, parse: Callable[[str, object], bundle.Part]) -> bundle.Bundle:
+    """`handoff.to_bundle()` with its parts parsed by `parse` (ids and status were validated when stored)."""
+    parts = {name: None if (value := handoff.part(name)) is None else parse(name, value) for name in bundle.PARTS}
+    return bundle.Bundle(
+        handoff.handoff_id, handoff.run.operation_id, **parts, final_status=handoff.final_status or None
+    )
+
+
+def publish_after_commit(handoff: Handoff, part: str, now: datetime) -> None:
+    """Announce the handoff's change (a minimized `handoff.changed` event) once the transaction commits."""
+    event: broadcast.HandoffEvent = {
+        "type": "handoff.changed",
+        "run": handoff.run_id,
+        "operation_id": handoff.run.operation_id,
+        "seq": 0,  # set by batches.sequenced
+        "handoff": handoff.pk,
+        "handoff_id": handoff.handoff_id,
+        "part": part,
+        "verdict": handoff.verdict,
+        "boundary": handoff.boundary or None,
+        "final_status": handoff.final_status or None,
+        "wait_open": handoff.wait_open,
+        "dry_run": handoff.run.dry_run,
+        "at": now.isoformat(),
+    }
+    batches.sequenced(handoff.run, event)
+    transaction.on_commit(partial(broadcast.publish, event))

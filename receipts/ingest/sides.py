@@ -1,0 +1,45 @@
+"""Which side is recording, and whose runs it may write: a run is its creator's (issue 19)."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator
+
+from receipts.models import Run
+from receipts.verdicts.bundle import BundleError
+
+
+class RunNotOwned(BundleError):
+    """The run belongs to another side (issue 19): a local app may not record into a source's run, nor a source
+    into a local run or another source's. Nothing is written; the message names the run and its owner."""
+
+
+# Which app is recording: "" a local app (the evidence writer's LocalSink), a source's name (the receipts
+# API); None, the default, is the server itself (operator actions, sweeps), which writes any run.
+_side: contextvars.ContextVar[str | None] = contextvars.ContextVar("sidewisp_recording_side", default=None)
+
+
+@contextlib.contextmanager
+def writing_as(source_name: str) -> Iterator[None]:
+    """Record as a local app ("") or as the remote source `source_name`: only that side's runs accept it."""
+    reset = _side.set(source_name)
+    try:
+        yield
+    finally:
+        _side.reset(reset)
+
+
+def current_side() -> str | None:
+    """The side recording now: "" a local app, a source's name, None the server itself."""
+    return _side.get()
+
+
+def owner_problem(run: Run, side: str | None = None, *, act: str = "record into it") -> str:
+    """Why `side` (default: the current one) may not `act` on `run` ("" when it may): a run is its creator's."""
+    side = _side.get() if side is None else side
+    if side is None or run.source_name == side:
+        return ""
+    owner = f"was created by source {run.source_name}" if run.source_name else "is a local run"
+    writer = f"source {side}" if side else "a local app"
+    return f"run {run.operation_id} {owner}; {writer} may not {act}"

@@ -1,0 +1,335 @@
+"""The evidence: runs, handoffs, their append-only receipts, verdict history and middleware reports; contracts."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from receipts.models.appendonly import AppendOnlyModel, AppendOnlyQuerySet
+from receipts.verdicts import bundle
+from receipts.verdicts.bundle import FINAL_STATUSES, PARTS, VERDICTS
+
+FINAL_STATUS_PART = "final_status"
+RECEIPT_PARTS = (*PARTS, FINAL_STATUS_PART)
+
+
+class ContractVersion(models.Model):
+    """One immutable version of the route and context contracts (spec §2)."""
+
+    version = models.CharField(max_length=200, unique=True)
+    routes = models.JSONField(help_text='{"sender": {"receiver": ["required", "context", "keys"]}}')
+    # Spec §2 v1.2: a single-agent team's step variable and the tools each step's model call must get.
+    steps = models.JSONField(
+        null=True, blank=True, help_text='{"key": "current_step", "tools": {"step": ["tool", "names"]}}'
+    )
+    note = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+
+    class Meta:
+        ordering = ["version"]
+
+    def __str__(self) -> str:
+        return self.version
+
+    def is_referenced(self) -> bool:
+        return Handoff.objects.filter(route_version=self.version).exists()
+
+
+class WaitReason(models.Model):
+    code = models.CharField(max_length=200, unique=True)
+    description = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["code"]
+
+    def __str__(self) -> str:
+        return self.code
+
+
+class RunQuerySet(models.QuerySet):
+    def for_operation(self, operation_id: str) -> RunQuerySet:
+        return self.filter(operation_id=operation_id)
+
+
+class Run(models.Model):
+    """One task given to the agent team, with a stable operation id across retries."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        WAITING = "waiting"
+        COMPLETE = "complete"
+        FAILED = "failed"
+        PARKED = "parked"
+
+    class Source(models.TextChoices):
+        AGENT = "agent"
+        IMPORT = "import"
+
+    class Mode(models.TextChoices):
+        # Sidewisp's workers drive a registered graph (start, resume, re-verify, stop).
+        HOSTED = "hosted"
+        # The user's own process drives its graph through observe/aobserve; decisions go back to it.
+        OBSERVED = "observed"
+
+    operation_id = models.CharField(max_length=200, unique=True)
+    thread_id = models.CharField(max_length=200, unique=True)
+    # The registered graph a hosted run drives (agents.host.registry); for an observed run the name its
+    # `configurable.graph_name` gives (issue 22 §2: the graph's team owns the run); empty for imported runs.
+    graph = models.CharField(max_length=100, blank=True, db_index=True)
+    # A label the graph's factory reads from `configurable.scenario` (the demo graph's scenario).
+    scenario = models.CharField(max_length=100, blank=True)
+    source = models.CharField(max_length=20, choices=Source.choices, default=Source.AGENT)
+    mode = models.CharField(max_length=20, choices=Mode.choices, default=Mode.OBSERVED)
+    # A hosted run's graph input until the graph holds it in its checkpoint; never shown or sent.
+    input = models.JSONField(null=True, blank=True, editable=False)
+    # An observed run's pending approval as names only: {"tool", "arg_types", "allowed_decisions",
+    # "resume_token_id"}; Sidewisp has no access to that process's checkpoint.
+    pending_call = models.JSONField(null=True, blank=True, editable=False)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    dry_run = models.BooleanField(default=False)
+    auto_continue = models.BooleanField(default=True)
+    # Every event about this run carries the next number, so a page can see a gap.
+    seq = models.PositiveBigIntegerField(default=0)
+    deliveries = models.PositiveIntegerField(default=0)
+    # The per-run lease: at most one worker drives a run's graph thread at a time
+    # (LangGraph does not prevent two writers on one thread).
+    lease_owner = models.CharField(max_length=200, blank=True)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    error = models.CharField(max_length=200, blank=True, help_text="Exception class only, never its text.")
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # The run-level health (receipts.ingest.health computes it, the one place that does): the worst of
+    # its handoff verdicts, its task status and its middleware alarms, with each reason named.
+    health = models.CharField(max_length=20, blank=True, db_index=True)
+    health_reasons = models.JSONField(default=list, blank=True)
+    # --- issue 14 §4 (receipts API): the source whose token created the run; empty for local runs.
+    # Only that source's tokens may post receipts for the run or claim its decisions (receipts.workers.sources).
+    source_name = models.CharField(max_length=100, blank=True, default="", db_index=True, editable=False)
+    # --- end issue 14 §4
+    # --- pages at scale (issue 13): the run's summary, kept by receipts.ingest.health.refresh with its health, so
+    # the runs list reads it instead of counting every run's handoffs before its LIMIT.
+    handoff_count = models.PositiveIntegerField(default=0, editable=False)
+    # Handoffs whose verdict is neither healthy nor waiting on approval (settled false completions too).
+    problem_count = models.PositiveIntegerField(default=0, editable=False)
+    # False completions no operator has accepted or resolved yet.
+    open_false_count = models.PositiveIntegerField(default=0, editable=False)
+    # The verdict of the handoff that changed last.
+    latest_verdict = models.CharField(max_length=40, blank=True, editable=False)
+    # --- end pages at scale
+
+    objects = RunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        # pages at scale (issue 13): newest first with a tiebreaker (the runs list's keyset pages); the
+        # runs holding open false completions (their count on the overview and the false-completions page).
+        indexes = [
+            models.Index(fields=["created_at", "id"], name="run_newest"),
+            models.Index(
+                fields=["open_false_count"], condition=models.Q(open_false_count__gt=0), name="run_open_false"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.operation_id
+
+
+class Handoff(models.Model):
+    """A handoff's current evidence (the minimized parts) and its verdict."""
+
+    handoff_id = models.CharField(max_length=200, unique=True)
+    # Indexed with its verdict (Meta.indexes: handoff_run_verdict), which also serves the run's lookups.
+    run = models.ForeignKey(Run, related_name="handoffs", on_delete=models.PROTECT, db_index=False)
+    sender = models.CharField(max_length=200, blank=True)
+    receiver = models.CharField(max_length=200, blank=True)
+    route_version = models.CharField(max_length=200, blank=True, db_index=True)
+
+    created_part = models.JSONField(null=True, blank=True)
+    reduced_part = models.JSONField(null=True, blank=True)
+    destination_part = models.JSONField(null=True, blank=True)
+    wait_part = models.JSONField(null=True, blank=True)
+    verification_part = models.JSONField(null=True, blank=True)
+    final_status = models.CharField(max_length=20, blank=True, choices=[(s, s) for s in FINAL_STATUSES])
+
+    verdict = models.CharField(max_length=40, choices=[(v, v) for v in VERDICTS], db_index=True)
+    boundary = models.CharField(max_length=40, blank=True)
+    next_move = models.CharField(max_length=200, blank=True)
+    reason = models.CharField(max_length=300, blank=True)
+    boundaries = models.JSONField(default=dict)
+    classified_at = models.DateTimeField(null=True, blank=True)
+
+    # Denormalized from the wait part so the inbox can sort and filter in SQL.
+    wait_open = models.BooleanField(default=False)
+    wait_owner = models.CharField(max_length=200, blank=True)
+    wait_deadline = models.DateTimeField(null=True, blank=True)
+
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now, db_index=True)
+    # Settled verdicts (spec v1.2): when no more evidence was due (a settle entry, or the run ended). Until
+    # then a verdict that lacks a part still due is shown as in progress (receipts.ingest.health.due_part).
+    settled_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        # pages at scale (issue 13): only what a page query uses. Recording updates a handoff on every
+        # receipt and each index is rewritten then; sender, receiver and the wait columns lost their own.
+        indexes = [
+            # The waits inbox and its "mine": open waits only, due soonest first.
+            models.Index(fields=["wait_deadline", "id"], condition=models.Q(wait_open=True), name="handoff_open_waits"),
+            models.Index(fields=["wait_owner"], condition=models.Q(wait_open=True), name="handoff_open_waits_owner"),
+            # The overview's time window: counts and the problem trend from the index alone.
+            models.Index(fields=["created_at", "verdict"], name="handoff_created_verdict"),
+            # A run's handoffs, and "has a handoff with verdict V" (the runs list's verdict filter) from the
+            # index alone.
+            models.Index(fields=["run", "verdict"], name="handoff_run_verdict"),
+        ]
+        # Sidewisp's permissions. Default deny: a user without a group has none.
+        permissions = [
+            ("view_dashboard", "Can view the health dashboard"),
+            ("decide_own_wait", "Can approve or reject waits they own"),
+            ("decide_any_wait", "Can approve or reject any wait"),
+            ("reopen_task", "Can reopen a false-complete task"),
+            ("control_run", "Can stop or resume auto-continue of a run"),
+            ("reassign_wait", "Can reassign or cancel a wait"),
+            ("change_limits", "Can change limits and contracts"),
+            ("start_run", "Can start a run of a registered graph"),
+            ("resolve_task", "Can accept or resolve a false-complete task"),
+            # issue 22 §2: Sidewisp's admins see and act on every team's runs (receipts.org.teams).
+            ("view_all_teams", "Can see and act on the runs of every team"),
+        ]
+
+    def __str__(self) -> str:
+        return self.handoff_id
+
+    def part(self, name: str) -> dict | None:
+        return getattr(self, f"{name}_part")
+
+    def to_bundle(self) -> bundle.Bundle:
+        data: dict = {
+            "schema": bundle.SCHEMA,
+            "handoff_id": self.handoff_id,
+            "operation_id": self.run.operation_id,
+            "final_status": self.final_status or None,
+        }
+        for name in PARTS:
+            if (value := self.part(name)) is not None:
+                data[name] = value
+        return bundle.parse_bundle(data)
+
+
+def handoff_month(created_at: datetime) -> date:
+    """The first day of the UTC month a handoff was created in: its receipts' partition (issue 22 §3)."""
+    utc = created_at.astimezone(UTC) if timezone.is_aware(created_at) else created_at
+    return date(utc.year, utc.month, 1)
+
+
+class ReceiptQuerySet(AppendOnlyQuerySet):
+    def bulk_create(self, objs, *args, **kwargs):
+        objs = list(objs)
+        for receipt in objs:
+            receipt.fill_handoff_month()
+        return super().bulk_create(objs, *args, **kwargs)
+
+
+class Receipt(AppendOnlyModel):
+    """One recorded part, exactly as minimized. Never updated; removed only by retention (receipts.retention)."""
+
+    handoff = models.ForeignKey(Handoff, related_name="receipts", on_delete=models.PROTECT)
+    part = models.CharField(max_length=20, choices=[(p, p) for p in RECEIPT_PARTS])
+    # Recording the same part for the same attempt twice is a no-op.
+    attempt = models.CharField(max_length=200)
+    payload = models.JSONField(null=True)
+    recorded_at = models.DateTimeField(default=timezone.now)
+    # issue 22 §3: the month of the handoff's created_at (`handoff_month`), filled by save() and bulk_create().
+    # On PostgreSQL the table is partitioned by it (migration 0025); it depends on the handoff alone, so
+    # (handoff, part, attempt, handoff_month) is unique exactly when (handoff, part, attempt) is.
+    handoff_month = models.DateField(editable=False)
+
+    objects = ReceiptQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["recorded_at", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["handoff", "part", "attempt"], name="receipt_once_per_attempt"),
+        ]
+        # pages at scale (issue 13): the overview's waits opened in its time window.
+        indexes = [
+            models.Index(fields=["recorded_at"], condition=models.Q(part="wait"), name="receipt_waits_by_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.handoff_id}:{self.part}:{self.attempt}"
+
+    def save(self, *args, **kwargs):
+        self.fill_handoff_month()
+        super().save(*args, **kwargs)
+
+    def fill_handoff_month(self) -> None:
+        if self.handoff_month is None:
+            self.handoff_month = handoff_month(self.handoff.created_at)
+
+
+class VerdictChange(AppendOnlyModel):
+    """One entry of a handoff's verdict history: what it became, when, and what moved it."""
+
+    handoff = models.ForeignKey(Handoff, related_name="verdict_changes", on_delete=models.PROTECT)
+    verdict = models.CharField(max_length=40, choices=[(v, v) for v in VERDICTS])
+    boundary = models.CharField(max_length=40, blank=True)
+    # The receipt part, the reclassification or the operator action that changed it (a code, never text).
+    cause = models.CharField(max_length=60, blank=True)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.handoff_id}:{self.verdict}"
+
+
+class MiddlewareReport(AppendOnlyModel):
+    """What the other middleware did to a run (retries, limits, summaries), minimized."""
+
+    class Kind(models.TextChoices):
+        RETRY_EXHAUSTED = "retry_exhausted"
+        TOOL_ERROR = "tool_error"
+        CALL_LIMIT = "call_limit"
+        SUMMARIZED = "summarized"
+        CONTEXT_EDITED = "context_edited"
+        MODEL_FAILED = "model_failed"
+        # Observation: evidence that could not be recorded as it was (a missing part is the truth).
+        EVIDENCE_DROPPED = "evidence_dropped"
+        # The run ended without any handoff recorded: nothing was proven.
+        NO_HANDOFF = "no_handoff"
+        # The graph ran with the middleware but outside `observe`: what only the observer sees is missing.
+        UNOBSERVED_STREAM = "unobserved_stream"
+        # A transfer the observer saw but cannot prove in full without SidewispMiddleware on that agent.
+        UNSEEN_WITHOUT_MIDDLEWARE = "unseen_without_middleware"
+        # A hosted graph with no outcome verifier registered: completion claims cannot be proven.
+        NO_VERIFIER = "no_verifier"
+        # The graph raised: the exception class and where (node, tool), never its message.
+        GRAPH_ERROR = "graph_error"
+
+    run = models.ForeignKey(Run, related_name="reports", on_delete=models.PROTECT)
+    agent = models.CharField(max_length=200)
+    kind = models.CharField(max_length=40, choices=Kind.choices)
+    # Names, counts and codes only.
+    detail = models.JSONField(default=dict)
+    attempt = models.CharField(max_length=200)
+    recorded_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["recorded_at", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "agent", "kind", "attempt"], name="report_once_per_attempt"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent}:{self.kind}"

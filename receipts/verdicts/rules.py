@@ -1,0 +1,237 @@
+"""The classifier: turn a handoff's receipts into one verdict (spec §3).
+
+Plain Python with no Django import and no clock: the caller passes `now`, so a
+wait's deadline is judged at a known moment and a replay gives the same answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from types import MappingProxyType
+
+from receipts.verdicts.bundle import Bundle, Contracts, Wait
+
+BOUNDARIES = ("route", "control", "tool_protocol", "context", "destination", "wait", "outcome")
+
+NEXT_MOVES: dict[str, str] = {
+    "HEALTHY": "nothing",
+    "ROUTE_REJECTED": "block the transfer; restore the declared route",
+    "STALE_CONTROL": "reconcile the persisted state before any retry",
+    "OPEN_TOOL_PROTOCOL": "repair the history before another model call",
+    "CONTEXT_INCOMPLETE": "rebuild the minimal transfer contract",
+    "DESTINATION_NOT_STARTED": "inspect routing and node permissions",
+    "WAITING_ON_APPROVAL": "notify the owner and keep the state",
+    "UNCERTAIN": "find an owner, deadline or token",
+    "FALSE_COMPLETE": "reopen the task; do not trust the final message",
+}
+
+VERDICT_BOUNDARY: dict[str, str | None] = {
+    "HEALTHY": None,
+    "ROUTE_REJECTED": "route",
+    "STALE_CONTROL": "control",
+    "OPEN_TOOL_PROTOCOL": "tool_protocol",
+    "CONTEXT_INCOMPLETE": "context",
+    "DESTINATION_NOT_STARTED": "destination",
+    "WAITING_ON_APPROVAL": "wait",
+    "UNCERTAIN": "wait",
+    "FALSE_COMPLETE": "outcome",
+}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str
+    boundary: str | None
+    next_move: str
+    # Every name in BOUNDARIES, in that order: "pass", "fail", "waiting",
+    # "not_reached" (after the deciding boundary) or "not_applicable".
+    boundaries: Mapping[str, str]
+    # Plain English naming fields, never their values: safe for pages and logs.
+    reason: str
+
+
+@dataclass(frozen=True)
+class _Finding:
+    status: str
+    verdict: str | None = None
+    reason: str = ""
+
+
+# Checks 1-5 each return why their boundary fails, or None when it passes.
+# Each one stands on its own (a missing part fails it too) so none relies on an
+# earlier check having run.
+
+
+def _route_problem(bundle: Bundle, contracts: Contracts) -> str | None:
+    created = bundle.created
+    if created is None:
+        return "the created receipt is missing"
+    for field in ("sender", "receiver", "route_version"):
+        if not getattr(created, field):
+            return f"created.{field} is missing"
+    if created.route_version not in contracts.routes:
+        return "created.route_version is not a known contract version"
+    if contracts.required_keys(created.route_version, created.sender, created.receiver) is None:
+        return "created.receiver is not declared for created.sender in that route version"
+    # A missing reduced receipt is stale control (check 2), not a rejected route.
+    if bundle.reduced is not None and bundle.reduced.goto != created.receiver:
+        return "reduced.goto does not equal created.receiver"
+    return None
+
+
+def _control_problem(bundle: Bundle, contracts: Contracts) -> str | None:
+    created, reduced = bundle.created, bundle.reduced
+    if reduced is None:
+        return "the reduced receipt is missing"
+    if created is None or reduced.active_agent_before != created.sender:
+        return "reduced.active_agent_before does not equal created.sender"
+    if reduced.active_agent_after != created.receiver:
+        return "reduced.active_agent_after does not equal created.receiver"
+    return None
+
+
+def _tool_protocol_problem(bundle: Bundle, contracts: Contracts) -> str | None:
+    created, reduced = bundle.created, bundle.reduced
+    call_id = created.tool_call_id if created else None
+    if not call_id:
+        return "created.tool_call_id is missing"
+    matches = reduced.tool_message_ids.count(call_id) if reduced else 0
+    if matches == 0:
+        return "no entry of reduced.tool_message_ids equals created.tool_call_id"
+    if matches > 1:
+        return "more than one entry of reduced.tool_message_ids equals created.tool_call_id"
+    return None
+
+
+def _context_problem(bundle: Bundle, contracts: Contracts) -> str | None:
+    created, reduced = bundle.created, bundle.reduced
+    # The contract's list wins over what created.required_context_keys claims.
+    required = contracts.required_keys(created.route_version, created.sender, created.receiver) if created else None
+    if required is None or reduced is None:
+        return "the route contract's required keys cannot be checked"
+    missing = len(set(required) - set(reduced.context_keys))
+    if missing:
+        return f"reduced.context_keys lacks {missing} of the keys the route contract requires"
+    return None
+
+
+def _destination_problem(bundle: Bundle, contracts: Contracts) -> str | None:
+    created, destination = bundle.created, bundle.destination
+    if destination is None:
+        return "the destination receipt is missing"
+    if created is None or not destination.node_id or destination.node_id != created.receiver:
+        return "destination.node_id does not equal created.receiver"
+    if destination.started_at is None:
+        return "destination.started_at is missing"
+    # A step of one agent is only reached when its model call got the step's tools (spec v1.2); fail closed.
+    declared = contracts.step_tools(created.route_version, created.receiver)
+    if declared is not None and sorted(destination.tools or ()) != sorted(declared):
+        if destination.tools is None:
+            return "destination.tools is missing for a step whose tools the contract declares"
+        return "destination.tools does not equal the tools the contract declares for the step"
+    return None
+
+
+_HANDOFF_CHECKS: tuple[tuple[str, str, Callable[[Bundle, Contracts], str | None]], ...] = (
+    ("route", "ROUTE_REJECTED", _route_problem),
+    ("control", "STALE_CONTROL", _control_problem),
+    ("tool_protocol", "OPEN_TOOL_PROTOCOL", _tool_protocol_problem),
+    ("context", "CONTEXT_INCOMPLETE", _context_problem),
+    ("destination", "DESTINATION_NOT_STARTED", _destination_problem),
+)
+
+
+def _invalid_wait_problem(wait: Wait, contracts: Contracts, now: datetime) -> str | None:
+    """Which of the five facts of a valid wait is not proven, or None."""
+    if not wait.owner:
+        return "wait.owner is missing"
+    if wait.reason not in contracts.wait_reasons:
+        return "wait.reason is not a declared wait reason"
+    if wait.deadline_utc is None:
+        return "wait.deadline_utc is missing"
+    if wait.deadline_utc <= now:
+        return "wait.deadline_utc is not later than now"
+    if not wait.resume_token_id:
+        return "wait.resume_token_id is missing"
+    if wait.state_persisted is not True:
+        return "wait.state_persisted is not true"
+    return None
+
+
+def _judge_wait(bundle: Bundle, contracts: Contracts, now: datetime) -> _Finding:
+    wait = bundle.wait
+    # A wait nobody marked resolved is still open: silence is not a decision.
+    if wait is not None and wait.resolved is not True:
+        if bundle.final_status == "complete":
+            # The outcome verifier settles a completion claim, not the final message.
+            return _Finding("not_applicable")
+        problem = _invalid_wait_problem(wait, contracts, now)
+        if problem is not None:
+            return _Finding("fail", "UNCERTAIN", problem)
+        return _Finding("waiting", "WAITING_ON_APPROVAL", "an open wait has an owner, reason, deadline and token")
+    if bundle.final_status == "waiting":
+        return _Finding("fail", "UNCERTAIN", "final_status is waiting but no open wait receipt exists")
+    return _Finding("not_applicable")
+
+
+def _judge_outcome(bundle: Bundle, contracts: Contracts, now: datetime) -> _Finding:
+    if bundle.final_status != "complete":
+        return _Finding("not_applicable")
+    verification, destination = bundle.verification, bundle.destination
+    if verification is None:
+        return _Finding("fail", "FALSE_COMPLETE", "complete is claimed but the verification receipt is missing")
+    if verification.result != "pass":
+        return _Finding("fail", "FALSE_COMPLETE", "complete is claimed but verification.result is not pass")
+    if verification.checked_at is None:
+        return _Finding("fail", "FALSE_COMPLETE", "verification.checked_at is missing")
+    started_at = destination.started_at if destination else None
+    if started_at is None or verification.checked_at < started_at:
+        return _Finding("fail", "FALSE_COMPLETE", "verification.checked_at is earlier than destination.started_at")
+    return _Finding("pass")
+
+
+# Checks 6-7 depend on the agent's own status claim and may not apply at all.
+_STATUS_CHECKS: tuple[tuple[str, Callable[[Bundle, Contracts, datetime], _Finding]], ...] = (
+    ("wait", _judge_wait),
+    ("outcome", _judge_outcome),
+)
+
+
+def classify(bundle: Bundle, contracts: Contracts, now: datetime) -> Verdict:
+    """The verdict for one handoff's receipts at the moment `now` (spec §3).
+
+    Contract: boundaries are checked in BOUNDARIES order and the first that
+    fails decides; every boundary after it is "not_reached", so an early
+    failure can never be hidden by later evidence. Missing evidence fails its
+    boundary. `now` must be timezone-aware (ValueError otherwise). Pure: the
+    same arguments always give the same Verdict, and any parsed Bundle is
+    accepted.
+    """
+    if now.tzinfo is None or now.utcoffset() is None:
+        raise ValueError("now must be a timezone-aware datetime")
+    statuses: dict[str, str] = {}
+    for boundary, verdict, find_problem in _HANDOFF_CHECKS:
+        problem = find_problem(bundle, contracts)
+        if problem is not None:
+            statuses[boundary] = "fail"
+            return _verdict(verdict, problem, statuses)
+        statuses[boundary] = "pass"
+    for boundary, judge in _STATUS_CHECKS:
+        finding = judge(bundle, contracts, now)
+        statuses[boundary] = finding.status
+        if finding.verdict is not None:
+            return _verdict(finding.verdict, finding.reason, statuses)
+    return _verdict("HEALTHY", "every boundary that applies is proven by a receipt", statuses)
+
+
+def _verdict(verdict: str, reason: str, statuses: Mapping[str, str]) -> Verdict:
+    boundaries = {name: statuses.get(name, "not_reached") for name in BOUNDARIES}
+    return Verdict(
+        verdict=verdict,
+        boundary=VERDICT_BOUNDARY[verdict],
+        next_move=NEXT_MOVES[verdict],
+        boundaries=MappingProxyType(boundaries),
+        reason=reason,
+    )
