@@ -10,7 +10,7 @@ paths inside it relative to the file). Each entry maps a name to a reference,
 
 `attr` is a compiled graph (Sidewisp gives it its checkpointer) or a factory
 called with the RunnableConfig and, when its signature takes them,
-`checkpointer=` and `host=` (a `agents.host.registry.Host`). A factory returns a compiled graph or a
+`checkpointer=` and `host=` (an `agents.host.registry.Host`). A factory returns a compiled graph or a
 `HostedGraph`. A worker process calls a factory once per graph, variant
 (`configurable` keys other than the thread and the operation), dry run and
 pinned limits version, and gives the compiled graph to every such run with the

@@ -1,15 +1,14 @@
 """The limits room: every middleware setting of an agent, as one versioned document an admin edits.
 
-A document holds a global default plus per-agent overrides (`agents.limits.document`); an agent's
-settings lay the runtime defaults (`defaults`), its own graph's limits (`described`), the document's
-default and the agent's override. `validation`, `rules` and `stoppers` check a document; `setting`,
-`form` and `admin` are its admin form; `stack` builds the middleware a run gets and `resolution`
-reads it back (the admin's preview, a run's effective stack). This package re-exports the names
-other rooms use, so `from agents.limits import X` keeps working.
+An agent's settings lay the runtime defaults (defaults), its own graph's limits (described), the
+document's default and the agent's override (document). validation, rules and stoppers check a
+document; setting, form and admin are its admin form; stack builds the middleware a run gets and
+resolution reads it back. The package re-exports the names other rooms use (`from agents.limits import X`).
 
-May import: agents.models, agents.observe, the hosted runtime's lower modules (agents.host.entries,
-workspaces, scripted), receipts.models, Django and LangChain; never: agents.host.registry or anything
-that imports it (runner, waits, hosting, execution), agents.tasks, agents.demo, sidewisp.
+May import: agents.models, agents.observe, the runtime's lower modules (agents.host.entries, graphs,
+workspaces, scripted), receipts (models, admin helpers, audit), Django, LangChain; never:
+agents.host.registry and the modules above it (runner, waits, hosting, execution), agents.tasks,
+agents.demo, sidewisp.
 """
 
 from agents.limits.checks import Checks, team_checks

@@ -21,7 +21,7 @@ class Checks:
 
     The facts about tools (which are sensitive, which have effects, which have
     an amount, which errors may be retried) default to what the registered
-    graphs describe (`agents.host.registry.GraphDescription`).
+    graphs describe (`agents.host.graphs.GraphDescription`).
     """
 
     tools_by_agent: Mapping[str, Iterable[str]]

@@ -10,7 +10,7 @@ from typing import Any
 
 # Which errors a retry may be configured to retry: names an admin picks from, never free text.
 # "default" is the library's own rule (every Exception except a ModelError marked not retryable).
-# Registered graphs add their own (GraphDescription.retryable_errors), see `retryable_errors`.
+# Registered graphs add their own (GraphDescription.retryable_errors), see `agents.limits.described.retryable_errors`.
 RETRYABLE_ERRORS: dict[str, type[Exception] | None] = {
     "default": None,
     "ConnectionError": ConnectionError,

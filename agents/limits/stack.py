@@ -8,7 +8,8 @@ got and what the tool returned.
 `build_layers` is the one builder: it returns each middleware with the
 arguments it was given, in a form safe to show (names, numbers, codes; no
 callables, prompts or secrets), so the admin preview and the run page show
-exactly what a run gets.
+exactly what a run gets. A workspace agent's shell and file search layers come from
+`agents.limits.workspace_layers`; a legacy `AgentLimits` row is read by `agents.limits.legacy`.
 """
 
 from __future__ import annotations

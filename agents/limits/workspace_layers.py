@@ -30,6 +30,7 @@ PREVIEW_WORKSPACE = "_preview"
 
 
 def workspace_layers(s: Mapping[str, Any], root: Path | None, shown: str, *, dry_run: bool) -> list[Layer]:
+    """The shell and file search layers of a workspace agent working in `root` (shown as `shown`)."""
     shell, search = s["shell"], s["file_search"]
     shell_args = {"enabled": shell["enabled"]}
     layers: list[Layer] = []
@@ -90,6 +91,7 @@ def workspace_layers(s: Mapping[str, Any], root: Path | None, shown: str, *, dry
 
 
 def tool_search_layer(config: Mapping[str, Any], tool_names: Sequence[str]) -> Layer:
+    """Provider tool search over the deferred tools, or an "(off)" row when the chosen model has none."""
     deferred = [name for name in config["deferred_tools"] if name in tool_names]
     args = {"enabled": True, "deferred_tools": deferred}
     choice = model_choice()
