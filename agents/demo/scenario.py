@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Scenario:
+    """One scripted run of the demo team; `verifier` names its outcome check in agents.demo.verifiers.VERIFIERS."""
+
     name: str
     message: str
     policies: Mapping[str, Script]
