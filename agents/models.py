@@ -59,7 +59,7 @@ class AgentLimits(models.Model):
 
     Runs take their settings from the pinned `LimitsVersion`; an `AgentLimits`
     handed to `agents.limits.stack.build_middleware` is still understood (converted by
-    `agents.limits.stack.settings_from_agent_limits`).
+    `agents.limits.legacy.settings_from_agent_limits`).
     """
 
     agent = models.CharField(max_length=100, unique=True)
@@ -128,7 +128,8 @@ class LimitsVersion(models.Model):
         newest = cls.objects.order_by("-number").first()
         if newest is not None:
             return newest
-        from agents.limits import DEFAULT_DOCUMENT
+        # Imported here: loading agents.limits (the package) imports these models.
+        from agents.limits.defaults import DEFAULT_DOCUMENT
 
         try:
             with transaction.atomic():

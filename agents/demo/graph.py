@@ -14,6 +14,7 @@ from agents.demo import tools
 from agents.demo.limits import DEMO_LIMITS, TODO_AGENTS, WORKSPACE_AGENTS
 from agents.demo.scenarios import SCENARIOS
 from agents.demo.team import AGENT_TOOLS, ROUTE_VERSION, declared_transfers
+from agents.demo.verifiers import verifier
 from agents.host.registry import GraphDescription, Host, HostedGraph
 
 DEFAULT_SCENARIO = "healthy_purchase"
@@ -33,7 +34,8 @@ def make_graph(config: Mapping[str, Any], *, checkpointer: Any, host: Host) -> H
         dry_run=host.dry_run,
         host=host,
     )
-    return HostedGraph(team.graph, wait_policies=team.wait_policies, verifier=scenario.outcome_verifier())
+    check = verifier(scenario.verifier) if scenario.verifier else None
+    return HostedGraph(team.graph, wait_policies=team.wait_policies, verifier=check)
 
 
 def _order_amount(args: Mapping[str, Any]) -> int:

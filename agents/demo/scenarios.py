@@ -3,26 +3,21 @@
 Every verdict comes from the graph really misbehaving (a transfer that drops
 its ToolMessage, a goto to an undeclared agent, a node held before it starts,
 an agent claiming an order it never placed...), never from writing receipts.
+The `Scenario` itself (what one builds) is agents.demo.scenario; this module is the catalogue.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from agents.demo.limits import DEMO_LIMITS
-from agents.demo.team import AGENT_TOOLS, AGENTS, ROUTE_VERSION, Team, Transfer, build_team, declared_transfers
-from agents.demo.verifiers import verifier
+from agents.demo.scenario import Scenario
+from agents.demo.team import Transfer
 from agents.host import hosting
-from agents.host.registry import Host
 from agents.host.scripted import Call, Fail, Say, Script, Step, last_result
-from agents.limits import AgentSettings, resolve
-from agents.models import LimitsVersion
 from agents.observe.handoffs import Fault
 from receipts.ingest import runs
 from receipts.models import Run
@@ -30,89 +25,6 @@ from receipts.models import Run
 DEMO_GRAPH = "demo"
 
 SALES_CONTEXT = {"request_type": "purchase", "customer_tier": "gold", "consent_status": "granted"}
-
-
-@dataclass(frozen=True)
-class Scenario:
-    name: str
-    message: str
-    policies: Mapping[str, Script]
-    expected: tuple[str, ...]  # the verdict of each handoff, in the order they happen
-    verifier: str | None = None
-    # Per-agent settings laid over the run's limits version (a partial `agents.limits` document section).
-    limits: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    faults: Mapping[tuple[str, str], Fault] = field(default_factory=dict)  # (sender, receiver) -> fault
-    extra_transfers: Sequence[Transfer] = ()
-    held_nodes: Sequence[str] = ()
-    route_version: str = ROUTE_VERSION
-    description: str = ""
-    workspace: str | None = None  # the seed (agents/host/workspace_seeds/<seed>) the run's workspace starts from
-    # The verdicts once its approval wait is rejected (or expires), for scenarios that wait.
-    after_rejection: tuple[str, ...] = ()
-
-    def build(
-        self,
-        checkpointer: Any,
-        *,
-        version: LimitsVersion | None = None,
-        workspace: Path | None = None,
-        dry_run: bool = False,
-        host: Host | None = None,
-    ) -> Team:
-        """The team with the settings of `version` (default: the current one) and this scenario's overrides.
-
-        With a `host` (a hosted run), each agent's stack comes from `host.middleware` instead.
-        """
-        middleware = None
-        if host is not None:
-
-            def middleware(agent: str, tool_names: list[str]) -> list:
-                return host.middleware(
-                    agent,
-                    tool_names,
-                    overrides=self.limits.get(agent),
-                    route_version=self.route_version,
-                    workspace=workspace,
-                )
-
-        return build_team(
-            self.policies,
-            checkpointer=checkpointer,
-            limits=None if host is not None else self.agent_settings(version or LimitsVersion.current()),
-            transfers=self.transfers(),
-            held_nodes=self.held_nodes,
-            route_version=self.route_version,
-            workspace=workspace,
-            dry_run=dry_run,
-            middleware=middleware,
-        )
-
-    def graph_input(self) -> dict:
-        """What a run of this scenario starts with (`Run.input`)."""
-        return {"messages": [{"role": "user", "content": self.message}], "active_agent": "triage"}
-
-    def transfers(self) -> list[Transfer]:
-        declared = [
-            Transfer(t.sender, t.receiver, t.context_keys, self.faults.get((t.sender, t.receiver)))
-            for t in declared_transfers(self.route_version)
-        ]
-        return [*declared, *self.extra_transfers]
-
-    def agent_settings(self, version: LimitsVersion) -> dict[str, AgentSettings]:
-        return {
-            agent: AgentSettings(
-                agent, resolve(version.document, agent, self.limits.get(agent), graph=DEMO_LIMITS), version.number
-            )
-            for agent in AGENTS
-        }
-
-    def tool_names(self, agent: str) -> list[str]:
-        """The names of the tools `agent` gets in this scenario, as `build_team` gives them."""
-        own = [f"transfer_to_{t.receiver}" for t in self.transfers() if t.sender == agent]
-        return [*(t.name for t in AGENT_TOOLS[agent]), *own]
-
-    def outcome_verifier(self):
-        return verifier(self.verifier) if self.verifier else None
 
 
 def was_declined(messages: Sequence[BaseMessage], tool: str) -> bool:

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from agents.demo.scenarios import SCENARIOS
 from agents.host import workspaces
 from agents.models import Order, Refund, Ticket
 from agents.observe.evidence import digest
+from receipts.models import Run
 
 Check = Callable[[str], bool]
 
@@ -29,9 +31,7 @@ def refund_exists(operation_id: str) -> bool:
 
 
 def tests_pass(operation_id: str) -> bool:
-    from agents.demo.scenarios import SCENARIOS  # scenarios name their verifier by this registry
-    from receipts.models import Run
-
+    # The run's scenario names the workspace seed whose test command decides.
     scenario_name = Run.objects.filter(operation_id=operation_id).values_list("scenario", flat=True).first()
     scenario = SCENARIOS.get(scenario_name or "")
     if scenario is None or not scenario.workspace:

@@ -27,7 +27,7 @@ from receipts.ingest import runs
 from receipts.models import AuditEntry, Decision, OutboxIntent, Run
 from receipts.notify import outbox
 from receipts.org import audit
-from receipts.workers import deliveries
+from receipts.workers import deliveries, runtime
 
 logger = logging.getLogger(__name__)
 
@@ -162,9 +162,11 @@ def take_over_stalled(now=None) -> int:
     application began but did not finish, else `start_run`. Both tasks are
     idempotent. `start` counts the delivery, so a run that keeps stalling is
     failed after `MAX_DELIVERIES`; a taken-over resume is counted here.
-    """
-    from agents import tasks
 
+    The tasks are enqueued through the registered agent runtime (agents.host.hosting.HostingRuntime,
+    which the outbox sends through too), not by importing agents.tasks: those tasks call this module.
+    """
+    agent_runtime = runtime.current()
     now = now or timezone.now()
     grace = timedelta(seconds=settings.SIDEWISP_LEASE_SECONDS + settings.CELERY_BROKER_VISIBILITY_TIMEOUT + 5)
     free = Q(lease_until__isnull=True) | Q(lease_until__lt=now)
@@ -182,12 +184,12 @@ def take_over_stalled(now=None) -> int:
         decision = Decision.objects.filter(run_id=run.pk, applied_at__isnull=True, applications__gt=0).first()
         if decision is None:
             logger.warning("taking over stalled run %s: start again", run.pk)
-            tasks.start_run.delay(run.pk)
+            agent_runtime.enqueue_start(run.pk)
         elif _count_delivery(run) > MAX_DELIVERIES:
             _give_up(run)
         else:
             logger.warning("taking over stalled run %s: resume decision %s again", run.pk, decision.pk)
-            tasks.resume_run.delay(decision.pk)
+            agent_runtime.enqueue_resume(decision.pk)
     return taken
 
 

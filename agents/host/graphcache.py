@@ -23,8 +23,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from agents.host.graphs import HostedGraph
+
 if TYPE_CHECKING:
-    from agents.host.registry import Entry, Host, HostedGraph
+    from agents.host.entries import Entry
+    from agents.host.registry import Host
 
 # The configurable keys that name one run, never a variant of its graph.
 RUN_KEYS = frozenset({"thread_id", "operation_id", "checkpoint_id", "checkpoint_ns", "checkpoint_map"})
@@ -57,8 +60,6 @@ def hosted_graph(
 
 
 def on_checkpointer(hosted: HostedGraph, checkpointer: Any) -> HostedGraph:
-    from agents.host.registry import HostedGraph
-
     graph = hosted.graph.copy(update={"checkpointer": checkpointer})
     return HostedGraph(graph, wait_policies=dict(hosted.wait_policies), verifier=hosted.verifier)
 

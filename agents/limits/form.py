@@ -1,9 +1,9 @@
-"""The limits as a form: one field per setting of the schema (`agents.limits.schema`), for one scope.
+"""The limits as a form: one field per setting of the schema (`agents.limits.setting.schema`), for one scope.
 
 A scope is the default ("default") or one agent ("agents.<name>"). The form
 shows the scope's resolved settings; only the fields a user changes are written
 into that scope's layer of the document, so an agent's override stays as small
-as its changes. The whole document is then checked by `limits.validate_document`,
+as its changes. The whole document is then checked by `validate_document`,
 and each message lands on the field it names (the rest above the form).
 """
 
@@ -15,29 +15,32 @@ from typing import Any
 
 from django import forms
 
-from agents import limits
+from agents.limits.checks import Checks
+from agents.limits.document import LimitsError, resolve
+from agents.limits.setting import Setting, schema, setting_of_error, setting_value, with_setting
+from agents.limits.validation import validate_document
 
 DEFAULT_SCOPE = "default"
 WIDE = {"size": 70}  # messages and name lists are longer than the admin's default input
 NAMES_HELP = "Comma-separated names."
 
 
-def scopes(checks: limits.Checks) -> list[str]:
+def scopes(checks: Checks) -> list[str]:
     """The scopes a form can edit: the default, then every known agent."""
     return [DEFAULT_SCOPE, *(f"agents.{agent}" for agent in sorted(checks.tools_by_agent))]
 
 
-def field_name(setting: limits.Setting) -> str:
+def field_name(setting: Setting) -> str:
     """The form field of a setting (dots are not welcome in HTML ids)."""
     return setting.path.replace(".", "__")
 
 
-def scope_settings(document: Mapping[str, Any], scope: str, checks: limits.Checks) -> dict[str, Any]:
+def scope_settings(document: Mapping[str, Any], scope: str, checks: Checks) -> dict[str, Any]:
     """What the scope runs with today: the values the form starts from."""
     if scope == DEFAULT_SCOPE:
-        return limits.resolve({"default": document.get("default") or {}}, "", graph=checks.every_graph())
+        return resolve({"default": document.get("default") or {}}, "", graph=checks.every_graph())
     agent = scope.removeprefix("agents.")
-    return limits.resolve(document, agent, graph=checks.graph_of(agent))
+    return resolve(document, agent, graph=checks.graph_of(agent))
 
 
 class LimitsSettingsForm(forms.Form):
@@ -45,11 +48,11 @@ class LimitsSettingsForm(forms.Form):
 
     note = forms.CharField(max_length=200, required=False, help_text="Why (shown in the version list).")
 
-    def __init__(self, *args: Any, document: Mapping[str, Any], scope: str, checks: limits.Checks, **kwargs: Any):
+    def __init__(self, *args: Any, document: Mapping[str, Any], scope: str, checks: Checks, **kwargs: Any):
         self.base_document, self.scope, self.checks = document, scope, checks
-        self.settings = limits.schema()
+        self.settings = schema()
         self.current = scope_settings(document, scope, checks)
-        initial = {field_name(s): _shown(s, limits.setting_value(self.current, s)) for s in self.settings}
+        initial = {field_name(s): _shown(s, setting_value(self.current, s)) for s in self.settings}
         super().__init__(*args, initial=initial, **kwargs)
         tools = sorted(checks.tools_by_agent.get(scope.removeprefix("agents."), checks.all_tools))
         errors = sorted(checks.retryable_errors or {})
@@ -72,14 +75,14 @@ class LimitsSettingsForm(forms.Form):
         layer = self._layer()
         for setting in self.settings:
             value = data.get(field_name(setting))
-            if value != limits.setting_value(self.current, setting):
-                layer = limits.with_setting(layer, setting, value)
+            if value != setting_value(self.current, setting):
+                layer = with_setting(layer, setting, value)
         document = self._with_layer(layer)
         try:
-            self.new_document = limits.validate_document(document, self.checks)
-        except limits.LimitsError as exc:
+            self.new_document = validate_document(document, self.checks)
+        except LimitsError as exc:
             for error in exc.errors:
-                setting = limits.setting_of_error(error, self.scope, self.settings)
+                setting = setting_of_error(error, self.scope, self.settings)
                 self.add_error(field_name(setting) if setting else None, error)
         return data
 
@@ -97,7 +100,7 @@ class LimitsSettingsForm(forms.Form):
         return document
 
 
-def _field(setting: limits.Setting, *, tools: list[str], errors: list[str]) -> forms.Field:
+def _field(setting: Setting, *, tools: list[str], errors: list[str]) -> forms.Field:
     label = setting.key if "." in setting.path else setting.path
     if setting.kind == "bool":
         return forms.BooleanField(label=label, required=False)
@@ -127,7 +130,7 @@ def _field(setting: limits.Setting, *, tools: list[str], errors: list[str]) -> f
     return forms.CharField(label=label, required=False, empty_value="", widget=forms.TextInput(attrs=WIDE))
 
 
-def _shown(setting: limits.Setting, value: Any) -> Any:
+def _shown(setting: Setting, value: Any) -> Any:
     """A setting's value as its field shows it."""
     if setting.kind in {"tools", "errors"}:
         return "" if value is None else ", ".join(value)

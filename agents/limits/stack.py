@@ -8,14 +8,14 @@ got and what the tool returned.
 `build_layers` is the one builder: it returns each middleware with the
 arguments it was given, in a form safe to show (names, numbers, codes; no
 callables, prompts or secrets), so the admin preview and the run page show
-exactly what a run gets.
+exactly what a run gets. A workspace agent's shell and file search layers come from
+`agents.limits.workspace_layers`; a legacy `AgentLimits` row is read by `agents.limits.legacy`.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +24,11 @@ from langchain.agents.middleware import (
     AgentMiddleware,
     ClearToolUsesEdit,
     ContextEditingMiddleware,
-    FilesystemFileSearchMiddleware,
     HumanInTheLoopMiddleware,
     InterruptOnConfig,
     LLMToolEmulator,
     ModelCallLimitMiddleware,
     ModelRetryMiddleware,
-    ProviderToolSearchMiddleware,
-    RedactionRule,
-    ShellToolMiddleware,
     SummarizationMiddleware,
     TodoListMiddleware,
     ToolCallLimitMiddleware,
@@ -40,43 +36,17 @@ from langchain.agents.middleware import (
     ToolErrorMiddleware,
     ToolRetryMiddleware,
 )
-from langchain.tools import tool
 
 from agents.host import workspaces
-from agents.host.scripted import Say, ScriptedChatModel, emulator_model, model_choice, summarize
-from agents.limits import (
-    DEFAULT_SETTINGS,
-    SHELL_TOOL,
-    TOOL_SEARCH_PROVIDERS,
-    AgentSettings,
-    amounts,
-    graph_limits,
-    merge,
-    retryable_errors,
-    workspace_agents,
-    workspace_tool_names,
-)
+from agents.host.scripted import Say, ScriptedChatModel, emulator_model, summarize
+from agents.limits.described import amounts, retryable_errors, todo_agents, workspace_agents, workspace_tool_names
+from agents.limits.document import AgentSettings
+from agents.limits.layer import Layer
+from agents.limits.legacy import as_settings
+from agents.limits.workspace_layers import PREVIEW_WORKSPACE, tool_search_layer, workspace_layers
 from agents.models import AgentLimits
 from agents.observe import WaitPolicy
 from agents.observe.middleware import SidewispMiddleware
-
-# A shell stopped this long after its timeout is killed (the library waits 10 s by default).
-SHELL_TERMINATION_SECONDS = 1.0
-PREVIEW_WORKSPACE = "_preview"
-
-
-@dataclass(frozen=True)
-class Layer:
-    """One middleware with its arguments; `middleware` is None for a setting that is off or not applicable."""
-
-    middleware: AgentMiddleware | None
-    args: dict[str, Any]
-    label: str = ""
-
-    def describe(self) -> dict[str, Any]:
-        if self.middleware is None:
-            return {"middleware": self.label, "name": f"{self.label} (off)", "args": self.args}
-        return {"middleware": type(self.middleware).__name__, "name": self.middleware.name, "args": self.args}
 
 
 def build_middleware(
@@ -167,9 +137,9 @@ def build_layers(
     if agent.agent in workspace_agents():
         root = workspace or (Path(django_settings.VAR_DIR) / "workspaces" / PREVIEW_WORKSPACE if preview else None)
         shown = workspaces.display_path(workspace.name) if workspace else workspaces.display_path()
-        layers += _workspace_layers(s, root, shown, dry_run=dry_run)
+        layers += workspace_layers(s, root, shown, dry_run=dry_run)
     if s["tool_search"]["enabled"]:
-        layers.append(_tool_search_layer(s["tool_search"], tool_names))
+        layers.append(tool_search_layer(s["tool_search"], tool_names))
     if dry_run:
         emulated = emulated_tools(s, tool_names)
         layers.append(Layer(LLMToolEmulator(tools=emulated, model=emulator_model()), {"tools": emulated}))
@@ -211,104 +181,11 @@ def with_extra(stack: Sequence[AgentMiddleware], extra: Sequence[AgentMiddleware
     return [*kept, *(joined if m is theirs else m for m in extra), stack[-1]]
 
 
-def todo_agents() -> frozenset[str]:
-    """The agents their graphs give a to-do list (GraphDescription.todo_agents)."""
-    from agents.host import registry
-
-    return frozenset().union(*(d.todo_agents for d in registry.descriptions()))
-
-
 def emulated_tools(settings: Mapping[str, Any], tool_names: Sequence[str]) -> list[str]:
     """The tools a dry run emulates: the chosen list (or all), never a transfer (routes are what it rehearses)."""
     chosen = settings["dry_run"]["emulate"]
     names = [n for n in tool_names if not n.startswith("transfer_to_")]
     return names if chosen is None else [n for n in names if n in chosen]
-
-
-def _workspace_layers(s: Mapping[str, Any], root: Path | None, shown: str, *, dry_run: bool) -> list[Layer]:
-    shell, search = s["shell"], s["file_search"]
-    shell_args = {"enabled": shell["enabled"]}
-    layers: list[Layer] = []
-    if not shell["enabled"]:
-        layers.append(Layer(None, shell_args, "ShellToolMiddleware"))
-    elif dry_run:
-        # Nothing runs in a dry run: a stand-in tool of the same name that the emulator always answers.
-        layers.append(Layer(_DryRunShell(), {**shell_args, "dry_run": "emulated, never executed"}))
-    elif root is None:
-        layers.append(Layer(None, {**shell_args, "workspace": "none for this run"}, "ShellToolMiddleware"))
-    else:
-        policy = workspaces.WorkspaceExecutionPolicy(
-            command_timeout=float(shell["command_timeout"]),
-            startup_timeout=float(shell["command_timeout"]),
-            termination_timeout=SHELL_TERMINATION_SECONDS,
-            max_output_lines=shell["max_output_lines"],
-            max_output_bytes=shell["max_output_bytes"],
-            sandbox=shell["sandbox"],
-        )
-        rules = [RedactionRule(r["type"], r.get("strategy", "redact"), r.get("pattern")) for r in shell["redaction"]]
-        middleware = ShellToolMiddleware(
-            workspace_root=root,
-            startup_commands=list(shell["startup_commands"]),
-            execution_policy=policy,
-            redaction_rules=rules,
-            tool_name=SHELL_TOOL,
-            env=workspaces.shell_env(root),
-        )
-        args = {
-            **shell_args,
-            "workspace": shown,
-            "startup_commands": list(shell["startup_commands"]),
-            "execution_policy": {
-                "policy": "host",
-                "sandbox": shell["sandbox"],
-                "command_timeout": shell["command_timeout"],
-                "max_output_lines": shell["max_output_lines"],
-                "max_output_bytes": shell["max_output_bytes"],
-            },
-            # Types and strategies only: the patterns describe what a secret looks like.
-            "redaction_rules": [f"{r['type']}:{r.get('strategy', 'redact')}" for r in shell["redaction"]],
-        }
-        layers.append(Layer(middleware, args))
-        layers.append(Layer(workspaces.ShellArtifactScrubber(tool_name=SHELL_TOOL), {"tool": SHELL_TOOL}))
-    if not search["enabled"]:
-        layers.append(Layer(None, {"enabled": False}, "FilesystemFileSearchMiddleware"))
-    elif root is None and not dry_run:
-        layers.append(
-            Layer(None, {"enabled": True, "root_path": "none for this run"}, "FilesystemFileSearchMiddleware")
-        )
-    else:
-        root = root or Path(django_settings.VAR_DIR) / "workspaces" / PREVIEW_WORKSPACE
-        middleware = FilesystemFileSearchMiddleware(
-            root_path=str(root), use_ripgrep=False, max_file_size_mb=search["max_file_size_mb"]
-        )
-        layers.append(Layer(middleware, {"root_path": shown, "max_file_size_mb": search["max_file_size_mb"]}))
-    return layers
-
-
-def _tool_search_layer(config: Mapping[str, Any], tool_names: Sequence[str]) -> Layer:
-    deferred = [name for name in config["deferred_tools"] if name in tool_names]
-    args = {"enabled": True, "deferred_tools": deferred}
-    choice = model_choice()
-    provider = choice.split(":", 1)[0] if ":" in choice else choice
-    if provider not in TOOL_SEARCH_PROVIDERS:
-        why = "the scripted model" if choice == "scripted" else f"provider {provider!r}"
-        reason = f"not applicable: {why} has no provider tool search"
-        return Layer(None, {**args, "status": reason}, "ProviderToolSearchMiddleware")
-    return Layer(ProviderToolSearchMiddleware(searchable_tools=deferred), args)
-
-
-@tool(SHELL_TOOL)
-def _dry_run_shell(command: str) -> str:
-    """Execute a shell command in the run's workspace."""
-    msg = "a dry run never executes a shell command"
-    raise RuntimeError(msg)
-
-
-class _DryRunShell(AgentMiddleware):
-    """Registers the stand-in `shell` tool of a dry run (the emulator answers every call)."""
-
-    name = "DryRunShell"
-    tools = [_dry_run_shell]
 
 
 def wait_policies(limits: AgentSettings | AgentLimits, tool_names: Sequence[str]) -> dict[str, WaitPolicy]:
@@ -325,47 +202,6 @@ def wait_policies(limits: AgentSettings | AgentLimits, tool_names: Sequence[str]
         for name, rule in approval["tools"].items()
         if name in tool_names
     }
-
-
-def as_settings(limits: AgentSettings | AgentLimits) -> AgentSettings:
-    return limits if isinstance(limits, AgentSettings) else settings_from_agent_limits(limits)
-
-
-def settings_from_agent_limits(limits: AgentLimits) -> AgentSettings:
-    """The settings a legacy `AgentLimits` row stands for (over the limits of the graph that has the agent)."""
-    reason = limits.approval_reason
-    base = merge(DEFAULT_SETTINGS, graph_limits(agent=limits.agent))
-    gates = {
-        name: {**rule, "reason": reason or rule["reason"]}
-        | ({"threshold": limits.approval_threshold} if "threshold" in rule else {})
-        for name, rule in base["approval"]["tools"].items()
-    }
-    override = {
-        "tool_call_limit": {"run_limit": limits.tool_run_limit, "thread_limit": limits.tool_thread_limit},
-        "per_tool_limits": {name: {"run_limit": int(n)} for name, n in (limits.per_tool_run_limits or {}).items()},
-        "model_call_limit": {"run_limit": limits.model_run_limit, "thread_limit": limits.model_thread_limit},
-        "tool_retry": {
-            "max_retries": limits.tool_max_retries,
-            "initial_delay": limits.retry_initial_delay,
-            "max_delay": limits.retry_max_delay,
-        },
-        "model_retry": {
-            "max_retries": limits.model_max_retries,
-            "initial_delay": limits.retry_initial_delay,
-            "max_delay": limits.retry_max_delay,
-        },
-        "summarization": {
-            "trigger": [{"messages": limits.summarize_after_messages}],
-            "keep": ["messages", limits.summarize_keep_messages],
-        },
-        "context_editing": {"trigger": limits.context_edit_trigger_tokens, "keep": limits.context_edit_keep},
-        "approval": {
-            "tools": gates,
-            "owner": limits.approval_owner,
-            "deadline_minutes": limits.approval_deadline_minutes,
-        },
-    }
-    return AgentSettings(agent=limits.agent, settings=merge(base, override))
 
 
 _PER_TOOL = {"thread_limit": None, "run_limit": None, "exit_behavior": "continue"}
