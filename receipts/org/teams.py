@@ -9,7 +9,9 @@ superusers) see every team's runs.
 
 Scoping is a filter made of subqueries, so it costs no query of its own and is fresh on every request:
 `scope(queryset, user)` narrows any queryset whose rows name a run (`run=` is the path to it). An object
-outside the scope is simply not found, so a view answers 404, never 403 (no existence oracle).
+outside the scope is simply not found, so a view answers 404, never 403 (no existence oracle). A page of many
+counts (the overview) reads the names the filter compares with once per request instead (`Scope.resolved`, one
+query): the same rules, with lists of a few names in place of the subqueries.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 
 from django.core.cache import cache
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, QuerySet, Value
 
 from receipts.models import Membership, Run, Team, TeamGraph, TeamSource
 
@@ -101,15 +103,46 @@ def owns_q(teams: QuerySet[Team], run: str = "", *, unclaimed=None) -> Q:
     `unclaimed` (a condition) says whether the runs no team claims are included; by default, when one of
     `teams` is the default team.
     """
-    graphs = TeamGraph.objects.filter(team__in=teams).values("graph")
-    sources = TeamSource.objects.filter(team__in=teams).values("source_name")
-    local = Q(**{f"{run}source_name": ""})
-    owned = (local & Q(**{f"{run}graph__in": graphs})) | Q(**{f"{run}source_name__in": sources})
-    unclaimed_graph = local & ~Q(**{f"{run}graph__in": TeamGraph.objects.values("graph")})
-    unclaimed_source = ~local & ~Q(**{f"{run}source_name__in": TeamSource.objects.values("source_name")})
+    owners = Owners(
+        graphs=TeamGraph.objects.filter(team__in=teams).values("graph"),
+        sources=TeamSource.objects.filter(team__in=teams).values("source_name"),
+        claimed_graphs=TeamGraph.objects.values("graph"),
+        claimed_sources=TeamSource.objects.values("source_name"),
+    )
     if unclaimed is None:
         unclaimed = Exists(teams.filter(owns_unclaimed=True))
-    return owned | (Q(unclaimed) & (unclaimed_graph | unclaimed_source))
+    return owners.q(run, unclaimed)
+
+
+@dataclass(frozen=True)
+class Owners:
+    """The graphs and sources a set of teams owns, and those any team claims: subqueries, or the values they
+    name (`Scope.resolved`)."""
+
+    graphs: object
+    sources: object
+    claimed_graphs: object
+    claimed_sources: object
+
+    def q(self, run: str, unclaimed) -> Q:
+        # A list of no names leaves its term out (it matches nothing, or everything negated): no join to the run
+        # for a term that cannot decide anything, e.g. when no team claims any graph or source.
+        local = Q(**{f"{run}source_name": ""})
+        found = Q(unclaimed)
+        if _some(self.claimed_graphs) or _some(self.claimed_sources):
+            unclaimed_graph = local & ~Q(**{f"{run}graph__in": self.claimed_graphs})
+            unclaimed_source = ~local & ~Q(**{f"{run}source_name__in": self.claimed_sources})
+            found &= unclaimed_graph | unclaimed_source
+        if _some(self.graphs):
+            found |= local & Q(**{f"{run}graph__in": self.graphs})
+        if _some(self.sources):
+            found |= Q(**{f"{run}source_name__in": self.sources})
+        return found
+
+
+def _some(names) -> bool:
+    """Whether `names` (a subquery, or a list of values) may name anything."""
+    return not isinstance(names, list) or bool(names)
 
 
 # --- scoping -------------------------------------------------------------------------------
@@ -123,10 +156,40 @@ class Scope:
     teams: QuerySet[Team]
     team: str = ""  # the slug a `?team=` switch chose, "" for all of the user's teams
     unclaimed: object = None  # a condition: whether the runs no team claims are in scope
+    owners: Owners | None = None  # the owned and claimed names read once (`resolved`), else subqueries
 
     def q(self, run: str = "") -> Q:
         """The filter for rows whose run is in scope (`run` is the path to the run)."""
-        return Q() if self.everything else owns_q(self.teams, run, unclaimed=self.unclaimed)
+        if self.everything:
+            return Q()
+        if self.owners is None:
+            return owns_q(self.teams, run, unclaimed=self.unclaimed)
+        return self.owners.q(run, self.unclaimed)
+
+    def resolved(self) -> Scope:
+        """The same scope with the graph and source names its filter compares with read now, in one query,
+        so that a page of many counts sends (and the database plans) lists of a few names rather than the
+        same subqueries in every count. Read per request: a graph that changes hands is seen at the next one.
+        """
+        if self.everything or self.owners is not None:
+            return self
+        unclaimed = Exists(self.teams.filter(owns_unclaimed=True)) if self.unclaimed is None else self.unclaimed
+        mine = ExpressionWrapper(Q(team__in=self.teams), output_field=BooleanField())
+        graphs = TeamGraph.objects.order_by().annotate(kind=Value("graph"), mine=mine)
+        sources = TeamSource.objects.order_by().annotate(kind=Value("source"), mine=mine)
+        rows = graphs.values_list("kind", "graph", "mine").union(
+            sources.values_list("kind", "source_name", "mine"), all=True
+        )
+        claimed: dict[tuple[str, bool], list[str]] = {(k, m): [] for k in ("graph", "source") for m in (True, False)}
+        for kind, name, owned in rows:
+            claimed[kind, bool(owned)].append(name)
+        owners = Owners(
+            graphs=claimed["graph", True],
+            sources=claimed["source", True],
+            claimed_graphs=claimed["graph", True] + claimed["graph", False],
+            claimed_sources=claimed["source", True] + claimed["source", False],
+        )
+        return Scope(everything=False, teams=self.teams, team=self.team, unclaimed=unclaimed, owners=owners)
 
     def apply(self, queryset: QuerySet, run: str = "") -> QuerySet:
         return queryset if self.everything else queryset.filter(self.q(run))

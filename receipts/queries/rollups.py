@@ -4,7 +4,11 @@ The database keeps `VerdictBucket` itself (migration 0021's triggers on the hand
 handoff, -1 / +1 when its verdict or creation time changes, -1 when it is deleted), inside the transaction
 that changed the handoff, so a verdict that changes after its hour was counted moves with it: the rollup
 can never show a handoff as healthy that is not. Deltas are appended, never updated (no two writers wait on
-one counter row); `compact` folds them into one row per hour and verdict (beat, every minute).
+one counter row); `compact` folds them into one row per hour, verdict and owner key (beat, every minute).
+
+Each row also names its handoffs' run's graph and source name (migration 0027): a team's scope filters the rows
+at read time, as it filters runs (`Scope.q`), so a team's long window is as cheap as an admin's and a graph that
+changes hands moves its counts at once.
 
 A window reads the whole hours it covers from the rollup and the part-hour at its start from the handoffs
 (an index range of at most an hour): exact to the handoff, whatever the window's length.
@@ -18,7 +22,8 @@ from datetime import UTC, datetime, timedelta
 from django.db import connection, transaction
 from django.db.models import Case, Count, IntegerField, Max, Sum, Value, When
 
-from receipts.models import Handoff, VerdictBucket
+from receipts.models import Handoff, Run, VerdictBucket
+from receipts.org.teams import EVERYTHING, Scope
 
 HOUR = timedelta(hours=1)
 
@@ -42,11 +47,12 @@ def trend_edges(since: datetime, now: datetime, buckets: int) -> list[datetime]:
     return [since, *(floor_hour(since + width * i) for i in range(1, buckets))]
 
 
-def window_counts(since: datetime, edges: list[datetime]) -> WindowCounts:
-    """Handoffs created at or after `since` by verdict, whole and per interval of `edges`; two queries."""
+def window_counts(since: datetime, edges: list[datetime], *, seen: Scope = EVERYTHING) -> WindowCounts:
+    """Handoffs created at or after `since` by verdict, whole and per interval of `edges`, of the runs `seen`
+    sees; two queries."""
     first_hour = floor_hour(since) + (HOUR if floor_hour(since) < since else timedelta(0))
     counts = WindowCounts(by_bucket=[{} for _ in edges])
-    head = Handoff.objects.filter(created_at__gte=since, created_at__lt=first_hour)
+    head = seen.apply(Handoff.objects.filter(created_at__gte=since, created_at__lt=first_hour), "run__")
     for verdict, n in head.order_by().values_list("verdict").annotate(n=Count("pk")):
         _add(counts, 0, verdict, n)
     # The database sums each interval's hours (at most SPARK_BUCKETS x verdicts rows come back, not an hour each).
@@ -55,7 +61,8 @@ def window_counts(since: datetime, edges: list[datetime]) -> WindowCounts:
         default=Value(0),
         output_field=IntegerField(),
     )
-    hours = VerdictBucket.objects.filter(bucket__gte=first_hour).annotate(interval=interval).order_by()
+    # The rows' graph and source_name are their runs': the scope filters them as it filters runs.
+    hours = seen.apply(VerdictBucket.objects.filter(bucket__gte=first_hour)).annotate(interval=interval).order_by()
     for index, verdict, n in hours.values_list("interval", "verdict").annotate(n=Sum("n")):
         _add(counts, index, verdict, n)
     return counts
@@ -69,7 +76,7 @@ def _add(counts: WindowCounts, index: int, verdict: str, n: int) -> None:
 
 
 def compact() -> int:
-    """Fold the deltas into one row per hour and verdict (zero sums dropped); how many rows remain.
+    """Fold the deltas into one row per hour, verdict and owner key (zero sums dropped); how many rows remain.
 
     PostgreSQL: one statement deletes the rows it sees and inserts their sums, so a delta committed meanwhile
     is either folded or left for the next time, never lost. SQLite has one writer at a time: the rows up to
@@ -79,20 +86,23 @@ def compact() -> int:
     with transaction.atomic(), connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute(
-                f"WITH moved AS (DELETE FROM {table} RETURNING bucket, verdict, n) "
-                f"INSERT INTO {table} (bucket, verdict, n) SELECT bucket, verdict, SUM(n) FROM moved "
-                "GROUP BY bucket, verdict HAVING SUM(n) <> 0"
+                f"WITH moved AS (DELETE FROM {table} RETURNING bucket, verdict, graph, source_name, n) "
+                f"INSERT INTO {table} (bucket, verdict, graph, source_name, n) "
+                "SELECT bucket, verdict, graph, source_name, SUM(n) FROM moved "
+                "GROUP BY bucket, verdict, graph, source_name HAVING SUM(n) <> 0"
             )
         else:
             upto = VerdictBucket.objects.aggregate(last=Max("pk"))["last"] or 0
             sums = list(
                 VerdictBucket.objects.filter(pk__lte=upto)
                 .order_by()
-                .values_list("bucket", "verdict")
+                .values_list("bucket", "verdict", "graph", "source_name")
                 .annotate(total=Sum("n"))
             )
             VerdictBucket.objects.filter(pk__lte=upto).delete()
-            VerdictBucket.objects.bulk_create(VerdictBucket(bucket=b, verdict=v, n=n) for b, v, n in sums if n)
+            VerdictBucket.objects.bulk_create(
+                VerdictBucket(bucket=b, verdict=v, graph=g, source_name=s, n=n) for b, v, g, s, n in sums if n
+            )
     return VerdictBucket.objects.count()
 
 
@@ -100,14 +110,15 @@ def rebuild() -> None:
     """Count every handoff into the rollup afresh (after a bulk load that bypassed the triggers, e.g. TRUNCATE)."""
     with transaction.atomic():
         VerdictBucket.objects.all().delete()
-        table, handoffs = VerdictBucket._meta.db_table, Handoff._meta.db_table
+        table, handoffs, runs = VerdictBucket._meta.db_table, Handoff._meta.db_table, Run._meta.db_table
         hour = (
-            "date_trunc('hour', created_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'"
+            "date_trunc('hour', h.created_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'"
             if connection.vendor == "postgresql"
-            else "strftime('%Y-%m-%d %H:00:00', created_at)"
+            else "strftime('%Y-%m-%d %H:00:00', h.created_at)"
         )
         with connection.cursor() as cursor:
             cursor.execute(
-                f"INSERT INTO {table} (bucket, verdict, n) SELECT {hour}, verdict, COUNT(*) FROM {handoffs} "
-                "GROUP BY 1, 2"
+                f"INSERT INTO {table} (bucket, verdict, graph, source_name, n) "
+                f"SELECT {hour}, h.verdict, r.graph, r.source_name, COUNT(*) FROM {handoffs} h "
+                f"JOIN {runs} r ON r.id = h.run_id GROUP BY 1, 2, 3, 4"
             )

@@ -16,7 +16,9 @@ from sidewisp.pages.scope import team_switch
 
 def overview_context(user: User, window: str = "", team: str = "") -> dict:
     window = window if window in labels.WINDOWS else labels.DEFAULT_WINDOW
-    seen = teams.scope_for(user, team)  # issue 22 §2: the user's teams' runs (refuses a team not theirs)
+    # Issue 22 §2: the user's teams' runs (refuses a team not theirs), their graph and source names read once
+    # for the page's many counts.
+    seen = teams.scope_for(user, team).resolved()
     now = timezone.now()
     since = now - timedelta(seconds=labels.WINDOWS[window][1])
     health_counts, status_counts = dashboard.run_status_counts(since, seen=seen)

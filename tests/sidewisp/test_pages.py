@@ -365,7 +365,7 @@ def test_page_queries_stay_constant_as_handoffs_grow(viewer_client, django_asser
 def test_the_long_overview_windows_read_the_rollup_in_as_few_queries(
     client, person, django_assert_max_num_queries, n, window
 ):
-    # The rollup counts every team's handoffs, so it serves a scope that sees every team (issue 22 §2): an admin.
+    # An admin: no team scope to read (a team's long window reads the rollup through its scope, below).
     client.force_login(person("boss", "admin"))
     bulk_handoffs(n, per_run=10)
     # One query fewer than the default window: the verdict counts come with the window's rollup read.

@@ -53,10 +53,10 @@ def window_stats(since: datetime, now: datetime, *, seen: Scope = EVERYTHING) ->
     in the window (first wait receipt = opened, first resolved one = resolved).
     """
     stats = WindowStats(since=since)
-    # The hourly rollup counts every team's handoffs: a narrowed scope counts its own (issue 22 §2).
-    if now - since >= ROLLUP_FROM and seen.everything:
+    # The rollup's rows name their runs' graph and source: the scope filters them (issue 22 §2).
+    if now - since >= ROLLUP_FROM:
         edges = rollups.trend_edges(since, now, SPARK_BUCKETS)
-        _rolled_counts(stats, since, edges)
+        _rolled_counts(stats, since, edges, seen)
     else:
         edges = _bucket_edges(since, now)
         _live_counts(stats, since, edges, seen)
@@ -76,15 +76,17 @@ def window_stats(since: datetime, now: datetime, *, seen: Scope = EVERYTHING) ->
 
 
 def _live_counts(stats: WindowStats, since: datetime, edges: list[datetime], seen: Scope) -> None:
+    # One pass over the window's index range: every handoff, the problems, the problems per bucket.
     window = seen.apply(Handoff.objects.filter(created_at__gte=since), "run__")
-    trend = {f"bucket_{i}": Count("created_at", filter=_in_bucket(edges, i)) for i in range(SPARK_BUCKETS)}
-    problems = window.exclude(verdict__in=run_health.UNPROBLEMATIC).aggregate(n=Count("created_at"), **trend)
-    stats.handoffs, stats.problem_handoffs = window.count(), problems["n"]
-    stats.problem_trend = [problems[f"bucket_{i}"] for i in range(SPARK_BUCKETS)]
+    problem = ~Q(verdict__in=run_health.UNPROBLEMATIC)
+    trend = {f"bucket_{i}": Count("created_at", filter=problem & _in_bucket(edges, i)) for i in range(SPARK_BUCKETS)}
+    counted = window.aggregate(n=Count("created_at"), problems=Count("created_at", filter=problem), **trend)
+    stats.handoffs, stats.problem_handoffs = counted["n"], counted["problems"]
+    stats.problem_trend = [counted[f"bucket_{i}"] for i in range(SPARK_BUCKETS)]
 
 
-def _rolled_counts(stats: WindowStats, since: datetime, edges: list[datetime]) -> None:
-    counted = rollups.window_counts(since, edges)
+def _rolled_counts(stats: WindowStats, since: datetime, edges: list[datetime], seen: Scope) -> None:
+    counted = rollups.window_counts(since, edges, seen=seen)
     problem = [v for v in VERDICT_ORDER if v not in run_health.UNPROBLEMATIC]
     stats.by_verdict = counted.by_verdict
     stats.handoffs = sum(counted.by_verdict.values())
