@@ -15,9 +15,10 @@ outside the scope is simply not found, so a view answers 404, never 403 (no exis
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from django.core.cache import cache
@@ -116,17 +117,44 @@ def owns_q(teams: QuerySet[Team], run: str = "", *, unclaimed=None) -> Q:
 
 
 @dataclass(frozen=True)
+class Owned:
+    """A scope's teams' graphs and sources as values, read at one moment (`resolved_scopes`)."""
+
+    graphs: frozenset[str]  # the teams' graphs
+    sources: frozenset[str]  # the teams' remote sources
+    claimed_graphs: frozenset[str]  # every team's graphs
+    claimed_sources: frozenset[str]
+    unclaimed: bool  # the runs no team claims are in scope
+
+    def q(self, run: str = "") -> Q:
+        """`owns_q` with values for its subqueries: the same rows as at the moment they were read."""
+        local = Q(**{f"{run}source_name": ""})
+        owned = (local & Q(**{f"{run}graph__in": self.graphs})) | Q(**{f"{run}source_name__in": self.sources})
+        if not self.unclaimed:
+            return owned
+        unclaimed_graph = local & ~Q(**{f"{run}graph__in": self.claimed_graphs})
+        unclaimed_source = ~local & ~Q(**{f"{run}source_name__in": self.claimed_sources})
+        return owned | unclaimed_graph | unclaimed_source
+
+
+@dataclass(frozen=True)
 class Scope:
-    """What one user (narrowed to one of their teams, or not) sees; making it runs no query."""
+    """What one user (narrowed to one of their teams, or not) sees; making it runs no query (but see
+    `resolved_scopes`)."""
 
     everything: bool
     teams: QuerySet[Team]
     team: str = ""  # the slug a `?team=` switch chose, "" for all of the user's teams
     unclaimed: object = None  # a condition: whether the runs no team claims are in scope
+    owned: Owned | None = None  # the teams' graphs and sources as values, when they were read
 
     def q(self, run: str = "") -> Q:
         """The filter for rows whose run is in scope (`run` is the path to the run)."""
-        return Q() if self.everything else owns_q(self.teams, run, unclaimed=self.unclaimed)
+        if self.everything:
+            return Q()
+        if self.owned is not None:
+            return self.owned.q(run)
+        return owns_q(self.teams, run, unclaimed=self.unclaimed)
 
     def apply(self, queryset: QuerySet, run: str = "") -> QuerySet:
         return queryset if self.everything else queryset.filter(self.q(run))
@@ -135,12 +163,39 @@ class Scope:
 # For callers that are not a user's request (metrics, workers, the admin): every run.
 EVERYTHING = Scope(everything=True, teams=Team.objects.all())
 
+# Inside `resolved_scopes()`: the scopes read so far, by (user, team).
+_resolved: contextvars.ContextVar[dict | None] = contextvars.ContextVar("teams_resolved", default=None)
+
+
+@contextlib.contextmanager
+def resolved_scopes() -> Iterator[None]:
+    """Inside the block, `scope_for` reads a limited user's teams' graphs and sources once (three small
+    queries) and scopes by their values instead of subqueries: the same rows as at that moment, and far
+    less to build for work that applies one scope a dozen times (a live page's render: its overview
+    compiled the subqueries into every one of its queries, two thirds of its CPU)."""
+    token = _resolved.set({})
+    try:
+        yield
+    finally:
+        _resolved.reset(token)
+
 
 def scope_for(user, team: str = "") -> Scope:
     """The scope of `user`, narrowed to the team `team` names when given (raises UnknownTeam if not theirs).
 
     An admin may narrow to any team; anybody else only to one of their own.
     """
+    found = _scope_for(user, team)
+    resolved = _resolved.get()
+    if resolved is None or found.everything:
+        return found
+    key = (getattr(user, "pk", None), team)
+    if key not in resolved:
+        resolved[key] = Scope(everything=False, teams=found.teams, team=team, owned=_owned(found, user))
+    return resolved[key]
+
+
+def _scope_for(user, team: str) -> Scope:
     if user is None or not user.is_authenticated:
         return Scope(everything=False, teams=Team.objects.none(), unclaimed=Q(pk__in=[]))
     if not team:
@@ -153,6 +208,28 @@ def scope_for(user, team: str = "") -> Scope:
         msg = "that team is not one of yours (choose one of the teams listed)"
         raise UnknownTeam(msg)
     return Scope(everything=False, teams=chosen, team=team)
+
+
+def _owned(scope: Scope, user) -> Owned:
+    """`scope`'s teams' graphs and sources, and whether it sees the runs no team claims, as values."""
+    mine = dict(scope.teams.values_list("pk", "owns_unclaimed"))
+    if scope.unclaimed is None:  # a `?team=` switch: the default team's own
+        unclaimed = any(mine.values())
+    elif user is None or not user.is_authenticated:
+        unclaimed = False
+    else:
+        # `_sees_unclaimed`: a member of the default team, or of none (`teams_of` gave none only then,
+        # or the default team itself, when there is one).
+        unclaimed = any(mine.values()) or not mine
+    graphs = list(TeamGraph.objects.values_list("team_id", "graph"))
+    sources = list(TeamSource.objects.values_list("team_id", "source_name"))
+    return Owned(
+        graphs=frozenset(graph for team, graph in graphs if team in mine),
+        sources=frozenset(source for team, source in sources if team in mine),
+        claimed_graphs=frozenset(graph for _, graph in graphs),
+        claimed_sources=frozenset(source for _, source in sources),
+        unclaimed=unclaimed,
+    )
 
 
 def _sees_unclaimed(user):

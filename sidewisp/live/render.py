@@ -255,8 +255,11 @@ def change_marker(scope: PageScope) -> tuple:
 
 
 def render_live(scope: PageScope, user: User) -> LivePage | None:
-    """The page's live fragments for `user` (whose role decides what they offer); None if the page is gone."""
-    context = _context_for(scope, user)
+    """The page's live fragments for `user` (whose role decides what they offer); None if the page is gone.
+
+    The user's teams are read once for the render (`teams.resolved_scopes`), not compiled into each query."""
+    with teams.resolved_scopes():
+        context = _context_for(scope, user)
     if context is None:
         return None
     context["user"] = user
