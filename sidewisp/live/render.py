@@ -259,7 +259,11 @@ def render_live(scope: PageScope, user: User) -> LivePage | None:
 
     The user's teams are read once for the render (`teams.resolved_scopes`), not compiled into each query."""
     with teams.resolved_scopes():
-        context = _context_for(scope, user)
+        return _render_live(scope, user)
+
+
+def _render_live(scope: PageScope, user: User) -> LivePage | None:
+    context = _context_for(scope, user)
     if context is None:
         return None
     context["user"] = user
