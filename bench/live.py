@@ -92,6 +92,7 @@ class Phase:
     pairs: int  # (event, client) pairs the pages should show
     counts_ok: bool | None  # the overview clients' verdict counts add up to the handoffs stored (recorded)
     stages: dict[str, list[float]]
+    by_page: dict[str, tuple[list[float], list[float]]]  # page -> (latencies, the render thread's CPU)
     load: float
     seconds: float
     server_cores: float  # the daphne's CPU seconds per second while the publisher ran
@@ -109,6 +110,10 @@ class Phase:
         rows = [Row("live", what, figure, GOAL, phase_note)]
         if any(self.stages.values()):
             parts = [f"{name} {_p(values, 50)}/{_p(values, 95)}" for name, values in self.stages.items() if values]
+            parts += [
+                f"{page}: latency {_p(seen, 50)}/{_p(seen, 95)}, render CPU {_p(cpu, 50)}/{_p(cpu, 95)}"
+                for page, (seen, cpu) in self.by_page.items()
+            ]
             what = f"where the time goes at {self.rate}/s {self.mode} (p50/p95 ms per event and page)"
             rows.append(Row("live", what, "; ".join(parts), "", "from the traced daphne (bench.live --serve)"))
         return rows
@@ -282,9 +287,10 @@ async def _measure(server: Server, cookie: str, database_url: str, watched: int,
                 if listener.done():
                     listener.result()  # a client that failed fails the benchmark, loudly
             counts_ok = all(c.total == total for c in clients if c.page == "overview") if mode == "recorded" else None
-            latencies, pairs, stages = _figures(events, clients, _read_trace(server.trace))
+            latencies, pairs, stages, by_page = _figures(events, clients, _read_trace(server.trace))
             load = os.getloadavg()[0]
-            phases.append(Phase(mode, rate, stored, latencies, pairs, counts_ok, stages, load, seconds, server_cores))
+            figures = (latencies, pairs, counts_ok, stages, by_page)
+            phases.append(Phase(mode, rate, stored, *figures, load, seconds, server_cores))
         return phases
     finally:
         for listener in listeners:
@@ -306,10 +312,11 @@ def _key(event: dict) -> tuple[int, int]:
     return event["run"], event["seq"]
 
 
-def _figures(events: list[dict], clients: list[Client], trace: dict) -> tuple[list[float], int, dict]:
+def _figures(events: list[dict], clients: list[Client], trace: dict) -> tuple[list[float], int, dict, dict]:
     latencies: list[float] = []
     pairs = 0
     stages: dict[str, list[float]] = {name: [] for name, _, _ in STAGES} | {RENDER_CPU: []}
+    by_page: dict[str, tuple[list[float], list[float]]] = {page: ([], []) for page in PAGES}
     for event in events:
         for client in clients:
             if not client.concerned(event):
@@ -319,13 +326,15 @@ def _figures(events: list[dict], clients: list[Client], trace: dict) -> tuple[li
             if seen is None or seen - event["stamp"] > DELIVERY_SECONDS:
                 continue
             latencies.append(max(0.0, seen - event["stamp"]))
+            by_page[client.page][0].append(latencies[-1])
             times = {"stamp": event["stamp"], "seen": seen, **trace.get((_key(event), client.page), {})}
             for name, start, end in STAGES:
                 if start in times and end in times:
                     stages[name].append(max(0.0, times[end] - times[start]))
             if "cpu" in times:
                 stages[RENDER_CPU].append(times["cpu"])
-    return latencies, pairs, stages
+                by_page[client.page][1].append(times["cpu"])
+    return latencies, pairs, stages, by_page
 
 
 def _read_trace(path: Path) -> dict:

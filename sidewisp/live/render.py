@@ -255,7 +255,14 @@ def change_marker(scope: PageScope) -> tuple:
 
 
 def render_live(scope: PageScope, user: User) -> LivePage | None:
-    """The page's live fragments for `user` (whose role decides what they offer); None if the page is gone."""
+    """The page's live fragments for `user` (whose role decides what they offer); None if the page is gone.
+
+    The user's teams are read once for the render (`teams.resolved_scopes`), not compiled into each query."""
+    with teams.resolved_scopes():
+        return _render_live(scope, user)
+
+
+def _render_live(scope: PageScope, user: User) -> LivePage | None:
     context = _context_for(scope, user)
     if context is None:
         return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 import pytest
+from django.contrib.auth.models import AnonymousUser
 
 from receipts.models import Membership, Run, Team
 from receipts.org import teams
@@ -138,3 +139,24 @@ def test_the_search_offers_only_the_graphs_of_runs_the_user_sees(person, runs, a
     assert graphs == ["alpha-graph", "whatever"]
     everything, _ = dashboard.search_choices()
     assert everything == ["alpha-graph", "beta-graph", "demo", "whatever"]
+
+
+def test_a_scope_read_once_for_a_render_sees_exactly_the_runs_its_subqueries_see(person, runs, alpha, beta):
+    # `resolved_scopes` (the live pages' renders): the teams' graphs and sources as values, the same rows.
+    member, both, teamless = person("ann", "viewer"), person("bo", "viewer"), person("newcomer", "viewer")
+    teams.add_member(member, alpha)
+    teams.add_member(both, beta)
+    teams.add_member(both, teams.default_team())
+    cases = [(member, ""), (both, ""), (both, "beta"), (teamless, ""), (person("root", "admin"), "alpha")]
+    for user, team in cases:
+        with teams.resolved_scopes():
+            resolved = _seen(user, team=team)
+        assert resolved == _seen(user, team=team), (user.username, team)
+    with teams.resolved_scopes():
+        assert _seen(AnonymousUser()) == set() == _seen(AnonymousUser())
+    teams.default_team().delete()  # a user in no team still sees the runs no team claims
+    with teams.resolved_scopes():
+        assert _seen(teamless) == {"op-unclaimed", "op-unclaimed-remote"} == _seen(teamless)
+    Team.objects.filter(slug="beta").delete()  # no team claims beta's graph now: the teamless see it
+    with teams.resolved_scopes():
+        assert _seen(teamless) == {"op-beta", "op-unclaimed", "op-unclaimed-remote"} == _seen(teamless)
