@@ -62,7 +62,7 @@ def record_parts(entries: Sequence) -> list[bool]:
         fresh = _create_handoffs(parts)
         changed, history, changes = _applied(parts, fresh, stored)
         sqlsets.update_rows(Handoff, changed.values(), _fields_of(parts))
-        VerdictChange.objects.bulk_create(history)
+        sqlsets.insert_rows(VerdictChange, history)
         signals.send_changes(changes)
     return stored
 
@@ -116,10 +116,8 @@ def _create_runs(operation_ids: set[str]) -> None:
         return
     current = batches.current()
     side = current_side() or ""
-    Run.objects.bulk_create(
-        [Run(operation_id=op, thread_id=op, source=Run.Source.AGENT, source_name=side) for op in operation_ids],
-        ignore_conflicts=True,
-    )
+    new = [Run(operation_id=op, thread_id=op, source=Run.Source.AGENT, source_name=side) for op in operation_ids]
+    sqlsets.insert_rows(Run, new, ignore_conflicts=True)
     found = {run.operation_id: run for run in Run.objects.select_for_update().filter(operation_id__in=operation_ids)}
     for op in sorted(operation_ids):
         if op not in found:
@@ -143,7 +141,7 @@ def _create_handoffs(parts: Iterable[_Part]) -> set[int]:
         Handoff(handoff_id=hid, run=run, verdict="ROUTE_REJECTED", settled_at=ended_at(run))
         for hid, run in wanted.items()
     ]
-    Handoff.objects.bulk_create(new, ignore_conflicts=True)
+    sqlsets.insert_rows(Handoff, new, ignore_conflicts=True)
     found = list(Handoff.objects.select_for_update().filter(handoff_id__in=wanted).order_by("pk"))
     for handoff in found:
         if handoff.run_id != wanted[handoff.handoff_id].pk:
