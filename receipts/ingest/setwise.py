@@ -23,7 +23,7 @@ from receipts.ingest.parts import (
     apply_part,
     classify_into,
     ended_at,
-    minimized,
+    parsed,
     publish_after_commit,
     unsettled_by,
     validate_ids,
@@ -55,20 +55,22 @@ def record_parts(entries: Sequence) -> list[bool]:
     """
     stored = [False] * len(entries)
     with transaction.atomic(savepoint=False):
-        parts = _checked(entries)
+        parse = _PartCache()
+        parts = _checked(entries, parse)
         if not parts:
             return stored
         _create_runs({p.operation_id for p in parts} - set(batches.current().runs))
         fresh = _create_handoffs(parts)
-        changed, history, changes = _applied(parts, fresh, stored)
+        changed, history, changes = _applied(parts, fresh, stored, parse)
         sqlsets.update_rows(Handoff, changed.values(), _fields_of(parts))
         sqlsets.insert_rows(VerdictChange, history)
         signals.send_changes(changes)
     return stored
 
 
-def _checked(entries: Sequence) -> list[_Part]:
-    """The entries that will be recorded, checked in order as `record` checks each (first problem raises).
+def _checked(entries: Sequence, parse: _PartCache) -> list[_Part]:
+    """The entries that will be recorded, checked in order as `record` checks each (first problem raises);
+    `parse` learns the part each stored value parses to.
 
     An outcome part without a handoff id goes to its run's latest handoff (one this batch creates counts) and
     is dropped when the run has none. A run this batch does not find is created as the writer's own.
@@ -81,7 +83,9 @@ def _checked(entries: Sequence) -> list[_Part]:
         handoff_id = entry.handoff_id or _latest(entry.operation_id)
         if handoff_id is None:
             continue
-        value = minimized(entry.part, entry.value)
+        value, part = parsed(entry.part, entry.value)
+        if part is not None:
+            parse.learn(entry.part, value, part)
         if (ids := (handoff_id, entry.operation_id, entry.attempt)) not in valid:
             validate_ids(*ids)
             valid.add(ids)
@@ -157,10 +161,9 @@ def _create_handoffs(parts: Iterable[_Part]) -> set[int]:
     return fresh
 
 
-def _applied(parts: list[_Part], fresh: set[int], stored: list[bool]):
+def _applied(parts: list[_Part], fresh: set[int], stored: list[bool], parse: _PartCache):
     """Apply and classify every part in order, in memory: (changed handoffs, history rows, signal changes)."""
     current = batches.current()
-    parse = _PartCache()
     changed: dict[int, Handoff] = {}
     history: list[VerdictChange] = []
     changes: list[signals.Change] = []
@@ -197,7 +200,11 @@ def _applied(parts: list[_Part], fresh: set[int], stored: list[bool]):
 
 
 class _PartCache:
-    """`bundle.parse_part` once per stored value of the set: a handoff is classified again after each part."""
+    """`bundle.parse_part` once per stored value of the set: a handoff is classified again after each part.
+
+    A value this set minimized comes with the part it was minimized from (`learn`; `parts.parsed`: parsing
+    the stored value again gives the same part); one read from the database is parsed on first use.
+    """
 
     def __init__(self) -> None:
         self._found: dict[tuple[str, int], tuple[object, bundle.Part]] = {}
@@ -207,6 +214,9 @@ class _PartCache:
         if hit is None or hit[0] is not value:  # the value is kept with its part: its id stays its own
             hit = self._found[(name, id(value))] = (value, bundle.parse_part(name, value))
         return hit[1]
+
+    def learn(self, name: str, value: object, part: bundle.Part) -> None:
+        self._found[(name, id(value))] = (value, part)
 
 
 def _snapshot(handoff: Handoff) -> Handoff:

@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterable, Sequence
 from datetime import date
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from psycopg.types.json import Jsonb
 
 
@@ -64,16 +64,20 @@ def update_rows(model, objs: Iterable, names: Sequence[str]) -> None:
 
 def _document(fields: Sequence, rows: Iterable[Sequence]) -> str:
     """The rows as one JSON array of objects keyed by column, each value as the field prepares it for saving."""
+    db = connections[DEFAULT_DB_ALIAS]  # not the `connection` proxy: it costs a thread-local lookup per use
     columns = [field.column for field in fields]
     found = [
-        dict(zip(columns, (_json_value(field, value) for field, value in zip(fields, row, strict=True)), strict=True))
+        {
+            column: None if value is None else _json_value(field, value, db)  # None is SQL NULL for every field
+            for column, field, value in zip(columns, fields, row, strict=True)
+        }
         for row in rows
     ]
     return json.dumps(found, ensure_ascii=False, separators=(",", ":"))
 
 
-def _json_value(field, value: object) -> object:
-    prepared = field.get_db_prep_save(value, connection)
+def _json_value(field, value: object, db) -> object:
+    prepared = field.get_db_prep_save(value, db)
     if isinstance(prepared, Jsonb):  # a JSONField's value: SQL NULL stays None, anything else is the document
         if field.encoder is not None:
             msg = f"{field} has its own JSON encoder: write it with the ORM"
