@@ -66,14 +66,29 @@ def _document(fields: Sequence, rows: Iterable[Sequence]) -> str:
     """The rows as one JSON array of objects keyed by column, each value as the field prepares it for saving."""
     db = connections[DEFAULT_DB_ALIAS]  # not the `connection` proxy: it costs a thread-local lookup per use
     columns = [field.column for field in fields]
+    plain = [_PLAIN.get(field.get_internal_type()) for field in fields]
     found = [
         {
-            column: None if value is None else _json_value(field, value, db)  # None is SQL NULL for every field
-            for column, field, value in zip(columns, fields, row, strict=True)
+            # None is SQL NULL for every field; a plain value is written as it is (`_PLAIN`).
+            column: value if value is None or type(value) is kind else _json_value(field, value, db)
+            for column, field, kind, value in zip(columns, fields, plain, row, strict=True)
         }
         for row in rows
     ]
     return json.dumps(found, ensure_ascii=False, separators=(",", ":"))
+
+
+# Fields whose value of exactly this type is prepared for saving as itself (an int as psycopg's Int4 or
+# Int8 of it): the same JSON either way.
+_PLAIN = {
+    "CharField": str,
+    "TextField": str,
+    "BooleanField": bool,
+    "IntegerField": int,
+    "BigIntegerField": int,
+    "PositiveIntegerField": int,
+    "PositiveBigIntegerField": int,
+}
 
 
 def _json_value(field, value: object, db) -> object:
