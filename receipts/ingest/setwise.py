@@ -115,14 +115,17 @@ def _latest(operation_id: str) -> str | None:
 
 
 def _create_runs(operation_ids: set[str]) -> None:
-    """Create the runs no batch entry found (one INSERT), read them back locked; refuse another side's."""
+    """Create the runs no batch entry found (one INSERT); read back locked those another transaction created
+    meanwhile; refuse another side's."""
     if not operation_ids:
         return
     current = batches.current()
     side = current_side() or ""
     new = [Run(operation_id=op, thread_id=op, source=Run.Source.AGENT, source_name=side) for op in operation_ids]
-    sqlsets.insert_rows(Run, new, ignore_conflicts=True)
-    found = {run.operation_id: run for run in Run.objects.select_for_update().filter(operation_id__in=operation_ids)}
+    found = {run.operation_id: run for run in sqlsets.insert_new(Run, new, "operation_id")}
+    if missing := operation_ids - set(found):
+        raced = Run.objects.select_for_update().filter(operation_id__in=missing)
+        found.update((run.operation_id, run) for run in raced)
     for op in sorted(operation_ids):
         if op not in found:
             raise IntegrityError(f"run {op} could not be created")  # another unique field clashed
@@ -133,9 +136,10 @@ def _create_runs(operation_ids: set[str]) -> None:
 
 
 def _create_handoffs(parts: Iterable[_Part]) -> set[int]:
-    """Create the handoffs no batch entry found (one INSERT), read back locked; the pks of those this made.
+    """Create the handoffs no batch entry found (one INSERT); the pks of those this made.
 
-    A handoff another transaction created meanwhile is taken as found (its stored parts read too).
+    A handoff another transaction created meanwhile is read back locked and taken as found (its stored parts
+    read too).
     """
     current = batches.current()
     wanted = {p.handoff_id: current.runs[p.operation_id] for p in parts if p.handoff_id not in current.handoffs}
@@ -145,8 +149,10 @@ def _create_handoffs(parts: Iterable[_Part]) -> set[int]:
         Handoff(handoff_id=hid, run=run, verdict="ROUTE_REJECTED", settled_at=ended_at(run))
         for hid, run in wanted.items()
     ]
-    sqlsets.insert_rows(Handoff, new, ignore_conflicts=True)
-    found = list(Handoff.objects.select_for_update().filter(handoff_id__in=wanted).order_by("pk"))
+    made = sqlsets.insert_new(Handoff, new, "handoff_id")
+    found = sorted(made, key=lambda handoff: handoff.pk)
+    if missing := set(wanted) - {handoff.handoff_id for handoff in made}:
+        found += Handoff.objects.select_for_update().filter(handoff_id__in=missing).order_by("pk")
     for handoff in found:
         if handoff.run_id != wanted[handoff.handoff_id].pk:
             raise bundle.BundleError("operation_id", "does not match the operation this handoff belongs to")

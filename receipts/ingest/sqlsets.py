@@ -29,16 +29,48 @@ def insert_rows(model, objs: Iterable, *, ignore_conflicts: bool = False) -> Non
     if connection.vendor != "postgresql":
         model.objects.bulk_create(objs, ignore_conflicts=ignore_conflicts)
         return
+    _insert(model, objs, " ON CONFLICT DO NOTHING" if ignore_conflicts else "")
+
+
+def insert_new(model, objs: Iterable, key: str) -> list:
+    """Insert those of `objs` (new rows of `model`) no unique field of which is taken yet, in one statement;
+    the objects inserted, their primary keys set (matched by `key`, a unique field): as a read back would give
+    them, for models whose every column the insert writes (no database default, no trigger changing the row).
+
+    On PostgreSQL (`INSERT … ON CONFLICT DO NOTHING RETURNING`). Elsewhere `bulk_create` ignores the
+    conflicts and sets no primary key: no object is returned, read them back.
+    """
+    objs = list(objs)
+    if not objs:
+        return []
+    if connection.vendor != "postgresql":
+        model.objects.bulk_create(objs, ignore_conflicts=True)
+        return []
+    meta = model._meta
+    column, pk = _quoted(meta.get_field(key).column), _quoted(meta.pk.column)
+    inserted = dict(_insert(model, objs, f" ON CONFLICT DO NOTHING RETURNING {column}, {pk}"))
+    found = []
+    for obj in objs:
+        if (value := inserted.get(getattr(obj, key))) is not None:
+            obj.pk = value
+            obj._state.adding, obj._state.db = False, DEFAULT_DB_ALIAS  # as `from_db` leaves a row read back
+            found.append(obj)
+    return found
+
+
+def _insert(model, objs: list, suffix: str) -> list[tuple]:
+    """INSERT the objects' rows (every concrete field but the primary key) on PostgreSQL; the rows returned."""
     meta = model._meta
     fields = [field for field in meta.concrete_fields if not field.generated and field is not meta.pk]
     rows = [[field.pre_save(obj, True) for field in fields] for obj in objs]
     table, columns = _quoted(meta.db_table), ", ".join(_quoted(field.column) for field in fields)
     sql = (
         f"INSERT INTO {table} ({columns}) SELECT {columns} FROM jsonb_populate_recordset(NULL::{table}, %s::jsonb)"
-        + (" ON CONFLICT DO NOTHING" if ignore_conflicts else "")
+        + suffix
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [_document(fields, rows)])
+        return cursor.fetchall() if cursor.description else []
 
 
 def update_rows(model, objs: Iterable, names: Sequence[str]) -> None:
