@@ -16,7 +16,7 @@ from datetime import datetime
 from django.db import transaction
 from django.db.models import OuterRef, Subquery
 
-from receipts.ingest import health
+from receipts.ingest import health, sqlsets
 from receipts.ingest.contracts import current_contracts
 from receipts.ingest.sequence import next_seq, next_seqs
 from receipts.models import Handoff, Receipt, Run
@@ -59,7 +59,9 @@ def batch() -> Iterator[None]:
     _local.batch = found = Batch()
     try:
         yield
-        Receipt.objects.bulk_create(found.receipts)
+        for receipt in found.receipts:
+            receipt.fill_handoff_month()
+        sqlsets.insert_rows(Receipt, found.receipts)
         _number_events(found.events.values())
         _refresh_stale(list(found.stale.values()))
     finally:

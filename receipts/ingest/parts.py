@@ -33,11 +33,21 @@ CLASSIFIED_FIELDS = (
 
 def minimized(part: str, value: object) -> object:
     """The value as stored: parsed and minimized by the bundle parser (`bundle.BundleError` names the field)."""
+    return parsed(part, value)[0]
+
+
+def parsed(part: str, value: object) -> tuple[object, bundle.Part | None]:
+    """The value as stored (`minimized`) and the part it parses to (None for a final status).
+
+    Parsing the stored value again gives the same part: text and booleans are kept as they are, lists of
+    names become lists of the same names, times are stored in ISO 8601 to the microsecond.
+    """
     if part == FINAL_STATUS_PART:
-        return bundle.parse_final_status(value)
+        return bundle.parse_final_status(value), None
     if part not in RECEIPT_PARTS:
         raise bundle.BundleError("part", f"must be one of {', '.join(RECEIPT_PARTS)}")
-    return bundle.part_to_dict(bundle.parse_part(part, value))
+    found = bundle.parse_part(part, value)
+    return bundle.part_to_dict(found), found
 
 
 def validate_ids(handoff_id: object, operation_id: object, attempt: object) -> None:

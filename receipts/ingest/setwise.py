@@ -23,7 +23,7 @@ from receipts.ingest.parts import (
     apply_part,
     classify_into,
     ended_at,
-    minimized,
+    parsed,
     publish_after_commit,
     unsettled_by,
     validate_ids,
@@ -55,20 +55,22 @@ def record_parts(entries: Sequence) -> list[bool]:
     """
     stored = [False] * len(entries)
     with transaction.atomic(savepoint=False):
-        parts = _checked(entries)
+        parse = _PartCache()
+        parts = _checked(entries, parse)
         if not parts:
             return stored
         _create_runs({p.operation_id for p in parts} - set(batches.current().runs))
         fresh = _create_handoffs(parts)
-        changed, history, changes = _applied(parts, fresh, stored)
+        changed, history, changes = _applied(parts, fresh, stored, parse)
         sqlsets.update_rows(Handoff, changed.values(), _fields_of(parts))
-        VerdictChange.objects.bulk_create(history)
+        sqlsets.insert_rows(VerdictChange, history)
         signals.send_changes(changes)
     return stored
 
 
-def _checked(entries: Sequence) -> list[_Part]:
-    """The entries that will be recorded, checked in order as `record` checks each (first problem raises).
+def _checked(entries: Sequence, parse: _PartCache) -> list[_Part]:
+    """The entries that will be recorded, checked in order as `record` checks each (first problem raises);
+    `parse` learns the part each stored value parses to.
 
     An outcome part without a handoff id goes to its run's latest handoff (one this batch creates counts) and
     is dropped when the run has none. A run this batch does not find is created as the writer's own.
@@ -81,7 +83,9 @@ def _checked(entries: Sequence) -> list[_Part]:
         handoff_id = entry.handoff_id or _latest(entry.operation_id)
         if handoff_id is None:
             continue
-        value = minimized(entry.part, entry.value)
+        value, part = parsed(entry.part, entry.value)
+        if part is not None:
+            parse.learn(entry.part, value, part)
         if (ids := (handoff_id, entry.operation_id, entry.attempt)) not in valid:
             validate_ids(*ids)
             valid.add(ids)
@@ -111,16 +115,17 @@ def _latest(operation_id: str) -> str | None:
 
 
 def _create_runs(operation_ids: set[str]) -> None:
-    """Create the runs no batch entry found (one INSERT), read them back locked; refuse another side's."""
+    """Create the runs no batch entry found (one INSERT); read back locked those another transaction created
+    meanwhile; refuse another side's."""
     if not operation_ids:
         return
     current = batches.current()
     side = current_side() or ""
-    Run.objects.bulk_create(
-        [Run(operation_id=op, thread_id=op, source=Run.Source.AGENT, source_name=side) for op in operation_ids],
-        ignore_conflicts=True,
-    )
-    found = {run.operation_id: run for run in Run.objects.select_for_update().filter(operation_id__in=operation_ids)}
+    new = [Run(operation_id=op, thread_id=op, source=Run.Source.AGENT, source_name=side) for op in operation_ids]
+    found = {run.operation_id: run for run in sqlsets.insert_new(Run, new, "operation_id")}
+    if missing := operation_ids - set(found):
+        raced = Run.objects.select_for_update().filter(operation_id__in=missing)
+        found.update((run.operation_id, run) for run in raced)
     for op in sorted(operation_ids):
         if op not in found:
             raise IntegrityError(f"run {op} could not be created")  # another unique field clashed
@@ -131,9 +136,10 @@ def _create_runs(operation_ids: set[str]) -> None:
 
 
 def _create_handoffs(parts: Iterable[_Part]) -> set[int]:
-    """Create the handoffs no batch entry found (one INSERT), read back locked; the pks of those this made.
+    """Create the handoffs no batch entry found (one INSERT); the pks of those this made.
 
-    A handoff another transaction created meanwhile is taken as found (its stored parts read too).
+    A handoff another transaction created meanwhile is read back locked and taken as found (its stored parts
+    read too).
     """
     current = batches.current()
     wanted = {p.handoff_id: current.runs[p.operation_id] for p in parts if p.handoff_id not in current.handoffs}
@@ -143,8 +149,10 @@ def _create_handoffs(parts: Iterable[_Part]) -> set[int]:
         Handoff(handoff_id=hid, run=run, verdict="ROUTE_REJECTED", settled_at=ended_at(run))
         for hid, run in wanted.items()
     ]
-    Handoff.objects.bulk_create(new, ignore_conflicts=True)
-    found = list(Handoff.objects.select_for_update().filter(handoff_id__in=wanted).order_by("pk"))
+    made = sqlsets.insert_new(Handoff, new, "handoff_id")
+    found = sorted(made, key=lambda handoff: handoff.pk)
+    if missing := set(wanted) - {handoff.handoff_id for handoff in made}:
+        found += Handoff.objects.select_for_update().filter(handoff_id__in=missing).order_by("pk")
     for handoff in found:
         if handoff.run_id != wanted[handoff.handoff_id].pk:
             raise bundle.BundleError("operation_id", "does not match the operation this handoff belongs to")
@@ -159,10 +167,9 @@ def _create_handoffs(parts: Iterable[_Part]) -> set[int]:
     return fresh
 
 
-def _applied(parts: list[_Part], fresh: set[int], stored: list[bool]):
+def _applied(parts: list[_Part], fresh: set[int], stored: list[bool], parse: _PartCache):
     """Apply and classify every part in order, in memory: (changed handoffs, history rows, signal changes)."""
     current = batches.current()
-    parse = _PartCache()
     changed: dict[int, Handoff] = {}
     history: list[VerdictChange] = []
     changes: list[signals.Change] = []
@@ -199,7 +206,11 @@ def _applied(parts: list[_Part], fresh: set[int], stored: list[bool]):
 
 
 class _PartCache:
-    """`bundle.parse_part` once per stored value of the set: a handoff is classified again after each part."""
+    """`bundle.parse_part` once per stored value of the set: a handoff is classified again after each part.
+
+    A value this set minimized comes with the part it was minimized from (`learn`; `parts.parsed`: parsing
+    the stored value again gives the same part); one read from the database is parsed on first use.
+    """
 
     def __init__(self) -> None:
         self._found: dict[tuple[str, int], tuple[object, bundle.Part]] = {}
@@ -209,6 +220,9 @@ class _PartCache:
         if hit is None or hit[0] is not value:  # the value is kept with its part: its id stays its own
             hit = self._found[(name, id(value))] = (value, bundle.parse_part(name, value))
         return hit[1]
+
+    def learn(self, name: str, value: object, part: bundle.Part) -> None:
+        self._found[(name, id(value))] = (value, part)
 
 
 def _snapshot(handoff: Handoff) -> Handoff:

@@ -200,6 +200,15 @@ def test_it_parses_one_part_on_its_own() -> None:
     assert part_to_dict(part) == {"node_id": "sales", "started_at": "2026-07-30T10:00:02Z", "attempt_id": None}
 
 
+@pytest.mark.parametrize("name", ["created", "reduced", "destination", "wait", "verification"])
+def test_a_stored_part_parses_back_to_the_part_it_was_minimized_from(name) -> None:
+    # receipts.ingest.setwise classifies with the part it minimized, the row path with the stored value parsed.
+    raw = {**spec_example()[name], "at": "2026-07-30T12:00:00.1234567+02:00", "tools": ["search"], "extra": 1}
+    part = parse_part(name, raw)
+
+    assert parse_part(name, part_to_dict(part)) == part
+
+
 def test_it_names_a_part_field_under_the_given_prefix() -> None:
     with pytest.raises(BundleError) as caught:
         parse_part("wait", {"resolved": "yes"}, field_prefix="receipt")

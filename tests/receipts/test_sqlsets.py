@@ -1,0 +1,71 @@
+"""`receipts.ingest.sqlsets` stores exactly what the ORM's bulk_create and bulk_update store (on PostgreSQL it
+sends the rows as one JSON document): awkward text, nested JSON, SQL NULL beside JSON strings, times with
+an offset to the microsecond, big numbers."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from receipts.ingest import sqlsets
+from receipts.models import Handoff, Receipt, Run, VerdictChange
+
+pytestmark = pytest.mark.django_db
+
+AWKWARD = {
+    "text": "quote ' \" back\\slash é中😀 \u2028 %s %(x)s",
+    "list": [1.1, 1e-7, 12345678901234567890, True, None, {"x": []}],
+    "empty": "",
+}
+AT = datetime(2026, 7, 30, 10, 0, 0, 123456, tzinfo=timezone(timedelta(hours=2)))
+
+
+def stored(queryset, *ignored: str) -> list[dict]:
+    return [{k: v for k, v in row.items() if k not in {"id", *ignored}} for row in queryset.order_by("pk").values()]
+
+
+def store(tag: str, insert, update) -> Handoff:
+    """A run, a handoff, receipts and a history row stored by `insert`, the handoff then changed by `update`."""
+    run = Run(operation_id=f"op-{tag}", thread_id=f"op-{tag}", source_name="it's", input=AWKWARD, seq=2**40)
+    insert(Run, [run], ignore_conflicts=True)
+    run = Run.objects.get(operation_id=f"op-{tag}")
+    new = Handoff(handoff_id=f"h-{tag}", run=run, verdict="ROUTE_REJECTED", sender="s\\'", created_part=AWKWARD)
+    new.wait_deadline = new.classified_at = AT
+    insert(Handoff, [new], ignore_conflicts=True)
+    handoff = Handoff.objects.get(handoff_id=f"h-{tag}")
+    handoff.reason, handoff.verification_part, handoff.settled_at, handoff.wait_open = "r'\"\\ é", AWKWARD, AT, True
+    update(Handoff, [handoff], ["reason", "verification_part", "settled_at", "wait_open"])
+    receipts = [
+        Receipt(handoff=handoff, part="created", attempt="1'", payload=AWKWARD, recorded_at=AT),
+        Receipt(handoff=handoff, part="wait", attempt="2", payload=None, recorded_at=AT),  # SQL NULL
+        Receipt(handoff=handoff, part="reduced", attempt="3", payload="complete", recorded_at=AT),  # a JSON string
+    ]
+    for receipt in receipts:
+        receipt.fill_handoff_month()
+    insert(Receipt, receipts)
+    insert(VerdictChange, [VerdictChange(handoff=handoff, verdict="HEALTHY", cause="created", at=AT)])
+    return handoff
+
+
+def orm_insert(model, objs, ignore_conflicts=False):
+    model.objects.bulk_create(objs, ignore_conflicts=ignore_conflicts)
+
+
+def orm_update(model, objs, names):
+    model.objects.bulk_update(objs, names)
+
+
+def test_rows_are_stored_as_the_orm_stores_them() -> None:
+    ours = store("a", sqlsets.insert_rows, sqlsets.update_rows)
+    orms = store("b", orm_insert, orm_update)
+
+    keys = ("operation_id", "thread_id", "created_at", "updated_at")
+    assert stored(Run.objects.filter(pk=ours.run_id), *keys) == stored(Run.objects.filter(pk=orms.run_id), *keys)
+    keys = ("handoff_id", "run_id", "created_at", "updated_at")
+    assert stored(Handoff.objects.filter(pk=ours.pk), *keys) == stored(Handoff.objects.filter(pk=orms.pk), *keys)
+    for model in (Receipt, VerdictChange):
+        mine, theirs = model.objects.filter(handoff=ours), model.objects.filter(handoff=orms)
+        assert stored(mine, "handoff_id") == stored(theirs, "handoff_id")
+    assert Receipt.objects.filter(handoff=ours, part="wait", payload__isnull=True).exists()
+    assert Receipt.objects.get(handoff=ours, part="reduced").payload == "complete"
