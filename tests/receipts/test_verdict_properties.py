@@ -14,6 +14,7 @@ import copy
 from dataclasses import fields, replace
 from datetime import UTC, datetime, timedelta, timezone
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -278,8 +279,11 @@ def _removals(bundle: Bundle) -> list[Bundle]:
 
     Left out on purpose, because the spec makes them change the verdict: the
     final status (a claim, not evidence), a wait receipt while no wait or
-    completion is claimed (nothing then says a person was asked), and one of
-    several ToolMessages answering the same call (the duplicate is the fault).
+    completion is claimed (nothing then says a person was asked), one of
+    several ToolMessages answering the same call (the duplicate is the fault),
+    and a tool a step's model call was given beyond the step's declared tools
+    (the surplus, undeclared or given twice, is the fault: spec v1.2 requires
+    them to be equal).
     """
     smaller: list[Bundle] = []
     for name in PARTS:
@@ -294,7 +298,7 @@ def _removals(bundle: Bundle) -> list[Bundle]:
                 smaller.extend(
                     replace(bundle, **{name: replace(part, **{field.name: value[:i] + value[i + 1 :]})})
                     for i in range(len(value))
-                    if not _is_duplicate_tool_message(bundle, field.name, value[i])
+                    if not _is_surplus(bundle, field.name, value, value[i])
                 )
                 smaller.append(replace(bundle, **{name: replace(part, **{field.name: ()})}))
             elif value is not None:
@@ -302,8 +306,13 @@ def _removals(bundle: Bundle) -> list[Bundle]:
     return smaller
 
 
-def _is_duplicate_tool_message(bundle: Bundle, field: str, entry: str) -> bool:
-    return field == "tool_message_ids" and bundle.reduced.tool_message_ids.count(entry) > 1
+def _is_surplus(bundle: Bundle, field: str, values: tuple, entry: str) -> bool:
+    if field == "tool_message_ids":
+        return values.count(entry) > 1
+    if field == "tools" and bundle.created is not None:
+        declared = CONTRACTS.step_tools(bundle.created.route_version, bundle.created.receiver)
+        return declared is not None and (entry not in declared or values.count(entry) > 1)
+    return False
 
 
 @settings(max_examples=200, deadline=None)
@@ -316,6 +325,17 @@ def test_removing_evidence_never_turns_a_finding_healthy(bundle: Bundle) -> None
     healed = [less for less in _removals(bundle) if classify(less, CONTRACTS, NOW).verdict == "HEALTHY"]
 
     assert healed == []
+
+
+@pytest.mark.parametrize("surplus", ["quote_price", "refund"])
+def test_a_step_given_a_tool_beyond_its_declared_ones_fails_at_its_destination(surplus: str) -> None:
+    # The examples hypothesis found for the exception above: a tool given twice, or one not declared.
+    data = stepped()
+    data["destination"]["tools"] = sorted([*data["destination"]["tools"], surplus])
+    bundle = parse_bundle(data)
+
+    assert classify(bundle, CONTRACTS, NOW).boundary == "destination"
+    assert classify(_with_healthy_destination(bundle), CONTRACTS, NOW).verdict == "HEALTHY"
 
 
 def test_removing_a_wait_receipt_while_running_is_the_documented_exception() -> None:
