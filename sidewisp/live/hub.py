@@ -161,10 +161,12 @@ class Hub:
 
     async def _receive_events(self) -> None:
         layer = get_channel_layer()
-        channel = self.channel = await layer.new_channel()
+        channel = self.channel = None
         try:
             while True:
                 try:
+                    if channel is None:  # the pub/sub layer subscribes to make one: Redis may be down then too
+                        channel = self.channel = await layer.new_channel()
                     await layer.group_add(HEALTH_GROUP, channel)
                     while True:
                         self.dispatch(await layer.receive(channel))
@@ -174,8 +176,9 @@ class Hub:
                     logger.warning("live events interrupted: %s", type(exc).__name__)
                     await asyncio.sleep(RELISTEN_SECONDS)
         finally:
-            with contextlib.suppress(Exception):
-                await layer.group_discard(HEALTH_GROUP, channel)
+            if channel is not None:
+                with contextlib.suppress(Exception):
+                    await layer.group_discard(HEALTH_GROUP, channel)
 
     def dispatch(self, message: dict) -> None:
         """A message from the health group: one event, or a batch of them (or the hub's own probe)."""
@@ -209,8 +212,9 @@ class Hub:
         layer = get_channel_layer()
         while True:
             await asyncio.sleep(PROBE_SECONDS)
-            if self.channel is not None:
-                await self._note_layer(await self._round_trip(layer, self.channel))
+            # A listener still without its channel a probe's interval after it started is a layer not answering
+            # too (the pub/sub layer subscribes to make one: Redis gone at that moment left pages "Connected").
+            await self._note_layer(self.channel is not None and await self._round_trip(layer, self.channel))
 
     async def _round_trip(self, layer, channel: str) -> bool:
         """Whether a message sent through the layer to the listener's channel came back within PROBE_SECONDS."""

@@ -92,6 +92,27 @@ def test_a_page_that_opens_during_the_outage_is_told_at_once(viewer, layer_redis
     run_async(body)
 
 
+def test_a_page_that_opens_the_hub_while_the_layer_is_down_is_told_paused_and_connected_once_it_is_back(
+    viewer, layer_redis
+):
+    # The hub's listener makes its channel by subscribing; with Redis gone then, no probe could be sent and the
+    # page said "Connected" (seen in CI: Redis killed a moment after the first page connected).
+    cookie = session_cookie(viewer)
+    layer_redis.kill()
+
+    async def body():
+        page = socket("/ws/health/?page=overview", ORIGIN, cookie)
+        assert (await page.connect())[0]
+        assert "Live updates paused" in await receive_until(page, PAUSED, timeout=10)
+
+        layer_redis.start()
+        back = await receive_until(page, CONNECTED, timeout=20)
+        assert '<span class="live-text">Connected</span>' in back
+        await page.disconnect()
+
+    run_async(body)
+
+
 def test_while_the_layer_answers_the_page_is_sent_no_status_at_all(viewer, layer_redis):
     cookie = session_cookie(viewer)
 
