@@ -209,6 +209,23 @@ def test_a_stored_part_parses_back_to_the_part_it_was_minimized_from(name) -> No
     assert parse_part(name, part_to_dict(part)) == part
 
 
+def test_it_keeps_the_ids_of_the_transfers_whole_turn_and_serializes_them_back() -> None:
+    data = spec_example()
+    data["created"]["turn_tool_call_ids"] = ["call_abc", "call_lookup"]
+
+    parsed = parse_bundle(data)
+
+    assert parsed.created.turn_tool_call_ids == ("call_abc", "call_lookup")
+    assert bundle_to_dict(parsed)["created"]["turn_tool_call_ids"] == ["call_abc", "call_lookup"]
+
+
+def test_an_older_created_receipt_without_the_turns_ids_stays_valid_and_says_nothing_of_them() -> None:
+    parsed = parse_bundle(spec_example())
+
+    assert parsed.created.turn_tool_call_ids is None
+    assert "turn_tool_call_ids" not in bundle_to_dict(parsed)["created"]
+
+
 def test_it_names_a_part_field_under_the_given_prefix() -> None:
     with pytest.raises(BundleError) as caught:
         parse_part("wait", {"resolved": "yes"}, field_prefix="receipt")
@@ -317,7 +334,12 @@ TEXT_FIELDS = [
     ("verification", "verifier"),
     ("verification", "receipt_id"),
 ]
-LIST_FIELDS = [("created", "required_context_keys"), ("reduced", "tool_message_ids"), ("reduced", "context_keys")]
+LIST_FIELDS = [
+    ("created", "required_context_keys"),
+    ("created", "turn_tool_call_ids"),
+    ("reduced", "tool_message_ids"),
+    ("reduced", "context_keys"),
+]
 TIME_FIELDS = [
     ("created", "at"),
     ("reduced", "at"),
