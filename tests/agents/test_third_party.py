@@ -254,8 +254,14 @@ def test_observed_and_unobserved_parallel_supervisor_runs_end_alike(team_contrac
     assert outcome.status == "complete"
     assert _final(observed_graph, observed_config) == _final(plain_graph, plain_config)
     # LangGraph runs one of two parallel Command(graph=PARENT) handoffs and drops the other
-    # (which one varies): the receipts show exactly that instead of two green handoffs.
-    assert sorted(verdicts(observed_config)) == ["HEALTHY", "STALE_CONTROL"]
+    # (which one varies): the receipts show exactly that instead of two green handoffs. The winner's
+    # worker is handed the supervisor's turn with the loser's call unanswered (spec v1.3 the whole turn).
+    assert sorted(verdicts(observed_config)) == ["OPEN_TOOL_PROTOCOL", "STALE_CONTROL"]
+    winner = Handoff.objects.get(
+        run__operation_id=observed_config["configurable"]["operation_id"], verdict="OPEN_TOOL_PROTOCOL"
+    )
+    assert len(winner.created_part["turn_tool_call_ids"]) == 2
+    assert winner.reduced_part["tool_message_ids"] == [winner.created_part["tool_call_id"]]
 
 
 def test_a_long_swarm_history_is_observed_without_changing_the_run(team_contracts):
