@@ -107,7 +107,7 @@ def _tool_protocol_problem(bundle: Bundle, contracts: Contracts) -> str | None:
     others = [i for i in dict.fromkeys(created.turn_tool_call_ids or ()) if i != call_id]
     unanswered = sum(1 for i in others if answers.count(i) == 0)
     if unanswered:
-        return f"{unanswered} of the turn's other calls (created.turn_tool_call_ids) have no entry in reduced.tool_message_ids"
+        return f"no entry of reduced.tool_message_ids answers {unanswered} other call(s) of created.turn_tool_call_ids"
     if any(answers.count(i) > 1 for i in others):
         return "more than one entry of reduced.tool_message_ids answers a call of created.turn_tool_call_ids"
     return None
