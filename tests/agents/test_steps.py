@@ -182,6 +182,26 @@ def test_without_a_first_step_the_first_change_has_no_proven_sender(step_contrac
     assert first.reason == "created.sender is missing"
 
 
+def test_the_tutorial_without_first_step_is_healthy_when_the_contract_names_the_first_step(transactional_db, mode):
+    # The docs' tutorial defaults current_step in its own middleware; the contract says so (spec v1.3 `first`).
+    document = steps_team.contracts_document()
+    document["steps"][steps_team.ROUTE_VERSION] = {**steps_team.STEPS, "first": steps_team.FIRST_STEP}
+    import_document(document)
+    middleware = SidewispMiddleware(route_version=steps_team.ROUTE_VERSION)
+    config = config_for("first")
+    agent = steps_team.support_agent(InMemorySaver(), asynchronous=mode == "async", sidewisp=middleware)
+
+    outcome = drive(mode, agent, steps_team.ask(), config, verifier=PASS)
+
+    assert outcome.status == "complete"
+    assert [(h.sender, h.receiver, h.verdict) for h in handoffs(config)] == [
+        ("warranty_collector", "issue_classifier", "HEALTHY"),
+        ("issue_classifier", "resolution_specialist", "HEALTHY"),
+    ]
+    first = handoffs(config)[0]
+    assert first.created_part["turn_tool_call_ids"] == [first.created_part["tool_call_id"]]
+
+
 def test_a_route_version_without_steps_records_no_step_handoff(transactional_db):
     ContractVersion.objects.create(version="plain/1", routes={})
     config = config_for("nosteps")

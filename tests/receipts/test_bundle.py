@@ -788,6 +788,28 @@ def test_a_steps_entry_may_name_its_variable_alone():
     assert contracts.steps["routes/4"].tools == {}
 
 
+def test_a_steps_entry_may_name_the_step_before_its_variable_is_set():
+    # spec §2 v1.3, as the contracts document of issue 28 writes it
+    document = steps_document()
+    document["steps"]["routes/4"] = {
+        "key": "current_step",
+        "first": "warranty_collector",
+        "tools": {"specialist": ["provide_solution"]},
+    }
+
+    contracts = parse_contracts(document)
+
+    assert contracts.steps["routes/4"].first == "warranty_collector"
+    assert contracts_to_dict(contracts) == document
+
+
+def test_a_steps_entry_without_first_names_no_first_step_and_serializes_without_one():
+    contracts = parse_contracts(steps_document())
+
+    assert contracts.steps["routes/4"].first is None
+    assert "first" not in contracts_to_dict(contracts)["steps"]["routes/4"]
+
+
 @pytest.mark.parametrize(
     ("change", "field", "message"),
     [
@@ -804,8 +826,10 @@ def test_a_steps_entry_may_name_its_variable_alone():
         (
             lambda d: d["steps"]["routes/4"].update(toolz={}),
             "steps.routes/4.toolz",
-            "is not a known field (key, tools)",
+            "is not a known field (key, first, tools)",
         ),
+        (lambda d: d["steps"]["routes/4"].update(first=""), "steps.routes/4.first", "must not be empty"),
+        (lambda d: d["steps"]["routes/4"].update(first=["collector"]), "steps.routes/4.first", "must be a string"),
         (
             lambda d: d["steps"]["routes/4"].update(tools=["provide_solution"]),
             "steps.routes/4.tools",
