@@ -292,3 +292,31 @@ def test_a_step_name_that_could_hold_a_path_is_refused_up_front():
 )
 def test_the_graph_scope_is_the_agent_graphs_node_path(namespace: str, scope: str):
     assert steps.graph_scope(namespace) == scope
+
+
+@pytest.mark.parametrize(
+    ("answered", "verdict"),
+    [(["call_1", "call_2"], "HEALTHY"), (["call_1"], "OPEN_TOOL_PROTOCOL")],
+    ids=["whole", "open"],
+)
+def test_a_step_change_made_beside_another_call_needs_that_call_answered_before_the_next_model_call(
+    step_contracts, monkeypatch, answered, verdict
+):
+    # One AI message [record_warranty_status, lookup]: each tool's own update answers its call, so the history the
+    # next model call is given proves the other one (spec v1.3 the whole turn).
+    operation_id = f"op-turn-{verdict}"
+    config = {"configurable": {"operation_id": operation_id}, "metadata": {"langgraph_checkpoint_ns": "model:t1"}}
+    monkeypatch.setattr(steps, "_config", lambda: config)
+    lookup = {"name": "lookup", "args": {}, "id": "call_2"}
+    turn = [AIMessage("", tool_calls=[*_turn()[0].tool_calls, lookup])]
+    watch = steps.StepWatch(steps_team.ROUTE_VERSION, first_step="warranty_collector")
+    watch.after_tool(_Request({"messages": turn}), _step_change())
+
+    history = [*turn, *(ToolMessage("ok", tool_call_id=call_id) for call_id in answered)]
+    state = {"messages": history, "current_step": "issue_classifier", "warranty_status": "in_warranty"}
+    watch.before_model(_Request(state), ["record_issue_type"])
+    writer.flush()
+
+    handoff = Handoff.objects.get(run__operation_id=operation_id)
+    assert handoff.created_part["turn_tool_call_ids"] == ["call_1", "call_2"]
+    assert (handoff.sender, handoff.receiver, handoff.verdict) == ("warranty_collector", "issue_classifier", verdict)
