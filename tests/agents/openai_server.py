@@ -216,11 +216,18 @@ def _handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that drops its kept-alive connection as the test ends is no failure of the test
+
+
 @contextmanager
 def serving(policy: Policy) -> Iterator[OpenAIServer]:
     """An `OpenAIServer` on a free port of 127.0.0.1 for the duration of the block."""
     server = OpenAIServer(policy)
-    server._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(server))
+    server._httpd = _Server(("127.0.0.1", 0), _handler(server))
     thread = threading.Thread(target=server._httpd.serve_forever, name="openai-server", daemon=True)
     thread.start()
     try:
