@@ -109,6 +109,24 @@ def test_a_caller_who_streams_messages_streams_the_provider_as_unobserved(team_c
     assert _transcript(graph, config) == _transcript(plain_graph, plain_config)
 
 
+def test_a_caller_who_streams_tools_gets_langgraphs_tool_events_alone_and_one_handoff(team_contracts):
+    modes = ["tools", "custom"]
+    with serving(FARES) as server:
+        plain_graph, graph = (teams.openai_swarm(InMemorySaver(), server.base_url) for _ in range(2))
+        plain_config = config_for("plain", observed=False)
+        unobserved_chunks = list(plain_graph.stream(ask(), plain_config, stream_mode=modes, subgraphs=True))
+        unobserved = list(server.requests)
+        config = config_for("tools")
+        observed_chunks = list(observe.stream(graph, ask(), config, stream_mode=modes, subgraphs=True, verifier=PASS))
+        observed = server.requests[len(unobserved) :]
+
+    events = lambda chunks: [(mode, c.get("event"), c.get("tool_name")) for _, mode, c in chunks]  # noqa: E731
+    assert events(observed_chunks) == events(unobserved_chunks)
+    assert ("tools", "tool-started", "transfer_to_ben") in events(observed_chunks)
+    assert observed == unobserved and {r["stream"] for r in observed} == {True}  # LangGraph's tools mode streams
+    assert verdicts(config) == ["HEALTHY"]
+
+
 # --- a provider that refuses a dangling tool call ------------------------------------------------
 
 
