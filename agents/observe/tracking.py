@@ -4,10 +4,11 @@
 receipt entries to record. It is pure: every method returns entries, nothing is written here.
 
 - A *transfer* is a tool call that returned a `Command` to the parent graph, whoever wrote the tool:
-  the `tools` stream mode shows the tool's output. `SidewispMiddleware`, where it is installed,
-  announces the transfer too (custom stream) with the receiver the tool declares and the call's
-  time, and has recorded `created` itself; without it the tracker records `created` (the receiver a
-  tool declares in its metadata when the graph holds it, else the goto).
+  the observer's tool events (`agents.observe.toolevents`, given to the tracker as `tools` events)
+  show the tool's output. `SidewispMiddleware`, where it is installed, announces the transfer too
+  (custom stream) with the receiver the tool declares and the call's time, and has recorded
+  `created` itself; without it the tracker records `created` (the receiver a tool declares in its
+  metadata when the graph holds it, else the goto).
 - The transfer is applied by the parent of the graph the tool ran in, at any depth: its *scope*,
   a namespace. `reduced` is read there: the sender node's `updates` event gives the update's
   messages; the scope's next `checkpoints` event (or, without a checkpointer, the tasks its next
@@ -60,7 +61,7 @@ from receipts.verdicts import bundle
 logger = logging.getLogger(__name__)
 
 DEFAULT_ROUTE_VERSION = "routes/1"
-STREAM_MODES = ["updates", "tasks", "custom", "values", "checkpoints", "tools"]
+STREAM_MODES = ["updates", "tasks", "custom", "values", "checkpoints"]
 _MAX_OPEN_CALLS = 1000
 
 

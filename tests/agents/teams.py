@@ -22,8 +22,9 @@ from agents.observe.middleware import SidewispMiddleware
 
 ROUTE_VERSION = "teams/1"
 ROUTES = {
-    "alice": {"bob": []},
+    "alice": {"bob": [], "ben": []},
     "bob": {"alice": []},
+    "ben": {"alice": []},
     "supervisor": {"w1": [], "w2": []},
     "front": {"back": []},
     "desk": {"ben": []},
@@ -244,3 +245,39 @@ def agents_as_nodes(
     builder.add_edge(START, "front")
     builder.add_edge("back", END)
     return builder.compile(checkpointer=checkpointer, interrupt_before=["back"] if hold else None)
+
+
+# --- (d) a langgraph-swarm swarm through ChatOpenAI (tests/agents/openai_server.py answers) --------------
+
+
+@tool
+def lookup_fare(route: str) -> str:
+    """Look up the fare of a route."""
+    return f"{route}: 120 EUR"
+
+
+@tool
+def book_seat(route: str) -> str:
+    """Book a seat on a route."""
+    return f"booked {route}"
+
+
+ALICE = Script((Call("lookup_fare", {"route": "LIS-OPO"}), Call("transfer_to_ben"), Say("alice done")))
+BATCHED_ALICE = Script(((Call("lookup_fare", {"route": "LIS-OPO"}), Call("transfer_to_ben")), Say("alice done")))
+BEN = Script((Call("book_seat", {"route": "LIS-OPO"}), Say("ben: the seat is booked")))
+
+
+def openai_swarm(checkpointer, base_url: str):
+    """alice looks up a fare and hands to ben, who books a seat: both agents are `ChatOpenAI` at `base_url`."""
+    from langchain_openai import ChatOpenAI
+
+    def model():
+        return ChatOpenAI(model="gpt-sidewisp-test", base_url=base_url, api_key="sk-test", max_retries=0)
+
+    alice = create_agent(
+        model(), tools=[lookup_fare, create_handoff_tool(agent_name="ben")], middleware=[observed()], name="alice"
+    )
+    ben = create_agent(
+        model(), tools=[book_seat, create_handoff_tool(agent_name="alice")], middleware=[observed()], name="ben"
+    )
+    return create_swarm([alice, ben], default_active_agent="alice").compile(checkpointer=checkpointer)
