@@ -24,7 +24,7 @@ from receipts.ingest import batches, broadcast, health, parts, signals
 from receipts.ingest.batches import batch, prefetch  # noqa: F401
 from receipts.ingest.sequence import next_seq  # noqa: F401
 from receipts.ingest.settling import SETTLED, note_settlement, settle, settle_run  # noqa: F401
-from receipts.ingest.sides import RunNotOwned, current_side, owner_problem, writing_as  # noqa: F401
+from receipts.ingest.sides import RunNotOwned, current_side, namespace, owner_problem, writing_as  # noqa: F401
 from receipts.models import Handoff, MiddlewareReport, Receipt, Run
 from receipts.verdicts import bundle
 from receipts.verdicts.bundle import BundleError, parse_name, parse_report_detail, text_problem
@@ -114,11 +114,12 @@ def _run_for(operation_id: str) -> Run:
     """The run of `operation_id`, created when new (call inside a batch)."""
     current = batches.current()
     if operation_id not in current.runs:
-        defaults = {"thread_id": operation_id, "source": Run.Source.AGENT, "source_name": current_side() or ""}
+        # issue 29 §4: the run is keyed by the side's namespace and the id.
+        lookup, defaults = {"source_name": namespace(), "operation_id": operation_id}, {"thread_id": operation_id}
         current.runs[operation_id] = (
-            _created(Run, {"operation_id": operation_id}, defaults)[0]
+            _created(Run, lookup, {**defaults, "source": Run.Source.AGENT})[0]
             if f"run:{operation_id}" in current.absent
-            else Run.objects.get_or_create(operation_id=operation_id, defaults=defaults)[0]
+            else Run.objects.get_or_create(**lookup, defaults={**defaults, "source": Run.Source.AGENT})[0]
         )
     if problem := owner_problem(current.runs[operation_id]):
         logger.warning("receipt refused: %s", problem)

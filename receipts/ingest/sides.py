@@ -35,6 +35,13 @@ def current_side() -> str | None:
     return _side.get()
 
 
+def namespace() -> str:
+    """The namespace the current side's operation ids live in (issue 29 §4): a source's name, "" for local apps
+    (and the server itself, whose by-id lookups are of local runs: it acts on a remote run `writing_as` its source).
+    A side never finds another side's run by an operation id, so it can neither block nor probe one."""
+    return _side.get() or ""
+
+
 def owner_problem(run: Run, side: str | None = None, *, act: str = "record into it") -> str:
     """Why `side` (default: the current one) may not `act` on `run` ("" when it may): a run is its creator's."""
     side = _side.get() if side is None else side

@@ -51,12 +51,23 @@ class WaitReason(models.Model):
 
 
 class RunQuerySet(models.QuerySet):
-    def for_operation(self, operation_id: str) -> RunQuerySet:
-        return self.filter(operation_id=operation_id)
+    def for_operation(self, operation_id: str, source_name: str = "") -> RunQuerySet:
+        """The run `operation_id` names in the namespace of `source_name` ("" the local apps' and hosted runs')."""
+        return self.filter(source_name=source_name, operation_id=operation_id)
+
+    def of_thread(self, run: Run) -> RunQuerySet:
+        """The other runs of `run`'s thread (the same namespace), oldest first."""
+        same = self.filter(source_name=run.source_name, thread_id=run.thread_id).exclude(pk=run.pk)
+        return same.order_by("created_at", "pk")
 
 
 class Run(models.Model):
-    """One task given to the agent team, with a stable operation id across retries."""
+    """One task given to the agent team, with a stable operation id across retries.
+
+    Issue 28/29: a run is keyed by its source and its operation id (a remote source's ids live in its own
+    namespace; local apps and hosted runs share ""), and many runs may share a thread (a chat app's turns: a new
+    operation id per user turn on one thread).
+    """
 
     class Status(models.TextChoices):
         QUEUED = "queued"
@@ -76,8 +87,8 @@ class Run(models.Model):
         # The user's own process drives its graph through observe/aobserve; decisions go back to it.
         OBSERVED = "observed"
 
-    operation_id = models.CharField(max_length=200, unique=True)
-    thread_id = models.CharField(max_length=200, unique=True)
+    operation_id = models.CharField(max_length=200, db_index=True)  # the search by id across namespaces
+    thread_id = models.CharField(max_length=200)
     # The registered graph a hosted run drives (agents.host.registry); for an observed run the name its
     # `configurable.graph_name` gives (issue 22 §2: the graph's team owns the run); empty for imported runs.
     graph = models.CharField(max_length=100, blank=True, db_index=True)
@@ -136,6 +147,12 @@ class Run(models.Model):
             models.Index(
                 fields=["open_false_count"], condition=models.Q(open_false_count__gt=0), name="run_open_false"
             ),
+            # issue 28: a thread's runs (the run page links the thread's other runs).
+            models.Index(fields=["source_name", "thread_id"], name="run_thread"),
+        ]
+        constraints = [
+            # issue 29 §4: an operation id is unique within its source's namespace only.
+            models.UniqueConstraint(fields=["source_name", "operation_id"], name="run_source_operation"),
         ]
 
     def __str__(self) -> str:
