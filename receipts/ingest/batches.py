@@ -30,7 +30,7 @@ class Batch:
 
     contracts: bundle.Contracts | None = None
     runs: dict[str, Run] = field(default_factory=dict)  # operation id -> run (of the side recording: `namespace`)
-    handoffs: dict[str, Handoff] = field(default_factory=dict)  # handoff id -> handoff, locked
+    handoffs: dict[str, Handoff] = field(default_factory=dict)  # handoff id -> handoff (the side's), locked
     absent: set[str] = field(default_factory=set)  # operation and handoff ids `prefetch` found no row for
     stored: dict[int, set[tuple[str, str]]] = field(default_factory=dict)  # handoff pk -> (part, attempt)s
     receipts: list[Receipt] = field(default_factory=list)  # inserted together at the end
@@ -109,7 +109,8 @@ def prefetch(operation_ids: Iterable[str], handoff_ids: Iterable[str], latest_of
     wanted = set(handoff_ids) - set(found.handoffs)
     if not wanted:
         return
-    locked = list(Handoff.objects.select_for_update().filter(handoff_id__in=wanted).order_by("pk"))
+    mine = Handoff.objects.filter(source_name=namespace(), handoff_id__in=wanted)  # the side's ids (issue 29 §4)
+    locked = list(mine.select_for_update().order_by("pk"))
     found.handoffs.update((handoff.handoff_id, handoff) for handoff in locked)
     found.absent |= {f"handoff:{handoff_id}" for handoff_id in wanted - set(found.handoffs)}
     stored: dict[int, set[tuple[str, str]]] = {handoff.pk: set() for handoff in locked}

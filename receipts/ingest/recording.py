@@ -144,13 +144,13 @@ def _locked_handoff(handoff_id: str, run: Run) -> tuple[Handoff, bool]:
     current = batches.current()
     locked = current.handoffs.get(handoff_id)
     if locked is None and f"handoff:{handoff_id}" not in current.absent:
-        locked = Handoff.objects.select_for_update().filter(handoff_id=handoff_id).first()
+        locked = Handoff.objects.select_for_update().filter(source_name=namespace(), handoff_id=handoff_id).first()
     new = False
     if locked is None:
         # A handoff with no evidence yet fails its first boundary; it is classified before commit. One that
         # arrives after its run ended is settled from the start: nothing more is due.
         defaults = {"run": run, "verdict": "ROUTE_REJECTED", "settled_at": parts.ended_at(run)}
-        locked, new = _created(Handoff, {"handoff_id": handoff_id}, defaults)
+        locked, new = _created(Handoff, {"source_name": namespace(), "handoff_id": handoff_id}, defaults)
     current.handoffs[handoff_id] = locked
     if locked.run_id != run.pk:
         raise bundle.BundleError("operation_id", "does not match the operation this handoff belongs to")

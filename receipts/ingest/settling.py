@@ -104,7 +104,7 @@ def _existing_run(operation_id: str) -> Run | None:
 def _existing_handoff(handoff_id: str) -> Handoff | None:
     current = batches.current()
     if handoff_id not in current.handoffs and f"handoff:{handoff_id}" not in current.absent:
-        found = Handoff.objects.select_for_update().filter(handoff_id=handoff_id).first()
+        found = Handoff.objects.select_for_update().filter(source_name=namespace(), handoff_id=handoff_id).first()
         if found is not None:
             current.handoffs[handoff_id] = found
     return current.handoffs.get(handoff_id)

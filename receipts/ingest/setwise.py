@@ -146,13 +146,16 @@ def _create_handoffs(parts: Iterable[_Part]) -> set[int]:
     if not wanted:
         return set()
     new = [
-        Handoff(handoff_id=hid, run=run, verdict="ROUTE_REJECTED", settled_at=ended_at(run))
+        Handoff(
+            handoff_id=hid, source_name=run.source_name, run=run, verdict="ROUTE_REJECTED", settled_at=ended_at(run)
+        )
         for hid, run in wanted.items()
     ]
     made = sqlsets.insert_new(Handoff, new, "handoff_id")
     found = sorted(made, key=lambda handoff: handoff.pk)
     if missing := set(wanted) - {handoff.handoff_id for handoff in made}:
-        found += Handoff.objects.select_for_update().filter(handoff_id__in=missing).order_by("pk")
+        raced = Handoff.objects.filter(source_name=namespace(), handoff_id__in=missing)
+        found += raced.select_for_update().order_by("pk")
     for handoff in found:
         if handoff.run_id != wanted[handoff.handoff_id].pk:
             raise bundle.BundleError("operation_id", "does not match the operation this handoff belongs to")
