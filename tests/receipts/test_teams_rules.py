@@ -121,9 +121,13 @@ def test_a_token_of_another_team_finds_no_run_and_learns_no_owner(client, contra
     assert post(client, billing, sent).status_code == 200
 
     taken, nobody = get_decision(client, shipping, sent["operation_id"]), get_decision(client, shipping, "op-nobody")
-    assert (taken.status_code, taken.json()["error"]) == (nobody.status_code, nobody.json()["error"]) == (
-        404,
-        {"field": "operation_id", "message": "names no run"},
+    assert (
+        (taken.status_code, taken.json()["error"])
+        == (nobody.status_code, nobody.json()["error"])
+        == (
+            404,
+            {"field": "operation_id", "message": "names no run"},
+        )
     )
     # issue 29 §3/§4: an id another source uses is, to this one, a new id (its own run), answered as one is.
     written = post(client, shipping, a_bundle(operation_id=sent["operation_id"], handoff_id=sent["handoff_id"]))
