@@ -12,7 +12,10 @@ from receipts.verdicts.bundle import BundleError
 
 class RunNotOwned(BundleError):
     """The run belongs to another side (issue 19): a local app may not record into a source's run, nor a source
-    into a local run or another source's. Nothing is written; the message names the run and its owner."""
+    into a local run or another source's. Nothing is written; the message names the run and its owner.
+
+    Since issue 29 §4 a side finds runs by operation id in its own namespace only (`namespace`), so recording
+    never meets another side's run: this stays as the guard for callers that hold a run (claims)."""
 
 
 # Which app is recording: "" a local app (the evidence writer's LocalSink), a source's name (the receipts
