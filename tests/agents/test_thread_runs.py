@@ -6,6 +6,7 @@ other runs. Through `observe`, the local evidence writer and the real run page.
 
 from __future__ import annotations
 
+import logging
 import re
 import uuid
 
@@ -51,19 +52,25 @@ def chat_team():
     return builder.compile(checkpointer=InMemorySaver())
 
 
-def test_three_turns_on_one_thread_are_three_runs_each_with_its_verdict_and_links(team_contracts, viewer_client):
+def test_three_turns_on_one_thread_are_three_runs_each_with_its_verdict_and_links(
+    team_contracts, viewer_client, caplog
+):
     graph, thread = chat_team(), f"th-chat-{uuid.uuid4().hex[:8]}"
     turns = [(f"op-turn{i}-{uuid.uuid4().hex[:6]}", verifier) for i, verifier in enumerate((PASS, FAIL, PASS))]
 
-    outcomes = [
-        observe(
-            graph,
-            {"messages": [HumanMessage(f"question {i}")]},
-            {"configurable": {"thread_id": thread, "operation_id": op}, "recursion_limit": 50},
-            verifier=verifier,
-        )
-        for i, (op, verifier) in enumerate(turns)
-    ]
+    with caplog.at_level(logging.WARNING):
+        outcomes = [
+            observe(
+                graph,
+                {"messages": [HumanMessage(f"question {i}")]},
+                {"configurable": {"thread_id": thread, "operation_id": op}, "recursion_limit": 50},
+                verifier=verifier,
+            )
+            for i, (op, verifier) in enumerate(turns)
+        ]
+
+    # Nothing dropped: the later turns' run starts were refused on the unique thread id before (issue 28).
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
 
     runs = [Run.objects.get(operation_id=op) for op, _ in turns]
     assert [run.thread_id for run in runs] == [thread] * 3
