@@ -296,7 +296,8 @@ def run_create(request: HttpRequest) -> HttpResponse:
     found = actions.check_start(request.user)
     if not found.ok:
         return _result(request, found)
-    form = forms.StartRunForm(request.POST, graphs=current_runtime().graphs())
+    # Only the user's teams' graphs are choices: another team's is refused as an unknown name is (issue 29 §3).
+    form = forms.StartRunForm(request.POST, graphs=teams.graphs_usable(request.user, current_runtime().graphs()))
     if not form.is_valid():
         return render(request, "sidewisp/run_start.html", {"form": form}, status=400)
     data = form.cleaned_data

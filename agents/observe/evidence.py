@@ -108,7 +108,9 @@ def operation_id_of(config: dict | None) -> str | None:
 
 
 def latest_handoff(operation_id: str) -> Handoff | None:
-    return Handoff.objects.filter(run__operation_id=operation_id).order_by("created_at", "pk").last()
+    return (
+        Handoff.objects.filter(run__source_name="", run__operation_id=operation_id).order_by("created_at", "pk").last()
+    )
 
 
 def submit_outcome(operation_id: str, part: str, value: object, attempt: str) -> None:

@@ -128,7 +128,9 @@ def declined_resolution(operation_id: str) -> str | None:
     if writer.remote():
         resolution = _resumed_with.get(operation_id)
         return resolution if resolution in DECLINED else None
-    waits = Receipt.objects.filter(handoff__run__operation_id=operation_id, part="wait").order_by("-recorded_at", "-pk")
+    waits = Receipt.objects.filter(
+        handoff__run__source_name="", handoff__run__operation_id=operation_id, part="wait"
+    ).order_by("-recorded_at", "-pk")
     for payload in waits.values_list("payload", flat=True)[:50]:
         if isinstance(payload, Mapping) and payload.get("resolved") is True:
             resolution = payload.get("resolution")

@@ -24,7 +24,7 @@ from receipts.ingest import batches, broadcast, health, parts, signals
 from receipts.ingest.batches import batch, prefetch  # noqa: F401
 from receipts.ingest.sequence import next_seq  # noqa: F401
 from receipts.ingest.settling import SETTLED, note_settlement, settle, settle_run  # noqa: F401
-from receipts.ingest.sides import RunNotOwned, current_side, owner_problem, writing_as  # noqa: F401
+from receipts.ingest.sides import RunNotOwned, current_side, namespace, owner_problem, writing_as  # noqa: F401
 from receipts.models import Handoff, MiddlewareReport, Receipt, Run
 from receipts.verdicts import bundle
 from receipts.verdicts.bundle import BundleError, parse_name, parse_report_detail, text_problem
@@ -114,11 +114,12 @@ def _run_for(operation_id: str) -> Run:
     """The run of `operation_id`, created when new (call inside a batch)."""
     current = batches.current()
     if operation_id not in current.runs:
-        defaults = {"thread_id": operation_id, "source": Run.Source.AGENT, "source_name": current_side() or ""}
+        # issue 29 §4: the run is keyed by the side's namespace and the id.
+        lookup, defaults = {"source_name": namespace(), "operation_id": operation_id}, {"thread_id": operation_id}
         current.runs[operation_id] = (
-            _created(Run, {"operation_id": operation_id}, defaults)[0]
+            _created(Run, lookup, {**defaults, "source": Run.Source.AGENT})[0]
             if f"run:{operation_id}" in current.absent
-            else Run.objects.get_or_create(operation_id=operation_id, defaults=defaults)[0]
+            else Run.objects.get_or_create(**lookup, defaults={**defaults, "source": Run.Source.AGENT})[0]
         )
     if problem := owner_problem(current.runs[operation_id]):
         logger.warning("receipt refused: %s", problem)
@@ -143,13 +144,13 @@ def _locked_handoff(handoff_id: str, run: Run) -> tuple[Handoff, bool]:
     current = batches.current()
     locked = current.handoffs.get(handoff_id)
     if locked is None and f"handoff:{handoff_id}" not in current.absent:
-        locked = Handoff.objects.select_for_update().filter(handoff_id=handoff_id).first()
+        locked = Handoff.objects.select_for_update().filter(source_name=namespace(), handoff_id=handoff_id).first()
     new = False
     if locked is None:
         # A handoff with no evidence yet fails its first boundary; it is classified before commit. One that
         # arrives after its run ended is settled from the start: nothing more is due.
         defaults = {"run": run, "verdict": "ROUTE_REJECTED", "settled_at": parts.ended_at(run)}
-        locked, new = _created(Handoff, {"handoff_id": handoff_id}, defaults)
+        locked, new = _created(Handoff, {"source_name": namespace(), "handoff_id": handoff_id}, defaults)
     current.handoffs[handoff_id] = locked
     if locked.run_id != run.pk:
         raise bundle.BundleError("operation_id", "does not match the operation this handoff belongs to")
