@@ -50,7 +50,7 @@ from agents.observe.transient import TRANSIENT
 from receipts.ingest import broadcast, intake, recording
 from receipts.ingest.recording import OBSERVER, RunNotOwned, digest
 from receipts.models import MiddlewareReport
-from receipts.verdicts.bundle import BundleError, text_problem
+from receipts.verdicts.bundle import BundleError, identifier_problem
 
 logger = logging.getLogger(__name__)
 
@@ -281,7 +281,7 @@ def dropped_report(operation_id: str, part: str, field: str, *, agent: str | Non
 
     Filed under `agent` when that is a valid name, else under the observer.
     """
-    valid = isinstance(agent, str) and agent != "" and text_problem(agent) is None
+    valid = isinstance(agent, str) and agent != "" and identifier_problem(agent) is None
     detail = {"part": part, "field": field[:200]}
     kind = MiddlewareReport.Kind.EVIDENCE_DROPPED
     return intake.ReportEntry(operation_id, agent if valid else OBSERVER, kind, detail, f"drop-{digest(part, field)}")
