@@ -113,7 +113,8 @@ def get_decision(request: HttpRequest, token: SourceToken, operation_id: str) ->
     if isinstance(run, JsonResponse):
         return run
     offered = claims.unclaimed(run).first()
-    return JsonResponse({"operation_id": operation_id, "decision": None if offered is None else _offer(offered, run)})
+    decision = None if offered is None else _offer(offered, run)
+    return JsonResponse({"operation_id": run.operation_id, "decision": decision})
 
 
 @require_POST
@@ -138,7 +139,8 @@ def claim_decision(request: HttpRequest, token: SourceToken, operation_id: str) 
 
 def _run(token: SourceToken, operation_id: str) -> Run | JsonResponse:
     try:
-        run = sources.run_in_scope(token, operation_id)
+        # Spec v1.3: a credential-shaped id was stored redacted; the same value finds the same run.
+        run = sources.run_in_scope(token, bundle.identifier(operation_id))
     except sources.OutOfScope as exc:
         return _error(403, exc.field, exc.message)
     if run is None:

@@ -31,10 +31,10 @@ _ABSOLUTE_PATH = re.compile(r"(?<![\w.])[/\\~]|[A-Za-z]:[/\\]|\bfile:|\$\{?HOME\
 # Never length, hex or randomness: a git SHA, a dashless UUID and `user42_Session2024_10_05_CheckoutFlow`
 # are identifiers.
 _CREDENTIAL = re.compile(
-    r"(?<![\w-])(?:sk|rk)[-_](?:live|test|proj|ant|svcacct|admin)[-_][A-Za-z0-9_-]{6,}"  # Stripe, OpenAI, Claude
-    r"|(?<![A-Za-z0-9_-])sk-[A-Za-z0-9]{20,}(?![A-Za-z0-9_-])"  # OpenAI's older keys: sk- and one long run
+    r"(?<![A-Za-z0-9])(?:sk|rk)[-_](?:live|test|proj|ant|svcacct|admin)[-_][A-Za-z0-9_-]{6,}"  # Stripe, OpenAI, Claude
+    r"|(?<![A-Za-z0-9])sk-[A-Za-z0-9]{20,}(?![A-Za-z0-9_-])"  # OpenAI's older keys: sk- and one long run
     r"|\b(?:gh[pousr]_|github_pat_)[A-Za-z0-9_]{20,}"  # GitHub tokens
-    r"|(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"  # AWS access key ids
+    r"|(?<![A-Za-z0-9])AKIA[A-Z0-9]{16}|(?<![A-Za-z0-9])ASIA[A-Z2-7]{16}(?![A-Za-z0-9])"  # AWS access key ids
     r"|\bxox[abposr]-[A-Za-z0-9-]{8,}|\bxapp-[A-Za-z0-9-]{8,}"  # Slack
     r"|\bAIza[A-Za-z0-9_-]{30,}"  # Google API keys
     r"|\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{4,}"  # JSON web tokens: base64 of `{"`, then a second segment

@@ -36,7 +36,7 @@ from prometheus_client.exposition import choose_encoder
 
 from agents.observe import writer
 from receipts import retention
-from receipts.models import Handoff, Receipt
+from receipts.models import Handoff, MiddlewareReport, Receipt
 from receipts.notify import outbox
 from receipts.queries import dashboard
 from receipts.tasks import beat_heartbeat_key
@@ -90,6 +90,7 @@ class SidewispCollector:
         yield self._open_false_completions()
         yield from self._waits()
         yield self._receipts()
+        yield self._evidence_reports()
         yield self._unapplied_intents()
         yield from self._recording_latency()
         yield from self._redis_facts()
@@ -150,6 +151,24 @@ class SidewispCollector:
         counts = dict(Receipt.objects.order_by().values_list("part").annotate(n=Count("pk")))
         for part in sorted(counts):
             metric.add_metric([part], counts[part])
+        return metric
+
+    def _evidence_reports(self) -> Metric:
+        # Spec v1.3 "nothing dropped in silence": what the recording side could not store as it was, by why.
+        metric = GaugeMetricFamily(
+            "sidewisp_evidence_reports",
+            "Reports on runs of evidence not stored as it was: evidence_dropped (a field or an entry left out: "
+            "reason is the writer's error or the server's HTTP status, none for a field that did not validate), "
+            "value_redacted (an id or name stored redacted).",
+            labels=["kind", "reason"],
+        )
+        kinds = (MiddlewareReport.Kind.EVIDENCE_DROPPED, MiddlewareReport.Kind.VALUE_REDACTED)
+        rows = MiddlewareReport.objects.filter(kind__in=kinds).order_by().values_list("kind", "detail__reason")
+        counts: Counter[tuple[str, str]] = Counter()
+        for kind, reason, n in rows.annotate(n=Count("pk")):
+            counts[kind, str(reason or "none")[:100]] += n
+        for labels, n in sorted(counts.items()):
+            metric.add_metric(labels, n)
         return metric
 
     def _unapplied_intents(self) -> Metric:
