@@ -93,7 +93,7 @@ def _graph_name(value: object) -> str:
     if value is None:
         return ""
     try:
-        return bundle.parse_required_identifier(value, "graph_name")[:100]
+        return bundle.parse_name(value, "graph_name")[:100]
     except bundle.BundleError:
         logger.warning("configurable.graph_name is not a name; the run is recorded without one")
         return ""
