@@ -212,8 +212,6 @@ def apply(entries: Sequence[Entry]) -> list[bool]:
 def _note_redacted_ids(entry: Entry) -> None:
     if isinstance(entry, PartEntry):
         redactions.note_ids(entry.operation_id, entry.part, handoff_id=entry.handoff_id, attempt=entry.attempt)
-    elif isinstance(entry, ReportEntry):
-        redactions.note_ids(entry.operation_id, "report", agent=entry.agent, attempt=entry.attempt)
     elif isinstance(entry, SettleEntry):
         redactions.note_ids(entry.operation_id, "settle", handoff_id=entry.handoff_id)
     elif isinstance(entry, RunEntry):

@@ -207,16 +207,20 @@ def record_report(operation_id: str, agent: str, kind: str, detail: dict, attemp
             transaction.on_commit(partial(broadcast.publish, event))
             batches.refresh_health(run, None)  # the report event announces it
     if created and kind != MiddlewareReport.Kind.VALUE_REDACTED:
-        _report_redacted(operation_id, {"agent": agent, "attempt": attempt, "detail": detail})
+        _report_redacted(
+            operation_id, {"operation_id": operation_id, "agent": agent, "attempt": attempt, "detail": detail}
+        )
     return created
 
 
 def _report_redacted(operation_id: str, values: dict) -> None:
-    """A `value_redacted` report for each of a stored report's values that were redacted (once per field)."""
-    for field in redacted_fields(values, "report"):
-        detail = {"part": "report", "field": field.removeprefix("report.")[:200]}
+    """A `value_redacted` report for each of a stored report's values that were redacted (once per field; the
+    operation id as the run's, as `receipts.ingest.intake` reports it for receipts)."""
+    for found in redacted_fields(values, "report"):
+        part, field = ("run", "operation_id") if found == "report.operation_id" else ("report", found[7:])
+        detail = {"part": part, "field": field[:200]}
         kind = MiddlewareReport.Kind.VALUE_REDACTED
-        record_report(operation_id, OBSERVER, kind, detail, f"redact-{digest('report', field)}")
+        record_report(operation_id, OBSERVER, kind, detail, f"redact-{digest(part, field)}")
 
 
 def _report_dropped(operation_id: object, agent: object, kind: object, field: str) -> None:

@@ -43,8 +43,13 @@ def note(operation_id: str, part: str, value: object, field: str | None = None) 
         found[operation_id, part, where] = None
 
 
+# An entry's ids that belong to its run or its handoff are reported once for it, not once per part.
+_ID_OWNERS = {"operation_id": "run", "thread_id": "run", "graph": "run", "handoff_id": "handoff"}
+
+
 def note_ids(operation_id: str, part: str, **ids: object) -> None:
-    """Note the entry's ids that arrived redacted (`handoff_id=...`, `attempt=...`), the operation id too."""
+    """Note the entry's ids that arrived redacted (`handoff_id=...`, `attempt=...`), the operation id too: as
+    fields of the run or the handoff they name, or of `part` (an attempt)."""
     for name, value in {"operation_id": operation_id, **ids}.items():
         if bundle.is_redacted(value):
-            note(operation_id, part, value, name)
+            note(operation_id, _ID_OWNERS.get(name, part), value, name)

@@ -75,7 +75,8 @@ def report_text(kind: str, detail: dict | None) -> str:
         return f"{text} ({why})" if why else text
     if kind == "value_redacted":
         part, field = detail.get("part") or "?", detail.get("field") or "?"
-        where = f"The {field} of a report" if part == "report" else f"The {field} field of the {part} receipt"
+        where = {"report": f"The {field} of a report", "run": f"The run's {field}", "handoff": f"The handoff's {field}"}
+        where = where.get(part, f"The {field} field of the {part} receipt")
         return (
             f"{where} held a value that may not be stored as it is (a credential shape, an absolute path, control "
             "characters or over 200 characters): it was stored as redacted: and a digest, and the rest was kept"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.urls import reverse
 
 from receipts.models import ContractVersion, Handoff, MiddlewareReport, Receipt, Run
 from receipts.verdicts.bundle import identifier_problem, parse_bundle, text_problem
@@ -111,7 +112,7 @@ def test_the_api_keeps_an_entry_with_a_credential_shaped_id_redacted_and_says_wh
     named = {
         (r["part"], r["field"]) for r in run.reports.filter(kind="value_redacted").values_list("detail", flat=True)
     }
-    assert {("created", "operation_id"), ("created", "created.tool_call_id")} <= named
+    assert {("run", "operation_id"), ("handoff", "handoff_id"), ("created", "created.tool_call_id")} <= named
     assert ("reduced", "reduced.tool_message_ids[0]") in named
     stored = json.dumps(
         [
@@ -211,3 +212,17 @@ def test_a_contract_naming_an_agent_by_a_credential_is_refused_without_repeating
     assert "routes.emea/1.triage: has a receiver name that must not contain a credential" in str(refused.value)
     assert secret not in str(refused.value)
     assert not ContractVersion.objects.filter(version="emea/1").exists()
+
+
+@pytest.mark.django_db
+def test_the_run_page_names_the_redacted_fields_and_never_the_value(post, admin_client) -> None:
+    secret = CREDENTIALS["a JSON web token"]
+    post(with_ids(secret))
+    run = Run.objects.get(operation_id=redaction_of(secret))
+
+    page = admin_client.get(reverse("sidewisp:run-detail", args=[run.pk])).content.decode()
+
+    assert "Value redacted" in page
+    assert "The run&#x27;s operation_id held a value that may not be stored as it is" in page
+    assert "The created.tool_call_id field of the created receipt held a value" in page
+    assert secret not in page
