@@ -46,10 +46,14 @@ def dropped_report(
     return intake.ReportEntry(operation_id, agent if valid else OBSERVER, kind, detail, f"drop-{digest(part, field)}")
 
 
-def loss_reports(batch: Sequence[intake.Entry], exc: BaseException) -> list[intake.ReportEntry]:
+# What a loss report says of an entry dropped because the writer's buffer stayed full.
+BUFFER_FULL = "the evidence buffer stayed full"
+
+
+def loss_reports(batch: Sequence[intake.Entry], cause: BaseException | str) -> list[intake.ReportEntry]:
     """An `evidence_dropped` report for each entry given up on (one per entry: its part, handoff and attempt),
-    on the entry's run; none for a loss report itself."""
-    why = f"not written: {reason(exc)}"[:200]
+    on the entry's run, saying why (`cause`: the error, or words); none for a loss report itself."""
+    why = f"not written: {cause if isinstance(cause, str) else reason(cause)}"[:200]
     reports = {}
     for entry in batch:
         if isinstance(entry, intake.ReportEntry) and entry.report == MiddlewareReport.Kind.EVIDENCE_DROPPED:

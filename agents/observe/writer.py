@@ -17,7 +17,9 @@ This is OpenTelemetry's batch span processor, for evidence.
   (`agents.observe.barrier`).
 - **Back-pressure**: when `CAPACITY` entries wait, `submit` blocks (counted in
   `stats()["blocked"]`). Only a buffer that stays full for `SUBMIT_TIMEOUT`
-  seconds drops the entry, with an error log and `stats()["dropped"]`.
+  seconds drops the entry, with an error log and `stats()["dropped"]`, and its
+  run gets an `evidence_dropped` report once there is room (the first MAX_BATCH
+  such entries between two batches; the rest are logged and counted only).
 - **Failures**: a batch the sink refuses is retried with backoff (a database
   or server outage keeps the entries until they are written). A batch with an
   entry that does not validate (`BundleError`) is written entry by entry; the
@@ -142,6 +144,7 @@ class Writer:
         self._flushing = 0
         self._done = 0  # entries written or given up on, in submission order: a flush waits for its mark
         self._reporting_loss = False  # writing the reports of entries given up on (never reported again)
+        self._overflowed: list[intake.Entry] = []  # dropped by a full buffer, reported once there is room
         self._counts = dict.fromkeys(("submitted", "written", "batches", "blocked", "failed", "dropped"), 0)
 
     def submit(self, entry: intake.Entry) -> bool:
@@ -158,6 +161,8 @@ class Writer:
                 if not self._cond.wait_for(lambda: len(self._queue) < self.capacity, self.submit_timeout):
                     self._counts["dropped"] += 1
                     logger.error("%s entry dropped: the evidence buffer stayed full", getattr(entry, "part", "report"))
+                    if len(self._overflowed) < MAX_BATCH:  # beyond that, counted and logged only
+                        self._overflowed.append(entry)
                     return False
             self._queue.append(entry)
             self._counts["submitted"] += 1
@@ -210,6 +215,9 @@ class Writer:
                 with self._cond:
                     self._done += len(batch)
                     self._cond.notify_all()
+                    overflowed, self._overflowed = self._overflowed, []
+                if overflowed:
+                    self._report_loss(overflowed, losses.BUFFER_FULL)
         finally:
             connection.close()  # this thread's own connection
 
@@ -265,7 +273,10 @@ class Writer:
     def _give_up(self, batch: list[intake.Entry], exc: BaseException) -> None:
         self._count("dropped", len(batch))
         logger.error("evidence entry dropped after %d attempts: %s", MAX_ATTEMPTS, losses.reason(exc))
-        if self._reporting_loss or not (reports := losses.loss_reports(batch, exc)):
+        self._report_loss(batch, exc)
+
+    def _report_loss(self, batch: list[intake.Entry], cause: BaseException | str) -> None:
+        if self._reporting_loss or not (reports := losses.loss_reports(batch, cause)):
             return  # a loss report that is itself lost: the log line and the count are all
         self._reporting_loss = True
         try:

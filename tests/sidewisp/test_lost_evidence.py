@@ -3,6 +3,8 @@ HTTP 400, are counted, shown on the run they belong to, and counted in /metrics.
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from django.urls import reverse
 from prometheus_client.parser import text_string_to_metric_families
@@ -11,7 +13,7 @@ from agents.observe import remote, writer
 from receipts.ingest.intake import PartEntry
 from receipts.models import Run
 from receipts.workers import sources
-from tests.conftest import handoff_parts
+from tests.conftest import handoff_parts, wait_until
 
 TOKEN = "scrape-token-for-tests-0123456789"
 
@@ -30,6 +32,17 @@ class DoomedSink:
         if any(getattr(entry, "handoff_id", None) == "h-doomed" for entry in entries):
             msg = "this entry can never be written"
             raise ValueError(msg)
+        self.local.write(entries)
+
+
+class GatedSink:
+    """The real database sink behind a gate: nothing is written until the gate opens."""
+
+    def __init__(self) -> None:
+        self.local, self.gate = writer.LocalSink(), threading.Event()
+
+    def write(self, entries) -> None:
+        assert self.gate.wait(10)
         self.local.write(entries)
 
 
@@ -90,3 +103,25 @@ def test_an_entry_the_server_refuses_with_400_is_shown_on_its_run_and_counted(
     assert report.detail == {"part": "created", "field": "created.sender", "reason": "refused by the server: HTTP 400"}
     assert "(refused by the server: HTTP 400)" in run_page(admin_client, run)
     assert evidence_reports(admin_client, settings)[("evidence_dropped", "refused by the server: HTTP 400")] == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_entry_a_full_buffer_drops_is_shown_on_its_run_once_there_is_room(contracts, admin_client):
+    sink = GatedSink()
+    buffer = writer.Writer(sink, capacity=1, max_batch=1, linger=0, submit_timeout=0.1)
+    first, second, dropped = healthy_entries("op-full", "h-full")[:3]
+    buffer.submit(first)
+    wait_until(lambda: buffer.stats()["queued"] == 0, what="the writer took the first entry", interval=0.01)
+    buffer.submit(second)  # the buffer is full now
+
+    assert buffer.submit(dropped) is False
+
+    sink.gate.set()
+    assert buffer.flush(10)
+    buffer.stop()
+    assert buffer.stats()["dropped"] == 1
+    run = Run.objects.get(operation_id="op-full")
+    report = run.reports.get(kind="evidence_dropped")
+    assert report.detail["reason"] == "not written: the evidence buffer stayed full"
+    assert (report.detail["part"], report.detail["handoff"]) == (dropped.part, "h-full")
+    assert "(not written: the evidence buffer stayed full)" in run_page(admin_client, run)
