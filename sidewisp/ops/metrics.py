@@ -218,7 +218,8 @@ class SidewispCollector:
                 pipe.llen(queue + suffix)
             pipe.get(publish_failures_key())
             pipe.mget([writer_count_key(name) for name in WRITER_COUNTS])
-            *lengths, failures, writer_counts = pipe.execute()
+            pipe.get(refused_receipts_key())
+            *lengths, failures, writer_counts, refused = pipe.execute()
         except redis.RedisError as exc:
             logger.warning("metrics: Redis not readable: %s", type(exc).__name__)
             yield GaugeMetricFamily("sidewisp_redis_up", "1 when Redis answered this scrape.", value=0)
@@ -236,6 +237,8 @@ class SidewispCollector:
         )
         for (name, documentation), count in zip(WRITER_COUNTS.items(), writer_counts, strict=True):
             yield CounterMetricFamily(f"sidewisp_evidence_writer_{name}", documentation, value=int(count or 0))
+        doc = "Bodies POST /api/v1/receipts refused as not valid (400) or out of scope (403): none of it stored."
+        yield CounterMetricFamily("sidewisp_api_receipts_refused", doc, value=int(refused or 0))
 
     def _heartbeats(self) -> Iterator[Metric]:
         now = time.time()
@@ -355,6 +358,10 @@ def count_publish_failures() -> None:
 
 
 # --- the evidence writer's counters, from every worker process --------------------------------
+
+
+def refused_receipts_key() -> str:
+    return f"{settings.CELERY_TASK_DEFAULT_QUEUE}:metrics:api_receipts_refused"
 
 
 def writer_count_key(name: str) -> str:

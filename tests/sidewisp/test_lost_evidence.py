@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+import redis
 from django.urls import reverse
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -13,6 +14,7 @@ from agents.observe import remote, writer
 from receipts.ingest.intake import PartEntry
 from receipts.models import Run
 from receipts.workers import sources
+from sidewisp.ops import metrics
 from tests.conftest import handoff_parts, wait_until
 
 TOKEN = "scrape-token-for-tests-0123456789"
@@ -60,6 +62,12 @@ def run_page(client, run: Run) -> str:
     return response.content.decode()
 
 
+def scraped(client, name: str) -> float:
+    response = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
+    families = text_string_to_metric_families(response.content.decode())
+    return sum(sample.value for family in families for sample in family.samples if sample.name == name)
+
+
 def evidence_reports(client, settings) -> dict[tuple[str, str], float]:
     settings.SIDEWISP_METRICS_TOKEN, settings.SIDEWISP_METRICS_ALLOW = TOKEN, ()
     response = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
@@ -87,9 +95,20 @@ def test_an_entry_the_writer_gives_up_on_is_shown_on_its_run_and_counted(contrac
     assert evidence_reports(admin_client, settings)[("evidence_dropped", "not written: ValueError")] == 1
 
 
+@pytest.fixture
+def refusals(settings, celery_isolation):
+    """/metrics' count of refused API bodies, under this test run's own queue name."""
+    settings.CELERY_TASK_DEFAULT_QUEUE = celery_isolation
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    client.delete(metrics.refused_receipts_key())
+    yield
+    client.delete(metrics.refused_receipts_key())
+    client.close()
+
+
 @pytest.mark.django_db(transaction=True)
 def test_an_entry_the_server_refuses_with_400_is_shown_on_its_run_and_counted(
-    live_server, contracts, admin_client, settings
+    live_server, contracts, admin_client, settings, refusals
 ):
     client = remote.Client(url=live_server.url, token=sources.issue("shop")[1], timeout=5.0, backoff=0.01)
     refused = PartEntry("op-400", "h-bad", "created", {"sender": ["not", "a", "name"]}, "1")
@@ -103,6 +122,8 @@ def test_an_entry_the_server_refuses_with_400_is_shown_on_its_run_and_counted(
     assert report.detail == {"part": "created", "field": "created.sender", "reason": "refused by the server: HTTP 400"}
     assert "(refused by the server: HTTP 400)" in run_page(admin_client, run)
     assert evidence_reports(admin_client, settings)[("evidence_dropped", "refused by the server: HTTP 400")] == 1
+    # The server counts what it refused: the whole batch, then the bad entry on its own.
+    assert scraped(admin_client, "sidewisp_api_receipts_refused_total") == 2
 
 
 @pytest.mark.django_db(transaction=True)
