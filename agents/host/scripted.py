@@ -11,7 +11,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-import os
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -22,9 +21,11 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, Huma
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from agents.host import provider
+
 SUMMARY_PREFIX = "SCRIPTED-SUMMARY"
 _SUMMARY_TOOLS = re.compile(rf"{SUMMARY_PREFIX} tools=([\w,]*)")
-MODEL_ENV = "SIDEWISP_MODEL"
+MODEL_ENV = provider.MODEL_ENV
 
 Args = dict[str, Any] | Callable[[Sequence[BaseMessage]], dict[str, Any]]
 
@@ -147,12 +148,10 @@ def summarize(messages: Sequence[BaseMessage]) -> str:
 
 def chat_model(policy: Callable[..., Step]) -> BaseChatModel:
     """`SIDEWISP_MODEL=provider:model` selects a real model; the default is the scripted one."""
-    choice = os.environ.get(MODEL_ENV, "scripted")
+    choice = model_choice()
     if choice == "scripted":
         return ScriptedChatModel(policy=policy)
-    from langchain.chat_models import init_chat_model
-
-    return init_chat_model(choice)
+    return _provider_model(choice)
 
 
 # --- the scripted tool emulator (dry runs) ------------------------------------
@@ -188,14 +187,19 @@ def emulate_tool(messages: Sequence[BaseMessage], tool_names: Sequence[str]) -> 
 
 def emulator_model() -> BaseChatModel:
     """The model `LLMToolEmulator` asks: scripted by default, else the configured provider's."""
-    choice = os.environ.get(MODEL_ENV, "scripted")
+    choice = model_choice()
     if choice == "scripted":
         return ScriptedChatModel(policy=emulate_tool)
-    from langchain.chat_models import init_chat_model
-
-    return init_chat_model(choice)
+    return _provider_model(choice)
 
 
 def model_choice() -> str:
     """`scripted`, or the `provider:model` string of SIDEWISP_MODEL."""
-    return os.environ.get(MODEL_ENV, "scripted")
+    return provider.model_choice()
+
+
+def _provider_model(choice: str) -> BaseChatModel:
+    from langchain.chat_models import init_chat_model
+
+    provider.check_model_choice(choice)  # a missing package named, not a bare ImportError
+    return init_chat_model(choice)

@@ -178,6 +178,8 @@ class SidewispMiddleware(AgentMiddleware):
             "tool_call_id": context["tool_call_id"],
             "required_context_keys": context["context_keys"],
             "at": evidence.now_iso(),
+            # v1.3 the whole turn: check 3 requires each of these answered before the destination's model call.
+            "turn_tool_call_ids": context["turn_ids"],
         }
         evidence.submit_part(context["operation_id"], handoff_id, "created", created, context["attempt"])
 

@@ -45,7 +45,7 @@ from langchain_core.runnables import Runnable
 from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from agents.observe import barrier, evidence, parking, reconcile, tracking, writer
+from agents.observe import barrier, evidence, parking, reconcile, toolevents, tracking, writer
 from agents.observe.conclusion import asnapshot_of, conclude_run, gated_schemas, snapshot_of
 from agents.observe.failures import Culprit, raised
 from agents.observe.middleware import BARRIER_CHECKPOINTER, BARRIER_KEY, BARRIER_NONE_NEEDED, OBSERVED_KEY
@@ -217,7 +217,7 @@ def _driven(
         writer.flush()  # the run's one flush
         return Outcome("parked")
     tracker = tracking.tracker_for(graph, operation_id, policy.route_version)
-    config = user.configure(marked(config, graph, tracker))
+    config = user.configure(toolevents.watched(marked(config, graph, tracker)))
     options = tracking.stream_options(tracker)
     culprit = Culprit()
     try:
@@ -228,9 +228,14 @@ def _driven(
                 applied.stored_before_the_step()
                 if local and parked_now(operation_id):
                     return Outcome("parked")
+            if (tool_event := toolevents.unwrapped(mode, chunk)) is not None:
+                applied.submit(tracker.on_event(ns, "tools", tool_event))
+                culprit.see(ns, "tools", tool_event)
+                continue
             if mode in options["stream_mode"]:
                 applied.submit(tracker.on_event(ns, mode, chunk))
-            culprit.see(ns, mode, chunk)
+            if mode != "tools":  # the caller's own tools stream: the observer's tool events are above
+                culprit.see(ns, mode, chunk)
             yield from user.chunks(ns, mode, chunk)
         yield from user.chunks()
         writer.submit_all(tracker.on_end())
@@ -284,7 +289,7 @@ async def _adriven(
         ended.outcome = Outcome("parked")
         return
     tracker = tracking.tracker_for(graph, operation_id, policy.route_version)
-    config = user.configure(marked(config, graph, tracker))
+    config = user.configure(toolevents.watched(marked(config, graph, tracker)))
     options = tracking.stream_options(tracker)
     culprit = Culprit()
     try:
@@ -297,9 +302,14 @@ async def _adriven(
                 if local and await aparked_now(operation_id):
                     ended.outcome = Outcome("parked")
                     return
+            if (tool_event := toolevents.unwrapped(mode, chunk)) is not None:
+                applied.submit(tracker.on_event(ns, "tools", tool_event))
+                culprit.see(ns, "tools", tool_event)
+                continue
             if mode in options["stream_mode"]:
                 applied.submit(tracker.on_event(ns, mode, chunk))
-            culprit.see(ns, mode, chunk)
+            if mode != "tools":
+                culprit.see(ns, mode, chunk)
             for item in user.chunks(ns, mode, chunk):
                 yield item
         for item in user.chunks():

@@ -37,12 +37,12 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import ToolMessage
 from langgraph.config import get_config
 from langgraph.types import Command
 
 from agents.observe import evidence, writer
-from agents.observe.transfers import context_key_names, scope_name
+from agents.observe.transfers import context_key_names, scope_name, turn_call_ids
 from receipts.ingest import intake
 from receipts.ingest.contracts import current_contracts
 from receipts.verdicts import bundle
@@ -62,7 +62,9 @@ class Pending:
     key: str  # the step variable
     before: str | None
     goto: str
-    tool_message_ids: tuple[str, ...]
+    tool_message_ids: tuple[str, ...]  # the ToolMessages of the update that answer the transfer's own call
+    turn: tuple[str, ...] = ()  # the other calls of the AI turn that made it (spec v1.3 the whole turn)
+    first: str | None = None  # the step while the variable is unset
 
 
 class StepWatch:
@@ -71,7 +73,8 @@ class StepWatch:
     `step_key` names the variable outright (remote mode has no contracts to read);
     otherwise it is the `steps` key the contracts give `route_version`.
     `first_step` is the step the agent is in while the variable is unset (what the
-    user's own middleware falls back to), so the first change has a sender.
+    user's own middleware falls back to), so the first change has a sender; without it,
+    the contracts' `first` for the version (spec v1.3).
     """
 
     def __init__(self, route_version: str, *, step_key: str | None = None, first_step: str | None = None) -> None:
@@ -118,7 +121,8 @@ class StepWatch:
         key = self.step_key or _contract_key(contracts, self.route_version)
         if key is None or key not in update:
             return
-        before, goto = self._step_in(request.state, key), update[key]
+        first = self.first_step or _contract_first(contracts, self.route_version)
+        before, goto = self._step_in(request.state, key, first), update[key]
         tool_call_id = request.tool_call.get("id")
         if not isinstance(goto, str) or not goto or goto == before or not tool_call_id:
             return
@@ -133,12 +137,15 @@ class StepWatch:
             "required_context_keys": list(required or ()),
             "at": evidence.now_iso(),
         }
+        turn = turn_call_ids(_messages(request.state), tool_call_id)
+        if turn is not None:
+            created["turn_tool_call_ids"] = turn
         info = request.runtime.execution_info if request.runtime is not None else None
         evidence.submit_part(operation_id, handoff_id, "created", created, str(getattr(info, "node_attempt", 1) or 1))
-        answered = _answering_ids(update, _turn_ids(request.state, tool_call_id))
-        self._hold(
-            (operation_id, _agent_namespace(config)), Pending(operation_id, handoff_id, key, before, goto, answered)
-        )
+        answered = _answering_ids(update, frozenset({tool_call_id}))
+        others = tuple((turn or [])[1:])
+        pending = Pending(operation_id, handoff_id, key, before, goto, answered, others, first)
+        self._hold((operation_id, _agent_namespace(config)), pending)
 
     # --- the next model call ---------------------------------------------------
 
@@ -160,14 +167,18 @@ class StepWatch:
             evidence.guarded(operation_id, "reduced", partial(self._proven, pending, request, tools, config, namespace))
 
     def _proven(self, pending: Pending, request: Any, tools: Iterable[str], config: dict, namespace: str) -> None:
-        step = self._step_in(request.state, pending.key)
+        step = self._step_in(request.state, pending.key, pending.first)
         now = evidence.now_iso()
+        # The turn's other calls are answered by their own tools' updates: proven by the history this call sees.
+        others = set(pending.turn)
+        history = [m.tool_call_id for m in _messages(request.state) if isinstance(m, ToolMessage)]
+        answers = [*pending.tool_message_ids, *(call_id for call_id in history if call_id in others)]
         reduced = {
             "goto": pending.goto,
             "active_agent_before": pending.before,
             "active_agent_after": step,
             "graph_scope": graph_scope(namespace),
-            "tool_message_ids": list(pending.tool_message_ids),
+            "tool_message_ids": answers[: bundle.MAX_LIST_ENTRIES],
             "context_keys": context_key_names(request.state if isinstance(request.state, Mapping) else {}),
             "at": now,
         }
@@ -184,9 +195,9 @@ class StepWatch:
 
     # --- helpers ---------------------------------------------------------------
 
-    def _step_in(self, state: Any, key: str) -> str | None:
+    def _step_in(self, state: Any, key: str, first: str | None) -> str | None:
         value = state.get(key) if isinstance(state, Mapping) else getattr(state, key, None)
-        return value if isinstance(value, str) and value else self.first_step
+        return value if isinstance(value, str) and value else first
 
     def _hold(self, where: tuple[str, str], pending: Pending) -> None:
         with self._lock:
@@ -223,6 +234,11 @@ def _contract_key(contracts: bundle.Contracts | None, version: str) -> str | Non
     return rules.key if rules is not None else None
 
 
+def _contract_first(contracts: bundle.Contracts | None, version: str) -> str | None:
+    rules = contracts.steps.get(version) if contracts is not None else None
+    return rules.first if rules is not None else None
+
+
 def _update_of(result: Any) -> Mapping | None:
     """The update of a Command to the agent's own graph, as a mapping; None for anything else."""
     if not isinstance(result, Command) or result.graph is not None:
@@ -235,13 +251,9 @@ def _update_of(result: Any) -> Mapping | None:
     return None
 
 
-def _turn_ids(state: Any, tool_call_id: str) -> frozenset[str]:
-    """The tool-call ids of the AIMessage that made this call (the call's own id when it is not found)."""
+def _messages(state: Any) -> list:
     messages = state.get("messages") if isinstance(state, Mapping) else getattr(state, "messages", None)
-    for message in reversed(list(messages or ())):
-        if isinstance(message, AIMessage) and any(call.get("id") == tool_call_id for call in message.tool_calls):
-            return frozenset(call["id"] for call in message.tool_calls if call.get("id"))
-    return frozenset({tool_call_id})
+    return list(messages) if isinstance(messages, list | tuple) else []
 
 
 def _answering_ids(update: Mapping, turn: frozenset[str]) -> tuple[str, ...]:

@@ -7,10 +7,10 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, 
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
 from langgraph.pregel._messages import StreamMessagesHandler, graph_namespace
 
 from agents.observe.outcomes import Ended, Outcome
+from agents.observe.toolevents import with_handler
 
 
 @dataclass
@@ -41,11 +41,12 @@ class UserStream:
     def configure(self, config: dict) -> dict:
         if self.relay is None:
             return config
-        return {**config, "callbacks": _with_handler(config.get("callbacks"), _RootMessages(self.relay.append))}
+        return {**config, "callbacks": with_handler(config.get("callbacks"), _RootMessages(self.relay.append))}
 
     def options(self, observer: dict[str, Any]) -> dict[str, Any]:
-        # "tools" names the tool that raised; "messages" wakes the stream for each token of the relay.
-        modes = list(dict.fromkeys([*observer["stream_mode"], "tools", *sorted(self.modes)]))
+        # "messages" wakes the stream for each token of the relay. The observer's own tool events come
+        # from `agents.observe.toolevents`: asking for "tools" would stream every chat model of the run.
+        modes = list(dict.fromkeys([*observer["stream_mode"], *sorted(self.modes)]))
         return {**self.kwargs, **observer, "stream_mode": modes, "subgraphs": True}
 
     def chunks(self, ns: tuple[str, ...] = (), mode: str | None = None, chunk: Any = None) -> list[Any]:
@@ -115,14 +116,6 @@ class _RootMessages(StreamMessagesHandler):
 
 def _below_root(metadata: Mapping[str, Any] | None) -> bool:
     return bool(metadata and metadata.get("langgraph_checkpoint_ns") and graph_namespace(metadata))
-
-
-def _with_handler(callbacks: Any, handler: BaseCallbackHandler) -> Any:
-    if isinstance(callbacks, BaseCallbackManager):
-        manager = callbacks.copy()
-        manager.add_handler(handler, inherit=True)
-        return manager
-    return [*(callbacks or ()), handler]
 
 
 class ObservedStream(Iterator[Any]):

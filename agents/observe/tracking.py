@@ -4,10 +4,11 @@
 receipt entries to record. It is pure: every method returns entries, nothing is written here.
 
 - A *transfer* is a tool call that returned a `Command` to the parent graph, whoever wrote the tool:
-  the `tools` stream mode shows the tool's output. `SidewispMiddleware`, where it is installed,
-  announces the transfer too (custom stream) with the receiver the tool declares and the call's
-  time, and has recorded `created` itself; without it the tracker records `created` (the receiver a
-  tool declares in its metadata when the graph holds it, else the goto).
+  the observer's tool events (`agents.observe.toolevents`, given to the tracker as `tools` events)
+  show the tool's output. `SidewispMiddleware`, where it is installed, announces the transfer too
+  (custom stream) with the receiver the tool declares and the call's time, and has recorded
+  `created` itself; without it the tracker records `created` (the receiver a tool declares in its
+  metadata when the graph holds it, else the goto).
 - The transfer is applied by the parent of the graph the tool ran in, at any depth: its *scope*,
   a namespace. `reduced` is read there: the sender node's `updates` event gives the update's
   messages; the scope's next `checkpoints` event (or, without a checkpointer, the tasks its next
@@ -30,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command, Interrupt
 
@@ -46,6 +47,7 @@ from agents.observe.transfers import (
     graph_at,
     messages_in,
     node_of,
+    node_transfer_calls,
     scope_name,
     sent_tool_message_ids,
     transfer_gotos,
@@ -59,7 +61,7 @@ from receipts.verdicts import bundle
 logger = logging.getLogger(__name__)
 
 DEFAULT_ROUTE_VERSION = "routes/1"
-STREAM_MODES = ["updates", "tasks", "custom", "values", "checkpoints", "tools"]
+STREAM_MODES = ["updates", "tasks", "custom", "values", "checkpoints"]
 _MAX_OPEN_CALLS = 1000
 
 
@@ -81,6 +83,7 @@ class Tracker:
     _starts: dict[Namespace, list[tuple[str, str]]] = field(default_factory=dict)  # (node, task id)
     _next: dict[Namespace, list[str]] = field(default_factory=dict)  # what each scope's last checkpoint schedules
     _scopes: dict[str, Any] = field(default_factory=dict)  # scope name -> its graph (None: not found)
+    _open: dict[Namespace, set[str]] = field(default_factory=dict)  # per subgraph run, its tasks not yet ended
 
     # --- the stream ------------------------------------------------------------------
 
@@ -105,7 +108,15 @@ class Tracker:
         elif start:
             task = (str(chunk["name"]), str(chunk["id"]))
             self._starts.setdefault(ns, []).append(task)
+            if ns:
+                self._open.setdefault(ns, set()).add(task[1])
             entries += self._match(ns, [task])
+        elif mode == "tasks" and isinstance(chunk, Mapping) and ns and ns in self._open:
+            self._open[ns].discard(str(chunk.get("id")))
+            if not self._open[ns]:
+                del self._open[ns]
+            if not chunk.get("error"):
+                entries += self._apply(ns, str(chunk.get("name")), [])
         elif mode == "tasks" and isinstance(chunk, Mapping) and not chunk.get("error"):
             # A transfer whose update carried nothing (a lone Send) is applied when its task ends.
             entries += self._apply(ns, str(chunk.get("name")), [])
@@ -184,40 +195,45 @@ class Tracker:
                         entries += self._finalize(scope, [])
             else:
                 messages = update_messages(update)
+                left = self._left_by_command(ns, str(node))
                 if (ns, str(node)) not in self._pending:
-                    self._node_transfer(ns, str(node), messages)
+                    self._node_transfer(ns, str(node), messages, left)
                 entries += self._apply(ns, str(node), messages)
         return entries
 
-    def _node_transfer(self, ns: Namespace, node: str, messages: list) -> None:
+    def _left_by_command(self, ns: Namespace, node: str) -> list[Namespace]:
+        """The runs of subgraph node `node` of `ns` with a task that never ended: one left them by a Command."""
+        inner = [k for k in self._open if k[:-1] == ns and len(k) == len(ns) + 1 and node_of(k[-1]) == node]
+        return [k for k in inner if self._open.pop(k)]
+
+    def _node_transfer(self, ns: Namespace, node: str, messages: list, left: list[Namespace]) -> None:
         """A hand-written agent node that answers its own `transfer_to_<node>` call and returns `Command(goto=...)`.
 
         The LangGraph docs' network pattern: no tool runs, so the `tools` stream shows nothing; the
         update's last AI turn names the transfer and carries its ToolMessage. Only a call named
         `transfer_to_<X>` that the same update answers, X a node of this graph, counts: any other
         node update is not a transfer (a call a ToolNode answers later is that tool's own business).
+        The same node inside a subgraph returns `Command(graph=PARENT, goto=...)` (spec v1.3): its
+        task there started and never ended, and this graph applied what it returned as the subgraph
+        node's update; that Command proves the transfer, so its call counts answered or not.
         """
-        if self._graph_at((*ns, node)) is not None:
-            return  # a subgraph node transfers through a tool, which the `tools` stream shows
-        turn = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
-        answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+        if self._graph_at((*ns, node)) is not None and not left:
+            return  # a subgraph that ended, or whose tool transferred (the `tools` stream shows those)
         nodes = getattr(self._graph_at(ns), "nodes", None) or {}
-        for call in turn.tool_calls if turn is not None else ():
-            name = str(call.get("name") or "")
-            target = name.removeprefix("transfer_to_")
-            if call.get("id") in answered and name.startswith("transfer_to_") and target in nodes:
-                transfer = Transfer(
-                    tool_call_id=call["id"],
-                    sender=node,
-                    scope=ns,
-                    tool_ns=(*ns, node),
-                    gotos=[target],
-                    sent_ids=[[]],
-                    at=evidence.now_iso(),
-                    tool_name=str(call["name"]),
-                    turn_ids=turn_call_ids([turn], call["id"]),
-                )
-                self._pending.setdefault((ns, node), []).append(transfer)
+        turn, calls = node_transfer_calls(messages, nodes, proven=bool(left))
+        for call in calls:
+            transfer = Transfer(
+                tool_call_id=call["id"],
+                sender=node,
+                scope=ns,
+                tool_ns=left[0] if left else (*ns, node),
+                gotos=[str(call["name"]).removeprefix("transfer_to_")],
+                sent_ids=[[]],
+                at=evidence.now_iso(),
+                tool_name=str(call["name"]),
+                turn_ids=turn_call_ids([turn], call["id"]),
+            )
+            self._pending.setdefault((ns, node), []).append(transfer)
 
     def _apply(self, ns: Namespace, node: str, messages: list) -> list[Entry]:
         entries: list[Entry] = []
@@ -231,6 +247,7 @@ class Tracker:
         if transfer.announced:
             return []
         declared = self._declared(transfer)
+        turn = transfer.turn_ids or self._found_turn(transfer)
         entries: list[PartEntry] = []
         for goto, handoff_id in zip(transfer.gotos, transfer.handoff_ids(self.operation_id), strict=True):
             receiver = declared["to"] if declared and len(transfer.gotos) == 1 else goto
@@ -242,6 +259,8 @@ class Tracker:
                 "required_context_keys": list(declared["context_keys"]) if declared else [],
                 "at": transfer.at,
             }
+            if turn is not None:
+                created["turn_tool_call_ids"] = list(turn)
             entries.append(PartEntry(self.operation_id, handoff_id, "created", created, "stream"))
         return entries
 
@@ -290,11 +309,15 @@ class Tracker:
         return parts
 
     def _turn_of(self, transfer: Transfer) -> list[str]:
+        return self._found_turn(transfer) or [transfer.tool_call_id]
+
+    def _found_turn(self, transfer: Transfer) -> list[str] | None:
+        """The call ids of the AI turn that made `transfer` (its own first), from its update or its graph's state."""
         sources = (transfer.messages, messages_in(self._values.get(transfer.tool_ns) or {}))
         for messages in sources:
             if (turn := turn_call_ids(messages, transfer.tool_call_id)) is not None:
                 return turn
-        return [transfer.tool_call_id]
+        return None
 
     def _after(self, ns: Namespace, goto: str, scheduled: list[str], state: Mapping[str, Any]) -> str | None:
         if self._has_active_agent(ns, state):

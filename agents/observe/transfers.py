@@ -82,6 +82,27 @@ def turn_call_ids(messages: Iterable[Any], tool_call_id: str) -> list[str] | Non
     return None
 
 
+def node_transfer_calls(messages: Sequence[Any], nodes: Iterable[str], *, proven: bool) -> tuple[Any, list[dict]]:
+    """(the update's last AI turn, its transfer calls) for a plain node's update: `transfer_to_<X>`, X in `nodes`.
+
+    The calls the same update answers are the transfers. `proven` says the node's `Command` went to the parent
+    graph (the graph's own word that a transfer happened): then, when none is answered, the first such call is
+    the transfer, its ToolMessage missing.
+    """
+    turn = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    names = set(nodes)
+    calls = [
+        call
+        for call in (turn.tool_calls if turn is not None else ())
+        if call.get("id")
+        and str(call.get("name") or "").startswith("transfer_to_")
+        and str(call["name"]).removeprefix("transfer_to_") in names
+    ]
+    chosen = [call for call in calls if call["id"] in answered]
+    return turn, chosen or (calls[:1] if proven else [])
+
+
 def context_key_names(state: Mapping[str, Any]) -> list[str]:
     """The names of non-control keys present in `state`, as a receipt may hold them (at most 100)."""
     names = []

@@ -40,7 +40,10 @@ class ContractVersionForm(forms.ModelForm):
     steps = PrettyJSONField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 8, "cols": 90, "spellcheck": "false"}),
-        help_text='Optional (spec §2 v1.2): {"key": "current_step", "tools": {"step": ["tool", "names"]}}',
+        help_text=(
+            'Optional (spec §2): {"key": "current_step", "first": "the step before the key is set", '
+            '"tools": {"step": ["tool", "names"]}}'
+        ),
     )
 
     class Meta:

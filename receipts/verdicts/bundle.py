@@ -78,6 +78,9 @@ class Created:
     tool_call_id: str | None = None
     required_context_keys: tuple[str, ...] = ()
     at: datetime | None = None
+    # v1.3 the whole turn: every tool-call id of the AI message that made the transfer, its own included;
+    # None when not recorded (an older agent side), when only the transfer's own call is checked.
+    turn_tool_call_ids: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -172,6 +175,7 @@ _PART_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
         ("tool_call_id", _TEXT),
         ("required_context_keys", _NAMES),
         ("at", _TIME),
+        ("turn_tool_call_ids", _OPTIONAL_NAMES),
     ),
     "reduced": (
         ("goto", _TEXT),
@@ -194,8 +198,9 @@ _PART_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     "verification": (("verifier", _TEXT), ("result", _RESULT), ("checked_at", _TIME), ("receipt_id", _TEXT)),
 }
-# Fields added after v1 (v1.1 wait.resolution, v1.2 destination.tools): serialized only when present.
-_LATER_FIELDS = frozenset({("wait", "resolution"), ("destination", "tools")})
+# Fields added after v1 (v1.1 wait.resolution, v1.2 destination.tools, v1.3 created.turn_tool_call_ids):
+# serialized only when present.
+_LATER_FIELDS = frozenset({("wait", "resolution"), ("destination", "tools"), ("created", "turn_tool_call_ids")})
 _PART_TYPES: dict[str, type[Part]] = {
     "created": Created,
     "reduced": Reduced,
@@ -223,7 +228,7 @@ def parse_part(name: str, value: object, *, field_prefix: str | None = None) -> 
 def part_to_dict(part: Part) -> dict[str, object]:
     """The part as a JSON-ready object with every known field (null when absent).
 
-    Fields added in v1.1 and v1.2 appear only when present, so a v1 bundle serializes back to itself.
+    Fields added in v1.1, v1.2 and v1.3 appear only when present, so a v1 bundle serializes back to itself.
     """
     name = _PART_NAMES[type(part)]
     out: dict[str, object] = {}

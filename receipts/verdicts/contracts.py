@@ -20,6 +20,8 @@ class StepRules:
     key: str
     # step -> the tool names its model call must be given
     tools: Mapping[str, tuple[str, ...]] = dataclass_field(default_factory=lambda: MappingProxyType({}))
+    # v1.3: the step an agent is in before its step variable is first set (None: not named)
+    first: str | None = None
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,7 @@ def _parse_routes(value: object) -> Mapping[str, Mapping[str, Mapping[str, tuple
 
 
 # The only fields of a steps entry: a misspelt one would silently switch its check off, so it fails.
-_STEP_FIELDS = ("key", "tools")
+_STEP_FIELDS = ("key", "first", "tools")
 
 
 def _parse_steps(value: object, routes: Mapping[str, object]) -> Mapping[str, StepRules]:
@@ -97,19 +99,21 @@ def _parse_step_rules(value: object, field: str) -> StepRules:
         if name not in _STEP_FIELDS:
             raise BundleError(f"{field}.{name}", f"is not a known field ({', '.join(_STEP_FIELDS)})")
     step_key = parse_required_text(entry.get("key"), f"{field}.key")
+    first = None if entry.get("first") is None else parse_required_text(entry["first"], f"{field}.first")
     tools = {}
     if entry.get("tools") is not None:
         for step_name, names in _parse_object(entry["tools"], f"{field}.tools").items():
             step = parse_name_key(step_name, f"{field}.tools", "step")
             tools[step] = _parse_declared_names(names, f"{field}.tools.{step}")
-    return StepRules(key=step_key, tools=MappingProxyType(tools))
+    return StepRules(key=step_key, tools=MappingProxyType(tools), first=first)
 
 
 def parse_contracts(value: object) -> Contracts:
     """Parse the spec §2 document; both `wait_reasons` and `routes` are required (may be empty).
 
     `steps` (v1.2) is optional: per route version that `routes` declares, an object with the step
-    variable's name (`key`, required) and optional `tools` (step -> tool names); no other fields.
+    variable's name (`key`, required), optional `first` (v1.3: the step before the variable is set) and
+    optional `tools` (step -> tool names); no other fields.
     """
     if not isinstance(value, Mapping):
         raise BundleError("contracts", "must be a JSON object")
@@ -119,8 +123,12 @@ def parse_contracts(value: object) -> Contracts:
 
 
 def steps_to_dict(rules: StepRules) -> dict[str, object]:
-    """One version's steps entry as the spec §2 document holds it."""
-    return {"key": rules.key, "tools": {step: list(names) for step, names in rules.tools.items()}}
+    """One version's steps entry as the spec §2 document holds it (`first` only when named)."""
+    out: dict[str, object] = {"key": rules.key}
+    if rules.first is not None:
+        out["first"] = rules.first
+    out["tools"] = {step: list(names) for step, names in rules.tools.items()}
+    return out
 
 
 def contracts_to_dict(contracts: Contracts) -> dict[str, object]:

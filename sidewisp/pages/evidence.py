@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from receipts import actions
 from receipts.models import Handoff
@@ -22,10 +22,21 @@ class Evidence:
     context_keys: list[str]
     tool_message_ids: list[str]
     sender: str
+    turn_call_ids: list[str] = field(default_factory=list)  # spec v1.3: every call of the AI turn that made it
 
     @property
     def open_tool_call(self) -> str:
         return self.tool_call_id if self.tool_call_id and self.tool_call_id not in self.tool_message_ids else ""
+
+    @property
+    def other_turn_calls(self) -> list[str]:
+        """The calls made in the same AI message as the transfer (empty when it was made alone or not recorded)."""
+        return [i for i in self.turn_call_ids if i != self.tool_call_id]
+
+    @property
+    def open_turn_calls(self) -> list[str]:
+        """The turn's other calls the update answers with no ToolMessage: the destination gets them open."""
+        return [i for i in self.other_turn_calls if i not in self.tool_message_ids]
 
     @property
     def missing_keys(self) -> list[str]:
@@ -47,4 +58,5 @@ def reconcile_evidence(handoff: Handoff) -> Evidence | None:
         context_keys=list(reduced.get("context_keys") or []),
         tool_message_ids=list(reduced.get("tool_message_ids") or []),
         sender=created.get("sender") or "",
+        turn_call_ids=list(created.get("turn_tool_call_ids") or []),
     )

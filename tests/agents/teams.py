@@ -16,16 +16,18 @@ from langgraph_supervisor import create_supervisor
 from langgraph_supervisor.handoff import create_handoff_tool as supervisor_handoff
 from langgraph_swarm import create_handoff_tool, create_swarm
 
-from agents.host.scripted import Call, Say, Script, ScriptedChatModel, Step
+from agents.host.scripted import Call, Say, Script, ScriptedChatModel, Step, tool_results
 from agents.observe import WaitPolicy
 from agents.observe.middleware import SidewispMiddleware
 
 ROUTE_VERSION = "teams/1"
 ROUTES = {
-    "alice": {"bob": []},
+    "alice": {"bob": [], "ben": []},
     "bob": {"alice": []},
+    "ben": {"alice": []},
     "supervisor": {"w1": [], "w2": []},
     "front": {"back": []},
+    "desk": {"ben": []},
 }
 WAIT_POLICIES = {"place_order": WaitPolicy(owner="ops-lead", reason="purchase_approval", deadline_minutes=60)}
 
@@ -98,6 +100,68 @@ def swarm(
     )
     builder = create_swarm([alice, bob], default_active_agent="alice")
     return builder.compile(checkpointer=checkpointer, interrupt_before=["bob"] if hold else None)
+
+
+# --- (a') a swarm whose model makes a transfer beside another call (spec v1.3 the whole turn) ---------
+
+
+class HistoryRejected(ValueError):
+    """What OpenAI answers with HTTP 400: an assistant message with tool_calls not followed by their results."""
+
+
+def open_calls(messages: Sequence[BaseMessage]) -> list[str]:
+    """The ids of the AI tool calls in `messages` that no ToolMessage answers."""
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    return [c["id"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls if c["id"] not in answered]
+
+
+class StrictModel(ScriptedChatModel):
+    """A scripted model that refuses a broken history as a real provider does."""
+
+    def _respond(self, messages, tools=None):
+        if open_calls(messages):
+            msg = "an assistant message with 'tool_calls' must be followed by tool messages"
+            raise HistoryRejected(msg)
+        return super()._respond(messages, tools)
+
+
+@tool
+def lookup_fare(route: str) -> str:
+    """Look up the fare of a route."""
+    return "42 EUR"
+
+
+class _BatchingDesk(ScriptedChatModel):
+    """Answers [lookup_fare, transfer_to_ben] in one message, then ends its turn."""
+
+    def _respond(self, messages, tools=None):
+        conversation = [m for m in messages if not isinstance(m, SystemMessage)]
+        if tool_results(conversation, ("lookup_fare", "transfer_to_ben")):
+            return AIMessage(content="desk done")
+        calls = [
+            {"name": "lookup_fare", "args": {"route": "LIS-OPO"}, "id": "call_fare_1", "type": "tool_call"},
+            {"name": "transfer_to_ben", "args": {}, "id": "call_ben_1", "type": "tool_call"},
+        ]
+        return AIMessage(content="", tool_calls=calls)
+
+
+def fares_swarm(checkpointer, *, batched: bool = True):
+    """desk hands to ben (langgraph-swarm's own tool): in the same AI message as lookup_fare when `batched`,
+    else after lookup_fare was answered. ben's model refuses a history with an unanswered call."""
+    script = Script((Call("lookup_fare", {"route": "LIS-OPO"}), Call("transfer_to_ben"), Say("desk done")))
+    desk = create_agent(
+        _BatchingDesk(policy=None) if batched else ScriptedChatModel(policy=script),
+        tools=[lookup_fare, create_handoff_tool(agent_name="ben")],
+        middleware=[observed()],
+        name="desk",
+    )
+    ben = create_agent(
+        StrictModel(policy=Script((Say("ben done"),))),
+        tools=[create_handoff_tool(agent_name="desk")],
+        middleware=[observed()],
+        name="ben",
+    )
+    return create_swarm([desk, ben], default_active_agent="desk").compile(checkpointer=checkpointer)
 
 
 def rogue_transfer():
@@ -181,3 +245,39 @@ def agents_as_nodes(
     builder.add_edge(START, "front")
     builder.add_edge("back", END)
     return builder.compile(checkpointer=checkpointer, interrupt_before=["back"] if hold else None)
+
+
+# --- (d) a langgraph-swarm swarm through ChatOpenAI (tests/agents/openai_server.py answers) --------------
+
+
+@tool
+def lookup_fare(route: str) -> str:
+    """Look up the fare of a route."""
+    return f"{route}: 120 EUR"
+
+
+@tool
+def book_seat(route: str) -> str:
+    """Book a seat on a route."""
+    return f"booked {route}"
+
+
+ALICE = Script((Call("lookup_fare", {"route": "LIS-OPO"}), Call("transfer_to_ben"), Say("alice done")))
+BATCHED_ALICE = Script(((Call("lookup_fare", {"route": "LIS-OPO"}), Call("transfer_to_ben")), Say("alice done")))
+BEN = Script((Call("book_seat", {"route": "LIS-OPO"}), Say("ben: the seat is booked")))
+
+
+def openai_swarm(checkpointer, base_url: str):
+    """alice looks up a fare and hands to ben, who books a seat: both agents are `ChatOpenAI` at `base_url`."""
+    from langchain_openai import ChatOpenAI
+
+    def model():
+        return ChatOpenAI(model="gpt-sidewisp-test", base_url=base_url, api_key="sk-test", max_retries=0)
+
+    alice = create_agent(
+        model(), tools=[lookup_fare, create_handoff_tool(agent_name="ben")], middleware=[observed()], name="alice"
+    )
+    ben = create_agent(
+        model(), tools=[book_seat, create_handoff_tool(agent_name="alice")], middleware=[observed()], name="ben"
+    )
+    return create_swarm([alice, ben], default_active_agent="alice").compile(checkpointer=checkpointer)

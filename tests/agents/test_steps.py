@@ -182,6 +182,26 @@ def test_without_a_first_step_the_first_change_has_no_proven_sender(step_contrac
     assert first.reason == "created.sender is missing"
 
 
+def test_the_tutorial_without_first_step_is_healthy_when_the_contract_names_the_first_step(transactional_db, mode):
+    # The docs' tutorial defaults current_step in its own middleware; the contract says so (spec v1.3 `first`).
+    document = steps_team.contracts_document()
+    document["steps"][steps_team.ROUTE_VERSION] = {**steps_team.STEPS, "first": steps_team.FIRST_STEP}
+    import_document(document)
+    middleware = SidewispMiddleware(route_version=steps_team.ROUTE_VERSION)
+    config = config_for("first")
+    agent = steps_team.support_agent(InMemorySaver(), asynchronous=mode == "async", sidewisp=middleware)
+
+    outcome = drive(mode, agent, steps_team.ask(), config, verifier=PASS)
+
+    assert outcome.status == "complete"
+    assert [(h.sender, h.receiver, h.verdict) for h in handoffs(config)] == [
+        ("warranty_collector", "issue_classifier", "HEALTHY"),
+        ("issue_classifier", "resolution_specialist", "HEALTHY"),
+    ]
+    first = handoffs(config)[0]
+    assert first.created_part["turn_tool_call_ids"] == [first.created_part["tool_call_id"]]
+
+
 def test_a_route_version_without_steps_records_no_step_handoff(transactional_db):
     ContractVersion.objects.create(version="plain/1", routes={})
     config = config_for("nosteps")
@@ -272,3 +292,31 @@ def test_a_step_name_that_could_hold_a_path_is_refused_up_front():
 )
 def test_the_graph_scope_is_the_agent_graphs_node_path(namespace: str, scope: str):
     assert steps.graph_scope(namespace) == scope
+
+
+@pytest.mark.parametrize(
+    ("answered", "verdict"),
+    [(["call_1", "call_2"], "HEALTHY"), (["call_1"], "OPEN_TOOL_PROTOCOL")],
+    ids=["whole", "open"],
+)
+def test_a_step_change_made_beside_another_call_needs_that_call_answered_before_the_next_model_call(
+    step_contracts, monkeypatch, answered, verdict
+):
+    # One AI message [record_warranty_status, lookup]: each tool's own update answers its call, so the history the
+    # next model call is given proves the other one (spec v1.3 the whole turn).
+    operation_id = f"op-turn-{verdict}"
+    config = {"configurable": {"operation_id": operation_id}, "metadata": {"langgraph_checkpoint_ns": "model:t1"}}
+    monkeypatch.setattr(steps, "_config", lambda: config)
+    lookup = {"name": "lookup", "args": {}, "id": "call_2"}
+    turn = [AIMessage("", tool_calls=[*_turn()[0].tool_calls, lookup])]
+    watch = steps.StepWatch(steps_team.ROUTE_VERSION, first_step="warranty_collector")
+    watch.after_tool(_Request({"messages": turn}), _step_change())
+
+    history = [*turn, *(ToolMessage("ok", tool_call_id=call_id) for call_id in answered)]
+    state = {"messages": history, "current_step": "issue_classifier", "warranty_status": "in_warranty"}
+    watch.before_model(_Request(state), ["record_issue_type"])
+    writer.flush()
+
+    handoff = Handoff.objects.get(run__operation_id=operation_id)
+    assert handoff.created_part["turn_tool_call_ids"] == ["call_1", "call_2"]
+    assert (handoff.sender, handoff.receiver, handoff.verdict) == ("warranty_collector", "issue_classifier", verdict)

@@ -147,6 +147,32 @@ def test_a_transfer_that_omits_its_tool_message_is_an_open_tool_protocol(team_co
     assert verdicts(config) == ["OPEN_TOOL_PROTOCOL"]
 
 
+def test_a_swarm_transfer_made_beside_another_call_leaves_the_tool_protocol_open(team_contracts, drive):
+    # [lookup_fare, transfer_to_ben] in one AI message: langgraph-swarm's tool passes on the state from before
+    # lookup_fare was answered, so ben is handed a turn with an open call; a real provider refuses it in ben.
+    config = config_for("batched")
+
+    with pytest.raises(teams.HistoryRejected):
+        drive(teams.fares_swarm(InMemorySaver()), ask(), config, verifier=PASS)
+
+    handoff = Handoff.objects.get(run__operation_id=config["configurable"]["operation_id"])
+    assert (handoff.sender, handoff.receiver, handoff.verdict) == ("desk", "ben", "OPEN_TOOL_PROTOCOL")
+    assert handoff.created_part["turn_tool_call_ids"] == ["call_ben_1", "call_fare_1"]
+    assert handoff.reduced_part["tool_message_ids"] == ["call_ben_1"]
+    assert run_of(config).status == Run.Status.FAILED
+
+
+def test_a_swarm_transfer_made_after_the_other_call_was_answered_is_healthy(team_contracts, drive):
+    config = config_for("answered")
+
+    outcome = drive(teams.fares_swarm(InMemorySaver(), batched=False), ask(), config, verifier=PASS)
+
+    assert outcome.status == "complete"
+    assert verdicts(config) == ["HEALTHY"]
+    handoff = Handoff.objects.get(run__operation_id=config["configurable"]["operation_id"])
+    assert handoff.created_part["turn_tool_call_ids"] == [handoff.created_part["tool_call_id"]]
+
+
 @pytest.mark.parametrize("build", [teams.swarm, teams.agents_as_nodes], ids=["swarm", "agents_as_nodes"])
 def test_a_destination_held_before_it_starts_has_not_started(team_contracts, drive, build):
     config = config_for("held")
@@ -255,8 +281,14 @@ def test_observed_and_unobserved_parallel_supervisor_runs_end_alike(team_contrac
     assert outcome.status == "complete"
     assert _final(observed_graph, observed_config) == _final(plain_graph, plain_config)
     # LangGraph runs one of two parallel Command(graph=PARENT) handoffs and drops the other
-    # (which one varies): the receipts show exactly that instead of two green handoffs.
-    assert sorted(verdicts(observed_config)) == ["HEALTHY", "STALE_CONTROL"]
+    # (which one varies): the receipts show exactly that instead of two green handoffs. The winner's
+    # worker is handed the supervisor's turn with the loser's call unanswered (spec v1.3 the whole turn).
+    assert sorted(verdicts(observed_config)) == ["OPEN_TOOL_PROTOCOL", "STALE_CONTROL"]
+    winner = Handoff.objects.get(
+        run__operation_id=observed_config["configurable"]["operation_id"], verdict="OPEN_TOOL_PROTOCOL"
+    )
+    assert len(winner.created_part["turn_tool_call_ids"]) == 2
+    assert winner.reduced_part["tool_message_ids"] == [winner.created_part["tool_call_id"]]
 
 
 def test_a_long_swarm_history_is_observed_without_changing_the_run(team_contracts):

@@ -69,6 +69,69 @@ def test_a_node_transfer_without_its_tool_message_is_not_taken_for_a_handoff(nod
     assert rows(operation_id) == []
 
 
+def network_in_subgraph(*, tool_message: bool = True, depth: int = 0, checkpointer=None):
+    """The same agent_a as `network`, its node inside a subgraph: it returns `Command(graph=PARENT, goto=...)`.
+
+    `depth` wraps the whole network in that many more subgraph levels (`dept`, `dept/dept`...).
+    """
+
+    def call_model(state: MessagesState) -> Command:
+        call = {"name": "transfer_to_agent_b", "args": {}, "id": "call_sub_1", "type": "tool_call"}
+        turn = [AIMessage("", tool_calls=[call], name="agent_a")]
+        if tool_message:
+            turn.append(ToolMessage("Transferred", tool_call_id="call_sub_1"))
+        return Command(goto="agent_b", update={"messages": turn}, graph=Command.PARENT)
+
+    agent_a = StateGraph(MessagesState)
+    agent_a.add_node("call_model", call_model)
+    agent_a.add_edge(START, "call_model")
+    graph = StateGraph(MessagesState)
+    graph.add_node("agent_a", agent_a.compile(), destinations=("agent_b",))
+    graph.add_node("agent_b", lambda state: {"messages": [AIMessage("b done", name="agent_b")]})
+    graph.add_edge(START, "agent_a")
+    graph.add_edge("agent_b", END)
+    for _ in range(depth):
+        outer = StateGraph(MessagesState)
+        outer.add_node("dept", graph.compile())
+        outer.add_edge(START, "dept")
+        outer.add_edge("dept", END)
+        graph = outer
+    return graph.compile(checkpointer=checkpointer)
+
+
+def scoped_rows(operation_id: str) -> list[tuple[str, str, str, str]]:
+    handoffs = Handoff.objects.filter(run__operation_id=operation_id)
+    return [(h.sender, h.receiver, h.reduced_part["graph_scope"], h.verdict) for h in handoffs]
+
+
+SUBGRAPH_NODE_CASES = [
+    pytest.param(0, InMemorySaver, "parent", id="in the root's subgraph"),
+    pytest.param(0, lambda: None, "parent", id="no checkpointer"),
+    pytest.param(2, InMemorySaver, "dept/dept", id="two levels down"),
+]
+
+
+@pytest.mark.parametrize(("depth", "checkpointer", "scope"), SUBGRAPH_NODE_CASES)
+def test_a_node_inside_a_subgraph_that_answers_its_own_transfer_call_is_a_healthy_handoff(
+    node_contracts, depth, checkpointer, scope
+):
+    operation_id = observed(network_in_subgraph(depth=depth, checkpointer=checkpointer()))
+
+    assert scoped_rows(operation_id) == [("agent_a", "agent_b", scope, "HEALTHY")]
+    created = Handoff.objects.get(run__operation_id=operation_id).created_part
+    assert created["turn_tool_call_ids"] == ["call_sub_1"]
+
+
+@pytest.mark.parametrize(("depth", "checkpointer", "scope"), SUBGRAPH_NODE_CASES)
+def test_a_node_inside_a_subgraph_that_drops_its_tool_message_leaves_the_tool_protocol_open(
+    node_contracts, depth, checkpointer, scope
+):
+    # The Command to the parent graph proves the transfer: its unanswered call is a broken history for agent_b.
+    operation_id = observed(network_in_subgraph(tool_message=False, depth=depth, checkpointer=checkpointer()))
+
+    assert scoped_rows(operation_id) == [("agent_a", "agent_b", scope, "OPEN_TOOL_PROTOCOL")]
+
+
 def test_an_agent_without_the_middleware_is_reported_in_words_once(node_contracts):
     operation_id = observed(network(checkpointer=InMemorySaver()))
 

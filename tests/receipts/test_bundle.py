@@ -210,6 +210,23 @@ def test_a_stored_part_parses_back_to_the_part_it_was_minimized_from(name) -> No
     assert parse_part(name, part_to_dict(part)) == part
 
 
+def test_it_keeps_the_ids_of_the_transfers_whole_turn_and_serializes_them_back() -> None:
+    data = spec_example()
+    data["created"]["turn_tool_call_ids"] = ["call_abc", "call_lookup"]
+
+    parsed = parse_bundle(data)
+
+    assert parsed.created.turn_tool_call_ids == ("call_abc", "call_lookup")
+    assert bundle_to_dict(parsed)["created"]["turn_tool_call_ids"] == ["call_abc", "call_lookup"]
+
+
+def test_an_older_created_receipt_without_the_turns_ids_stays_valid_and_says_nothing_of_them() -> None:
+    parsed = parse_bundle(spec_example())
+
+    assert parsed.created.turn_tool_call_ids is None
+    assert "turn_tool_call_ids" not in bundle_to_dict(parsed)["created"]
+
+
 def test_it_names_a_part_field_under_the_given_prefix() -> None:
     with pytest.raises(BundleError) as caught:
         parse_part("wait", {"resolved": "yes"}, field_prefix="receipt")
@@ -318,7 +335,12 @@ TEXT_FIELDS = [
     ("verification", "verifier"),
     ("verification", "receipt_id"),
 ]
-LIST_FIELDS = [("created", "required_context_keys"), ("reduced", "tool_message_ids"), ("reduced", "context_keys")]
+LIST_FIELDS = [
+    ("created", "required_context_keys"),
+    ("created", "turn_tool_call_ids"),
+    ("reduced", "tool_message_ids"),
+    ("reduced", "context_keys"),
+]
 TIME_FIELDS = [
     ("created", "at"),
     ("reduced", "at"),
@@ -777,6 +799,28 @@ def test_a_steps_entry_may_name_its_variable_alone():
     assert contracts.steps["routes/4"].tools == {}
 
 
+def test_a_steps_entry_may_name_the_step_before_its_variable_is_set():
+    # spec §2 v1.3, as the contracts document of issue 28 writes it
+    document = steps_document()
+    document["steps"]["routes/4"] = {
+        "key": "current_step",
+        "first": "warranty_collector",
+        "tools": {"specialist": ["provide_solution"]},
+    }
+
+    contracts = parse_contracts(document)
+
+    assert contracts.steps["routes/4"].first == "warranty_collector"
+    assert contracts_to_dict(contracts) == document
+
+
+def test_a_steps_entry_without_first_names_no_first_step_and_serializes_without_one():
+    contracts = parse_contracts(steps_document())
+
+    assert contracts.steps["routes/4"].first is None
+    assert "first" not in contracts_to_dict(contracts)["steps"]["routes/4"]
+
+
 @pytest.mark.parametrize(
     ("change", "field", "message"),
     [
@@ -793,8 +837,10 @@ def test_a_steps_entry_may_name_its_variable_alone():
         (
             lambda d: d["steps"]["routes/4"].update(toolz={}),
             "steps.routes/4.toolz",
-            "is not a known field (key, tools)",
+            "is not a known field (key, first, tools)",
         ),
+        (lambda d: d["steps"]["routes/4"].update(first=""), "steps.routes/4.first", "must not be empty"),
+        (lambda d: d["steps"]["routes/4"].update(first=["collector"]), "steps.routes/4.first", "must be a string"),
         (
             lambda d: d["steps"]["routes/4"].update(tools=["provide_solution"]),
             "steps.routes/4.tools",

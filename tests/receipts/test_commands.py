@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from agents.demo.contracts import team_contracts
 from receipts.ingest.recording import record
-from receipts.models import ContractVersion, WaitReason
+from receipts.models import ContractVersion, Handoff, WaitReason
 from tests.factories import healthy_parts
 
 SHARED_CASES = Path(django_settings.BASE_DIR).parent / "shared" / "spec" / "cases"
@@ -256,3 +256,43 @@ def test_importing_a_file_without_wait_reasons_says_what_the_key_needs(no_contra
     assert '"wait_reasons": [] when the team has none' in message
     assert excinfo.value.returncode == 2
     assert ContractVersion.objects.count() == 0
+
+
+# --- v1.3 the whole turn: a transfer made beside another call -------------------------------------
+
+
+def _batched_turn(handoff_id: str, answered: list[str]) -> dict:
+    """A public-style case: [lookup_fare, transfer] in one AI message; `answered` is what the update carried."""
+    parts = healthy_parts()
+    parts["created"]["turn_tool_call_ids"] = [parts["created"]["tool_call_id"], "call_lookup_fare"]
+    parts["reduced"]["tool_message_ids"] = answered
+    return {"schema": "sidewisp.handoff/1", "handoff_id": handoff_id, "operation_id": "op-turn", **parts}
+
+
+def test_a_transfer_whose_turn_left_a_call_unanswered_replays_open_from_a_public_style_case(tmp_path, contracts_file):
+    call_id = healthy_parts()["created"]["tool_call_id"]
+    open_turn = {**_batched_turn("h-open", [call_id]), "final_status": "running", "expect": "OPEN_TOOL_PROTOCOL"}
+    answered = {**_batched_turn("h-whole", ["call_lookup_fare", call_id]), "final_status": "running"}
+    cases = _write(tmp_path / "cases.jsonl", [open_turn, {**answered, "expect": "HEALTHY"}])
+
+    lines, code = _replay(str(cases), "--contracts", str(contracts_file))
+
+    assert [json.loads(line)["verdict"] for line in lines[:-1]] == ["OPEN_TOOL_PROTOCOL", "HEALTHY"]
+    assert json.loads(lines[0])["boundary"] == "tool_protocol"
+    assert (lines[-1], code) == ("2 cases, 2 as expected, 0 not", 0)
+
+
+@pytest.mark.django_db
+def test_the_turns_call_ids_are_stored_exported_and_replayed_to_the_stored_verdict(tmp_path, contracts, contracts_file):
+    call_id = healthy_parts()["created"]["tool_call_id"]
+    for name, value in _batched_turn("h-open", [call_id]).items():
+        if name in ("created", "reduced", "destination"):
+            record(handoff_id="h-open", operation_id="op-turn", part=name, value=value)
+    assert Handoff.objects.get(handoff_id="h-open").verdict == "OPEN_TOOL_PROTOCOL"
+    out = StringIO()
+    call_command("export_receipts", stdout=out)
+
+    exported = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert exported[0]["created"]["turn_tool_call_ids"] == [call_id, "call_lookup_fare"]
+    lines, _ = _replay(str(_write(tmp_path / "export.jsonl", exported)), "--contracts", str(contracts_file))
+    assert json.loads(lines[0])["verdict"] == "OPEN_TOOL_PROTOCOL"

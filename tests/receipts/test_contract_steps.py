@@ -112,6 +112,17 @@ def test_importing_steps_for_a_version_routes_does_not_declare_is_refused(db, tm
     assert "steps.steps/9: names a version that routes does not declare" in str(caught.value)
 
 
+def test_a_first_step_round_trips_through_import_and_export(db, tmp_path):
+    steps = {**STEPS, "first": "collector"}
+    import_file(tmp_path, steps_document(steps))
+    out = StringIO()
+
+    call_command("export_contracts", stdout=out)
+
+    assert json.loads(out.getvalue())["steps"]["steps/1"]["first"] == "collector"
+    assert current_contracts().steps["steps/1"].first == "collector"
+
+
 def test_the_steps_of_a_referenced_version_never_change(db):
     import_document(steps_document())
     record_step("h-ref", ["escalate", "provide_solution"])
@@ -217,6 +228,18 @@ def test_the_admin_role_adds_a_version_with_steps_after_reviewing_them(client, a
     assert AuditEntry.objects.get(action="contracts.add").detail["steps_changed"] is True
 
 
+def test_the_admin_role_adds_a_version_whose_steps_name_the_first_step(client, admin_):
+    client.force_login(admin_)
+    steps = {"key": "current_step", "first": "collector", "tools": STEPS["tools"]}
+
+    review, saved = _confirm(client, _data(json.dumps(steps)))
+
+    assert "&quot;first&quot;: &quot;collector&quot;" in review.content.decode()
+    assert saved.status_code == 302
+    assert ContractVersion.objects.get(version="steps/2").steps == steps
+    assert current_contracts().steps["steps/2"].first == "collector"
+
+
 def test_a_version_added_without_steps_has_none(client, admin_):
     client.force_login(admin_)
 
@@ -232,7 +255,7 @@ def test_invalid_steps_are_refused_in_the_admin_with_the_field_named(client, adm
     response = client.post(ADD_URL, _data(json.dumps({"key": "current_step", "tool": {}})))
 
     assert response.status_code == 200
-    assert "steps.tool: is not a known field (key, tools)" in response.content.decode()
+    assert "steps.tool: is not a known field (key, first, tools)" in response.content.decode()
     assert not ContractVersion.objects.filter(version="steps/2").exists()
 
 

@@ -251,6 +251,62 @@ def test_it_accepts_other_tool_messages_beside_the_one_match() -> None:
     assert verdict_of(data) == "HEALTHY"
 
 
+def test_it_leaves_the_tool_protocol_open_when_another_call_of_the_turn_is_unanswered() -> None:
+    # [lookup_fare, transfer_to_ben] in one AI message; the update answers only the transfer.
+    data = healthy()
+    data["created"]["turn_tool_call_ids"] = ["call_abc", "call_lookup"]
+    data["reduced"]["tool_message_ids"] = ["call_abc"]
+
+    result = classify_dict(data)
+
+    assert result.verdict == "OPEN_TOOL_PROTOCOL"
+    assert result.boundaries["tool_protocol"] == "fail"
+    assert "created.turn_tool_call_ids" in result.reason
+    assert "call_lookup" not in result.reason
+
+
+def test_it_calls_a_turn_whose_every_call_is_answered_healthy() -> None:
+    data = healthy()
+    data["created"]["turn_tool_call_ids"] = ["call_abc", "call_lookup"]
+    data["reduced"]["tool_message_ids"] = ["call_lookup", "call_abc"]
+
+    assert verdict_of(data) == "HEALTHY"
+
+
+def test_it_leaves_the_tool_protocol_open_when_another_call_of_the_turn_is_answered_twice() -> None:
+    data = healthy()
+    data["created"]["turn_tool_call_ids"] = ["call_abc", "call_lookup"]
+    data["reduced"]["tool_message_ids"] = ["call_abc", "call_lookup", "call_lookup"]
+
+    assert verdict_of(data) == "OPEN_TOOL_PROTOCOL"
+
+
+@pytest.mark.parametrize("turn", [None, [], ["call_abc"]])
+def test_it_checks_only_the_transfers_own_call_without_other_calls_of_the_turn(turn: list[str] | None) -> None:
+    data = healthy()
+    data["created"]["turn_tool_call_ids"] = turn
+
+    assert verdict_of(data) == "HEALTHY"
+
+
+def test_it_still_finds_the_transfers_own_call_unanswered_when_the_other_calls_are() -> None:
+    data = healthy()
+    data["created"]["turn_tool_call_ids"] = ["call_abc", "call_lookup"]
+    data["reduced"]["tool_message_ids"] = ["call_lookup"]
+
+    result = classify_dict(data)
+
+    assert result.reason == "no entry of reduced.tool_message_ids equals created.tool_call_id"
+
+
+def test_it_keeps_an_earlier_failure_ahead_of_an_open_turn() -> None:
+    data = healthy()
+    data["created"]["turn_tool_call_ids"] = ["call_abc", "call_lookup"]
+    data["reduced"]["active_agent_after"] = data["created"]["sender"]
+
+    assert verdict_of(data) == "STALE_CONTROL"
+
+
 @pytest.mark.parametrize("call_id", [None, ""])
 def test_it_leaves_the_tool_protocol_open_without_a_tool_call_id(call_id: str | None) -> None:
     data = healthy()
