@@ -79,7 +79,7 @@ class StepWatch:
 
     def __init__(self, route_version: str, *, step_key: str | None = None, first_step: str | None = None) -> None:
         for name, value in (("step_key", step_key), ("first_step", first_step)):
-            if value is not None and (not isinstance(value, str) or not value or bundle.text_problem(value)):
+            if value is not None and (not isinstance(value, str) or not value or bundle.identifier_problem(value)):
                 msg = f"{name} must be a non-empty name"
                 raise ValueError(msg)
         self.route_version = route_version

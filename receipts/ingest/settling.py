@@ -28,7 +28,7 @@ def settle(*, handoff_id: str, operation_id: str, now: datetime | None = None) -
     history row, health, `handoff_changed` (alert rules fire now) and a live event; a handoff with nothing
     due only keeps the time.
     """
-    parts.validate_ids(handoff_id, operation_id, "1")
+    handoff_id, operation_id, _ = parts.validate_ids(handoff_id, operation_id, "1")
     now = now or timezone.now()
     with batches.atomic(), batches.batch():
         run = _existing_run(operation_id)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from receipts.ingest import batches, signals, sqlsets
+from receipts.ingest import batches, redactions, signals, sqlsets
 from receipts.ingest.parts import (
     CLASSIFIED_FIELDS,
     apply_part,
@@ -86,6 +86,7 @@ def _checked(entries: Sequence, parse: _PartCache) -> list[_Part]:
         value, part = parsed(entry.part, entry.value)
         if part is not None:
             parse.learn(entry.part, value, part)
+        redactions.note(entry.operation_id, entry.part, value)
         if (ids := (handoff_id, entry.operation_id, entry.attempt)) not in valid:
             validate_ids(*ids)
             valid.add(ids)

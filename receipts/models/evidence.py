@@ -346,6 +346,8 @@ class MiddlewareReport(AppendOnlyModel):
         NO_VERIFIER = "no_verifier"
         # The graph raised: the exception class and where (node, tool), never its message.
         GRAPH_ERROR = "graph_error"
+        # An id or a name refused as credential-shaped, stored as `redacted:<digest>` (spec v1.3): the field.
+        VALUE_REDACTED = "value_redacted"
 
     run = models.ForeignKey(Run, related_name="reports", on_delete=models.PROTECT)
     agent = models.CharField(max_length=200)

@@ -27,17 +27,27 @@ from receipts.verdicts.fields import (  # noqa: F401
     MAX_DETAIL_ENTRIES,
     MAX_LIST_ENTRIES,
     MAX_STRING_LENGTH,
+    REDACTED_PREFIX,
     BundleError,
     format_time,
+    identifier,
+    identifier_problem,
+    is_redacted,
     parse_bool,
+    parse_identifier,
+    parse_identifiers,
     parse_name,
     parse_names,
+    parse_optional_identifiers,
     parse_optional_names,
     parse_optional_time,
     parse_report_detail,
+    parse_required_identifier,
     parse_required_text,
     parse_text,
     parse_time,
+    redacted,
+    redacted_fields,
     text_problem,
 )
 
@@ -146,10 +156,11 @@ def _parse_resolution(value: object, field: str) -> str | None:
 _Parser = Callable[[object, str], object]
 _TEXT, _NAMES, _TIME, _BOOL, _RESULT, _RESOLUTION = "text", "names", "time", "bool", "result", "resolution"
 _OPTIONAL_NAMES = "optional_names"  # a list whose absence is kept apart from an empty list
+# Every string of a part is an id or a name (spec v1.3): kept, or redacted when refused, never an error.
 _PARSERS: dict[str, _Parser] = {
-    _TEXT: parse_text,
-    _NAMES: parse_names,
-    _OPTIONAL_NAMES: parse_optional_names,
+    _TEXT: parse_identifier,
+    _NAMES: parse_identifiers,
+    _OPTIONAL_NAMES: parse_optional_identifiers,
     _TIME: parse_optional_time,
     _BOOL: parse_bool,
     _RESULT: _parse_result,
@@ -256,9 +267,10 @@ def parse_bundle(value: object) -> Bundle:
     `handoff_id` and `operation_id` are non-empty strings. Every part, every
     field inside a part, `final_status` and `expect` may be absent or null
     (absent evidence is for the classifier to judge), but when present must
-    have its documented type. Strings are at most 200 characters, hold no
-    control characters, no absolute local path anywhere and nothing
-    shaped like a secret (see `text_problem`); lists hold at most 100
+    have its documented type. Every string is an id or a name: one that
+    `identifier_problem` refuses (over 200 characters, control characters,
+    an absolute local path, a known credential shape) is replaced by its
+    `redacted` form, never an error (spec v1.3); lists hold at most 100
     strings; times carry a zone and come back as aware UTC datetimes. Unknown
     fields are dropped. Anything else raises `BundleError` naming the field and
     never the value.
@@ -267,8 +279,8 @@ def parse_bundle(value: object) -> Bundle:
         raise BundleError("bundle", "must be a JSON object")
     if value.get("schema") != SCHEMA:
         raise BundleError("schema", f'must be "{SCHEMA}"')
-    handoff_id = parse_required_text(value.get("handoff_id"), "handoff_id")
-    operation_id = parse_required_text(value.get("operation_id"), "operation_id")
+    handoff_id = parse_required_identifier(value.get("handoff_id"), "handoff_id")
+    operation_id = parse_required_identifier(value.get("operation_id"), "operation_id")
     parts = {name: None if value.get(name) is None else parse_part(name, value[name]) for name in PARTS}
     return Bundle(
         handoff_id=handoff_id,
