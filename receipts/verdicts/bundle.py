@@ -58,6 +58,9 @@ VERDICTS = (
 RESULTS = ("pass", "fail")
 # How a wait was decided (spec §1 v1.1); `expired` is the safe default applied at the deadline.
 RESOLUTIONS = ("approved", "edited", "rejected", "expired", "cancelled")
+# Where a created receipt's route version came from: SidewispMiddleware(route_version=),
+# observe(route_version=), or neither (the default, routes/1). Reasons name it.
+ROUTE_VERSION_SOURCES = ("middleware", "observe", "default")
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ class Created:
     tool_call_id: str | None = None
     required_context_keys: tuple[str, ...] = ()
     at: datetime | None = None
+    route_version_source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,12 @@ def _parse_result(value: object, field: str) -> str | None:
     raise BundleError(field, 'must be "pass" or "fail"')
 
 
+def _parse_source(value: object, field: str) -> str | None:
+    if value is None or (isinstance(value, str) and value in ROUTE_VERSION_SOURCES):
+        return value
+    raise BundleError(field, f"must be one of {', '.join(ROUTE_VERSION_SOURCES)}")
+
+
 def _parse_resolution(value: object, field: str) -> str | None:
     if value is None or (isinstance(value, str) and value in RESOLUTIONS):
         return value
@@ -143,6 +153,7 @@ def _parse_resolution(value: object, field: str) -> str | None:
 _Parser = Callable[[object, str], object]
 _TEXT, _NAMES, _TIME, _BOOL, _RESULT, _RESOLUTION = "text", "names", "time", "bool", "result", "resolution"
 _OPTIONAL_NAMES = "optional_names"  # a list whose absence is kept apart from an empty list
+_SOURCE = "route_version_source"
 _PARSERS: dict[str, _Parser] = {
     _TEXT: parse_text,
     _NAMES: parse_names,
@@ -151,6 +162,7 @@ _PARSERS: dict[str, _Parser] = {
     _BOOL: parse_bool,
     _RESULT: _parse_result,
     _RESOLUTION: _parse_resolution,
+    _SOURCE: _parse_source,
 }
 # The only fields a part may carry; everything else is dropped unread.
 _PART_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -161,6 +173,7 @@ _PART_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
         ("tool_call_id", _TEXT),
         ("required_context_keys", _NAMES),
         ("at", _TIME),
+        ("route_version_source", _SOURCE),
     ),
     "reduced": (
         ("goto", _TEXT),
@@ -184,7 +197,7 @@ _PART_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
     "verification": (("verifier", _TEXT), ("result", _RESULT), ("checked_at", _TIME), ("receipt_id", _TEXT)),
 }
 # Fields added after v1 (v1.1 wait.resolution, v1.2 destination.tools): serialized only when present.
-_LATER_FIELDS = frozenset({("wait", "resolution"), ("destination", "tools")})
+_LATER_FIELDS = frozenset({("wait", "resolution"), ("destination", "tools"), ("created", "route_version_source")})
 _PART_TYPES: dict[str, type[Part]] = {
     "created": Created,
     "reduced": Reduced,
