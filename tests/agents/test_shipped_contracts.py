@@ -7,7 +7,7 @@ from io import StringIO
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from agents.host import hosting
 from agents.host.entries import load
@@ -107,6 +107,6 @@ def test_import_contracts_add_keeps_the_stored_wait_reasons_and_refuses_a_change
 
     assert set(WaitReason.objects.values_list("code", flat=True)) >= {"site_visit", "purchase_approval"}
     path.write_text(json.dumps({"wait_reasons": [], "routes": {"teams/1": {"alice": {"carol": []}}}}))
-    with pytest.raises(Exception, match="teams.json ships other routes"):
+    with pytest.raises(CommandError, match=r"teams\.json ships other routes"):
         call_command("import_contracts", "--add", str(path), stdout=StringIO())
     assert ContractVersion.objects.get(version="teams/1").routes == {"alice": {"bob": []}}

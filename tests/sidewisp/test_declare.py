@@ -1,4 +1,4 @@
-""""Declare what you saw": an admin declares the routes a run showed; a wait that cannot be decided says why.
+""" "Declare what you saw": an admin declares the routes a run showed; a wait that cannot be decided says why.
 
 Issue 28 §8. The handoffs here are recorded through the real recording service (receipts.ingest.recording.record)
 with the route version an app's SidewispMiddleware(route_version="teams/9") would give, a version nobody stored.
@@ -67,7 +67,7 @@ def test_an_admin_is_offered_a_draft_of_what_the_run_showed_against_what_is_stor
     assert 'data-seen-route="alice→bob"' in page
     assert "messages, order_id" in page  # the context keys seen
     assert "--- nothing stored" in page and "+++ teams/9" in page  # the diff against what is stored
-    assert '+    &quot;bob&quot;: [' in page  # escaped JSON in the diff
+    assert "+    &quot;bob&quot;: [" in page  # escaped JSON in the diff
     assert "Declare teams/9" in page
 
 
