@@ -154,6 +154,21 @@ def test_a_non_admin_is_offered_nothing_and_refused_the_post(contracts, client, 
     assert AuditEntry.objects.get(action="contracts.declare").outcome == "denied"
 
 
+def test_the_map_offers_an_admin_the_run_whose_page_holds_the_draft(contracts, client, admin, operator):
+    record_team_handoff("op-first")
+    newest = record_team_handoff("op-second")
+
+    client.force_login(admin)
+    page = client.get(reverse("sidewisp:map")).content.decode()
+    client.force_login(operator)
+    theirs = client.get(reverse("sidewisp:map")).content.decode()
+
+    assert "Declare what you saw" in page
+    assert "alice → bob (2)" in page
+    assert f'href="/runs/{newest.run_id}/#run-{newest.run_id}-declare"' in page
+    assert "Declare what you saw" not in theirs
+
+
 def test_a_wait_whose_route_was_rejected_tells_its_owner_why_and_what_unblocks_it(contracts, client, owner):
     handoff = record_team_handoff("op-wait", "waiting")
     assert (handoff.verdict, handoff.wait_open, handoff.wait_owner) == ("ROUTE_REJECTED", True, "ops-lead")
