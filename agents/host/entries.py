@@ -51,6 +51,7 @@ from agents.host import graphcache
 from agents.host.graphs import GraphDescription, HostedGraph
 from agents.observe import Verifier, WaitPolicy
 from agents.observe.evidence import digest
+from receipts.verdicts import bundle
 
 if TYPE_CHECKING:
     from agents.host.registry import Host
@@ -243,8 +244,6 @@ def _shipped_contracts(named: Any, module: Any, base_dir: Path, where: str) -> t
         except json.JSONDecodeError as exc:
             msg = f"{origin}: {str(value)!r} is not valid JSON ({exc.msg} at line {exc.lineno})"
             raise ImproperlyConfigured(msg) from None
-    from receipts.verdicts import bundle
-
     try:
         bundle.parse_contracts(value)
     except bundle.BundleError as exc:
