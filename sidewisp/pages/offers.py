@@ -182,11 +182,12 @@ def handoff_links(h: Handoff, offers: Offers, user: User, *, settled: bool = Fal
                 link("reject", "Reject…")
                 link("edit", "Edit…")
             else:
-                notes.append(
-                    Note(
-                        "decide", "Approve, reject and edit are not offered: a decision cannot reach this run's graph."
-                    )
+                text = (
+                    "Approve, reject and edit are not offered: a decision cannot reach this run's graph. "
+                    f"{offers.resumer} What unblocks it: an operator cancels the wait, or the run is started "
+                    "again where a worker or its app can resume it."
                 )
+                notes.append(Note("decide", text))
         if reassigns:
             link("reassign", "Reassign…")
     elif h.wait_open:

@@ -13,8 +13,8 @@ from django.urls import reverse
 
 from receipts import actions
 from receipts.ingest.recording import record
-from receipts.models import AuditEntry, ContractVersion, Handoff
-from tests.conftest import handoff_parts
+from receipts.models import AuditEntry, ContractVersion, Handoff, Run
+from tests.conftest import handoff_parts, record_wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -206,3 +206,17 @@ def test_an_uncertain_wait_says_what_it_lacks_to_an_owner_who_cannot_reassign(co
 
     assert "Approve and reject are not offered: this wait is uncertain (wait.owner is missing)" in page
     assert "An operator can assign them." in page
+
+
+def test_a_valid_wait_no_graph_can_take_a_decision_from_says_so_and_what_unblocks_it(record_handoff, client, owner):
+    handoff = record_handoff("h-imported", "op-imported", "waiting")
+    handoff = record_wait_for(handoff, owner="ops-lead")
+    Run.objects.filter(pk=handoff.run_id).update(source=Run.Source.IMPORT)
+    assert handoff.verdict == "WAITING_ON_APPROVAL"
+    client.force_login(owner)
+
+    page = client.get(reverse("sidewisp:waits")).content.decode()
+
+    assert "a decision cannot reach this run&#x27;s graph. Nothing resumes this run" in page
+    assert "What unblocks it: an operator cancels the wait" in page
+    assert 'data-action="approve"' not in page
