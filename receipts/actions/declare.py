@@ -9,7 +9,7 @@ once (receipts.ingest.recording.reclassify), so a wait held up by its route can 
 
 from __future__ import annotations
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from receipts.actions.policy import CHANGE_LIMITS, Outcome, Policy, Result, User, check, log_attempt, may, noop, refuse
 from receipts.ingest import drafts
@@ -52,7 +52,13 @@ def declare(*, user: User, run_id: object, version: str, digest: str, key: str, 
         except bundle.BundleError as exc:
             return refuse(user, DECLARE_ROUTES, run, key, f"The draft cannot be a contract: {exc}")
         note = f"declared from run {run.operation_id}"[:200]
-        ContractVersion.objects.create(version=version, routes=draft.routes, created_by=_person(user), note=note)
+        try:
+            with transaction.atomic():
+                ContractVersion.objects.create(
+                    version=version, routes=draft.routes, created_by=_person(user), note=note
+                )
+        except IntegrityError:  # another declaration of the same name won the race
+            return noop(user, DECLARE_ROUTES, run, key, f"{version} was declared meanwhile; nothing changed.")
         detail = {
             "version": version,
             "based_on": draft.based_on,

@@ -74,7 +74,10 @@ def drafts_for(handoffs: Iterable[Handoff]) -> list[Draft]:
         if current is not None and receiver in (current.routes.get(sender) or {}):
             continue  # declared: it was rejected for another reason (goto differs from receiver)
         by_version.setdefault(version, {}).setdefault((sender, receiver), []).append(h)
-    return [_draft(version, routes, stored) for version, routes in sorted(by_version.items())]
+    found = [_draft(version, routes, stored) for version, routes in sorted(by_version.items())]
+    # A new version already declaring exactly these routes is declared: its senders only have to name it.
+    declared = [cv.routes for cv in stored.values()]
+    return [draft for draft in found if draft.routes not in declared]
 
 
 def _draft(named: str, observed: dict[tuple[str, str], list[Handoff]], stored: dict) -> Draft:

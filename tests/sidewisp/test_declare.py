@@ -134,6 +134,7 @@ def test_a_route_missing_from_a_stored_version_is_drafted_as_a_new_version(contr
 
     assert ContractVersion.objects.get(version=VERSION).routes == {"alice": {"carol": []}}  # never edited
     assert ContractVersion.objects.get(version="teams/10").routes == {"alice": {"carol": [], "bob": ["order_id"]}}
+    assert actions.run_drafts(handoff.run) == []  # declared: its senders only have to name teams/10
 
 
 def test_a_non_admin_is_offered_nothing_and_refused_the_post(contracts, client, operator):
