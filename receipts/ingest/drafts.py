@@ -1,4 +1,4 @@
-""" "Declare what you saw": a draft contract version built from handoffs rejected at the route boundary.
+"""Declare what you saw: a draft contract version built from handoffs rejected at the route boundary.
 
 A handoff is ROUTE_REJECTED when its `route_version` is not a stored version, or names one that does
 not declare its sender → receiver. Nothing turns green by itself (fail closed): an admin reads a draft

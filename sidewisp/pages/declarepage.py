@@ -1,4 +1,4 @@
-""" "Declare what you saw": the POST that stores a drafted contract version (the offer: sidewisp.pages.offers).
+"""Declare what you saw: the POST that stores a drafted contract version (the offer: sidewisp.pages.offers).
 
 receipts.ingest.drafts builds a draft from the run's ROUTE_REJECTED handoffs (the verdicts stay red until a
 person declares); receipts.actions.declare stores it (change-limits permission, CSRF, idempotency key, audit).

@@ -1,4 +1,4 @@
-""" "Declare what you saw": an admin declares the routes a run showed; a wait that cannot be decided says why.
+"""Declare what you saw: an admin declares the routes a run showed; a wait that cannot be decided says why.
 
 Issue 28 §8. The handoffs here are recorded through the real recording service (receipts.ingest.recording.record)
 with the route version an app's SidewispMiddleware(route_version="teams/9") would give, a version nobody stored.
