@@ -39,6 +39,7 @@ ACTION_POLICIES: dict[str, actions.Policy] = {
     "sidewisp:run-resume": actions.RESUME_RUN,
     "sidewisp:run-retry": actions.RETRY_RUN,
     "sidewisp:run-create": actions.START_RUN,
+    "sidewisp:run-declare": actions.DECLARE_ROUTES,
 }
 # POST URLs that are not operator actions, and what protects them instead.
 NOT_ACTIONS = {

@@ -68,6 +68,9 @@ VERDICTS = (
 RESULTS = ("pass", "fail")
 # How a wait was decided (spec §1 v1.1); `expired` is the safe default applied at the deadline.
 RESOLUTIONS = ("approved", "edited", "rejected", "expired", "cancelled")
+# Where a created receipt's route version came from: SidewispMiddleware(route_version=),
+# observe(route_version=), or neither (the default, routes/1). Reasons name it.
+ROUTE_VERSION_SOURCES = ("middleware", "observe", "default")
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,7 @@ class Created:
     # v1.3 the whole turn: every tool-call id of the AI message that made the transfer, its own included;
     # None when not recorded (an older agent side), when only the transfer's own call is checked.
     turn_tool_call_ids: tuple[str, ...] | None = None
+    route_version_source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,12 @@ def _parse_result(value: object, field: str) -> str | None:
     raise BundleError(field, 'must be "pass" or "fail"')
 
 
+def _parse_source(value: object, field: str) -> str | None:
+    if value is None or (isinstance(value, str) and value in ROUTE_VERSION_SOURCES):
+        return value
+    raise BundleError(field, f"must be one of {', '.join(ROUTE_VERSION_SOURCES)}")
+
+
 def _parse_resolution(value: object, field: str) -> str | None:
     if value is None or (isinstance(value, str) and value in RESOLUTIONS):
         return value
@@ -156,6 +166,7 @@ def _parse_resolution(value: object, field: str) -> str | None:
 _Parser = Callable[[object, str], object]
 _TEXT, _NAMES, _TIME, _BOOL, _RESULT, _RESOLUTION = "text", "names", "time", "bool", "result", "resolution"
 _OPTIONAL_NAMES = "optional_names"  # a list whose absence is kept apart from an empty list
+_SOURCE = "route_version_source"
 # Every string of a part is an id or a name (spec v1.3): kept, or redacted when refused, never an error.
 _PARSERS: dict[str, _Parser] = {
     _TEXT: parse_identifier,
@@ -165,6 +176,7 @@ _PARSERS: dict[str, _Parser] = {
     _BOOL: parse_bool,
     _RESULT: _parse_result,
     _RESOLUTION: _parse_resolution,
+    _SOURCE: _parse_source,
 }
 # The only fields a part may carry; everything else is dropped unread.
 _PART_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -176,6 +188,7 @@ _PART_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
         ("required_context_keys", _NAMES),
         ("at", _TIME),
         ("turn_tool_call_ids", _OPTIONAL_NAMES),
+        ("route_version_source", _SOURCE),
     ),
     "reduced": (
         ("goto", _TEXT),
@@ -198,9 +211,16 @@ _PART_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     "verification": (("verifier", _TEXT), ("result", _RESULT), ("checked_at", _TIME), ("receipt_id", _TEXT)),
 }
-# Fields added after v1 (v1.1 wait.resolution, v1.2 destination.tools, v1.3 created.turn_tool_call_ids):
-# serialized only when present.
-_LATER_FIELDS = frozenset({("wait", "resolution"), ("destination", "tools"), ("created", "turn_tool_call_ids")})
+# Fields added after v1 (v1.1 wait.resolution, v1.2 destination.tools, v1.3 created.turn_tool_call_ids and
+# created.route_version_source): serialized only when present.
+_LATER_FIELDS = frozenset(
+    {
+        ("wait", "resolution"),
+        ("destination", "tools"),
+        ("created", "turn_tool_call_ids"),
+        ("created", "route_version_source"),
+    }
+)
 _PART_TYPES: dict[str, type[Part]] = {
     "created": Created,
     "reduced": Reduced,

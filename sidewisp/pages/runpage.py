@@ -14,7 +14,7 @@ from receipts.org import teams
 from receipts.queries import dashboard
 from sidewisp.pages import labels
 from sidewisp.pages.evidence import reconcile_evidence
-from sidewisp.pages.offers import Offers, offer_on_handoff, run_offers
+from sidewisp.pages.offers import Offers, declare_offer, offer_on_handoff, run_offers
 from sidewisp.pages.runs import NO_HANDOFF
 from sidewisp.pages.waits import with_stories
 
@@ -57,6 +57,7 @@ def run_context(run: Run, user: User, page: object = 1) -> dict:
         "reports": reports[: dashboard.REPORT_LIMIT],
         "more_reports": len(reports) > dashboard.REPORT_LIMIT,
         "effective_limits": effective_stack(run),
+        "declare": declare_offer(run, user, final),
         "timeline_limit": dashboard.TIMELINE_LIMIT,
         "now": timezone.now(),
         **_thread_runs(run, user),
