@@ -13,7 +13,12 @@ transfer the history shows, the parts the database lacks, with the tracker's own
   (a `Command(graph=PARENT)` ends it there) after an AI turn whose call is a known handoff, a tool
   that declares a receiver, or a call the update or a `Send` answers with a ToolMessage;
 - its gotos, its update's messages and the state after come from the parent's pending writes of
-  that step and its next checkpoint;
+  that step and its next checkpoint. LangGraph saves a task's writes and the next checkpoint on two
+  background threads and `durability="sync"` waits only for the checkpoint, so a process killed just
+  after it (as the observer hands the transfer's `reduced` to the writer) can leave a step with no
+  writes of the transferring task before a checkpoint that applied them: the transfer of a tool that
+  declares its receiver is then read from that checkpoint (`_lost_writes`: the receiver it schedules,
+  the messages it gained);
 - its destination started when the next step ran (a later checkpoint); when that step is the one
   the resumed run is about to run, the tracker awaits it in the live stream.
 
@@ -146,7 +151,10 @@ def derive(tracker: Tracker, found: dict[Namespace, list[Step]], known: dict[str
                 child = found.get((*ns, f"{name}:{task_id}"))
                 if not child or not child[-1].next:
                     continue  # not a subgraph, or one that ended on its own: no transfer left it
-                for transfer in _transfers(tracker, ns, name, task_id, child[-1], step.writes.get(task_id, []), known):
+                writes = step.writes.get(task_id) or []
+                if not writes and k + 1 < len(steps):
+                    writes = _lost_writes(tracker, ns, name, task_id, child[-1], step, steps[k + 1])
+                for transfer in _transfers(tracker, ns, name, task_id, child[-1], writes, known):
                     if k + 1 < len(steps):
                         out += _missing(tracker, transfer, steps, k, known)
                     else:
@@ -196,6 +204,30 @@ def _transfers(
         )
         for call in chosen
     ]
+
+
+def _lost_writes(
+    tracker: Tracker, ns: Namespace, name: str, task_id: str, last: Step, step: Step, after: Step
+) -> list[tuple[str, Any]]:
+    """The writes a transferring task made in `step` when they were not saved but the checkpoint after it was.
+
+    Only a call of a tool that declares its receiver is read back, and only when `after` schedules that
+    receiver: the branch to it, and the messages the step added (its update's messages, ToolMessage first).
+    """
+    agent = graph_at(tracker.graph, [node_of(segment) for segment in (*ns, f"{name}:{task_id}")])
+    turn = next((m for m in reversed(messages_in(last.values)) if isinstance(m, AIMessage) and m.tool_calls), None)
+    scheduled = {*after.next, *(node for node, _ in after.tasks)}
+    targets = []
+    for call in turn.tool_calls if turn is not None else ():
+        tool = find_tool(agent, str(call.get("name")))
+        target = handoff_target(tool) if tool is not None else None
+        if target is not None and target["to"] in scheduled and target["to"] not in targets:
+            targets.append(target["to"])
+    if len(targets) != 1:
+        return []  # none, or more than one the step could have taken: not guessed
+    before = {getattr(m, "id", None) for m in messages_in(step.values)}
+    gained = [m for m in messages_in(after.values) if getattr(m, "id", None) not in before]
+    return [(f"{BRANCH}{targets[0]}", None), *(("messages", m) for m in gained)]
 
 
 def _missing(
