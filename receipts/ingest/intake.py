@@ -34,7 +34,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from receipts.ingest import batches, lifecycle, recording, settling, setwise
+from receipts.ingest import batches, lifecycle, recording, settling, setwise, silence
 from receipts.models import FINAL_STATUS_PART, RECEIPT_PARTS
 from receipts.verdicts import bundle
 
@@ -177,6 +177,8 @@ def apply(entries: Sequence[Entry]) -> list[bool]:
         stored: list[bool] = []
         for parts, other in _segments(entries):
             stored += setwise.record_parts(parts) if parts else [_apply_one(other)]
+        runs = batches.current().runs
+        silence.heard_from(runs[op] for op in dict.fromkeys(entry.operation_id for entry in entries) if op in runs)
         return stored
 
 

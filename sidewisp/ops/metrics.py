@@ -36,6 +36,7 @@ from prometheus_client.exposition import choose_encoder
 
 from agents.observe import writer
 from receipts import retention
+from receipts.ingest import silence
 from receipts.models import Handoff, Receipt
 from receipts.notify import outbox
 from receipts.queries import dashboard
@@ -88,6 +89,7 @@ class SidewispCollector:
     def collect(self) -> Iterator[Metric]:
         yield self._handoffs()
         yield self._open_false_completions()
+        yield self._silent_runs()
         yield from self._waits()
         yield self._receipts()
         yield self._unapplied_intents()
@@ -115,6 +117,14 @@ class SidewispCollector:
         for labels, n in sorted(counts.items()):
             metric.add_metric(labels, n)
         return metric
+
+    def _silent_runs(self) -> Metric:
+        # issue 29 item 5: observed runs still "running" whose app sent nothing for SIDEWISP_SILENT_AFTER.
+        return GaugeMetricFamily(
+            "sidewisp_runs_silent",
+            "Running observed runs whose app sent no receipt for SIDEWISP_SILENT_AFTER seconds.",
+            value=silence.silent_runs().count(),
+        )
 
     def _open_false_completions(self) -> Metric:
         # A settled false completion keeps its verdict in sidewisp_handoffs; this counts those still open.
