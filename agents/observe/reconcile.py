@@ -16,9 +16,8 @@ transfer the history shows, the parts the database lacks, with the tracker's own
   that step and its next checkpoint. LangGraph saves a task's writes and the next checkpoint on two
   background threads and `durability="sync"` waits only for the checkpoint, so a process killed just
   after it (as the observer hands the transfer's `reduced` to the writer) can leave a step with no
-  writes of the transferring task before a checkpoint that applied them: the transfer of a tool that
-  declares its receiver is then read from that checkpoint (`_lost_writes`: the receiver it schedules,
-  the messages it gained);
+  writes of the transferring task before a checkpoint that applied them: the transfer is then read
+  from that checkpoint (`_lost_writes`: the receiver it schedules, the messages it gained);
 - its destination started when the next step ran (a later checkpoint); when that step is the one
   the resumed run is about to run, the tracker awaits it in the live stream.
 
@@ -153,7 +152,7 @@ def derive(tracker: Tracker, found: dict[Namespace, list[Step]], known: dict[str
                     continue  # not a subgraph, or one that ended on its own: no transfer left it
                 writes = step.writes.get(task_id) or []
                 if not writes and k + 1 < len(steps):
-                    writes = _lost_writes(tracker, ns, name, task_id, child[-1], step, steps[k + 1])
+                    writes = _lost_writes(tracker, ns, name, task_id, child[-1], step, steps[k + 1], known)
                 for transfer in _transfers(tracker, ns, name, task_id, child[-1], writes, known):
                     if k + 1 < len(steps):
                         out += _missing(tracker, transfer, steps, k, known)
@@ -207,26 +206,32 @@ def _transfers(
 
 
 def _lost_writes(
-    tracker: Tracker, ns: Namespace, name: str, task_id: str, last: Step, step: Step, after: Step
+    tracker: Tracker, ns: Namespace, name: str, task_id: str, last: Step, step: Step, after: Step, known: dict
 ) -> list[tuple[str, Any]]:
-    """The writes a transferring task made in `step` when they were not saved but the checkpoint after it was.
+    """The writes a transferring task made in `step` when they were not saved but the checkpoint after it was:
+    the branch to its receiver and the messages the step added (its update's).
 
-    Only a call of a tool that declares its receiver is read back, and only when `after` schedules that
-    receiver: the branch to it, and the messages the step added (its update's messages, ToolMessage first).
+    The receiver is the one a called tool declares, when `after` schedules it; else, for a call whose
+    `created` is stored (the middleware saw it return a transfer) and whose ToolMessage the step added,
+    the one node `after` schedules. Anything else is not guessed.
     """
     agent = graph_at(tracker.graph, [node_of(segment) for segment in (*ns, f"{name}:{task_id}")])
     turn = next((m for m in reversed(messages_in(last.values)) if isinstance(m, AIMessage) and m.tool_calls), None)
-    scheduled = {*after.next, *(node for node, _ in after.tasks)}
+    scheduled = list(dict.fromkeys([*after.next, *(node for node, _ in after.tasks)]))
+    before = {getattr(m, "id", None) for m in messages_in(step.values)}
+    gained = [m for m in messages_in(after.values) if getattr(m, "id", None) not in before]
+    answered = {m.tool_call_id for m in gained if isinstance(m, ToolMessage)}
     targets = []
     for call in turn.tool_calls if turn is not None else ():
         tool = find_tool(agent, str(call.get("name")))
-        target = handoff_target(tool) if tool is not None else None
-        if target is not None and target["to"] in scheduled and target["to"] not in targets:
-            targets.append(target["to"])
+        target = (handoff_target(tool) or {}).get("to") if tool is not None else None
+        created = "created" in known.get(evidence.handoff_id_for(tracker.operation_id, str(call.get("id"))), ())
+        if target is None and created and call.get("id") in answered and len(scheduled) == 1:
+            target = scheduled[0]
+        if target is not None and target in scheduled and target not in targets:
+            targets.append(target)
     if len(targets) != 1:
-        return []  # none, or more than one the step could have taken: not guessed
-    before = {getattr(m, "id", None) for m in messages_in(step.values)}
-    gained = [m for m in messages_in(after.values) if getattr(m, "id", None) not in before]
+        return []  # none, or more than one the step could have taken
     return [(f"{BRANCH}{targets[0]}", None), *(("messages", m) for m in gained)]
 
 

@@ -167,3 +167,22 @@ def test_a_run_killed_after_a_transfer_s_checkpoint_but_before_its_writes_were_s
 
     assert outcome.status == "complete"
     assert handoffs(config) == [("alice", "bob", "HEALTHY", "parent")]
+
+
+def test_a_hand_written_transfer_whose_writes_were_lost_is_recorded_on_resume_too(team_contracts):
+    # No receiver declared: the middleware's `created` (recorded once the tool returned) names the handoff,
+    # and the checkpoint after it schedules one node, its receiver.
+    saver = LosingSaver()
+    by_hand = teams._transfer("transfer_by_hand", "bob")
+    graph, config = (
+        teams.swarm(saver, hold=True, transfer="transfer_by_hand", extra_tools=[by_hand]),
+        config_for("hand"),
+    )
+    crash_after_the_transfer(graph, config)
+    saver.losing = False
+    assert saver.lost and graph.get_state(config).next == ("bob",)
+
+    outcome = observe(graph, None, config, verifier=PASS)
+
+    assert outcome.status == "complete"
+    assert handoffs(config) == [("alice", "bob", "HEALTHY", "parent")]
