@@ -106,3 +106,14 @@ def test_a_receipt_keeps_an_observed_run_from_going_silent(viewer_client):
 
     assert silence.mark_silent() == 0
     assert not Run.objects.get(pk=run.pk).is_silent
+
+
+def test_beat_marks_silent_runs(settings):
+    from receipts.tasks import mark_silent_runs
+
+    run = observed_run("op-beat")
+    Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - silence.bound() - timedelta(seconds=1))
+
+    assert settings.CELERY_BEAT_SCHEDULE["mark-silent-runs"]["task"] == "receipts.tasks.mark_silent_runs"
+    assert mark_silent_runs() == 1
+    assert Run.objects.get(pk=run.pk).is_silent
