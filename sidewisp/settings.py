@@ -279,6 +279,9 @@ SIDEWISP_LEASE_SECONDS = env_int("SIDEWISP_LEASE_SECONDS", 30, minimum=3)
 # issue 19 §1: an outbox intent sent but not applied by a worker this long after is sent again (receipts.notify.outbox);
 # metrics and the "unapplied" alert rule count work still unapplied this long after its promise.
 SIDEWISP_INTENT_APPLY_SECONDS = env_int("SIDEWISP_INTENT_APPLY_SECONDS", 20, minimum=1)
+# issue 29 item 5: a running observed run whose app sent no receipt for this long is shown "silent since …"
+# (not running, not failed), counted in /metrics and by "silent" alert rules; its next receipt ends that.
+SIDEWISP_SILENT_AFTER = env_int("SIDEWISP_SILENT_AFTER", 900, minimum=10)
 SIDEWISP_MODEL = env_str("SIDEWISP_MODEL", "scripted")
 # The graphs hosted runs drive (agents.host.registry): a JSON object of name → "path/to/file.py:attr" or
 # "package.module:attr" (or {"graph", "verifier", "wait_policies"}), or the path of a langgraph.json
@@ -366,6 +369,8 @@ CELERY_BEAT_SCHEDULE |= {
         "options": {"expires": 60.0},
     },
     # Window, overdue and heartbeat rules (verdict rules also react at once, in the recording transaction).
+    # Observed runs that stopped sending receipts are marked silent (receipts.ingest.silence).
+    "mark-silent-runs": {"task": "receipts.tasks.mark_silent_runs", "schedule": 5.0, "options": {"expires": 10.0}},
     "evaluate-alert-rules": {
         "task": "receipts.tasks.evaluate_alert_rules",
         "schedule": 5.0,

@@ -38,7 +38,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from receipts.ingest import batches, lifecycle, recording, redactions, settling, setwise
+from receipts.ingest import batches, lifecycle, recording, redactions, settling, setwise, silence
 from receipts.models import FINAL_STATUS_PART, RECEIPT_PARTS, MiddlewareReport, Run
 from receipts.verdicts import bundle
 
@@ -206,6 +206,8 @@ def apply(entries: Sequence[Entry]) -> list[bool]:
                 _note_redacted_ids(entry)
             stored += setwise.record_parts(parts) if parts else [_apply_one(other)]
         _report_redacted(redacted)
+        runs = batches.current().runs
+        silence.heard_from(runs[op] for op in dict.fromkeys(entry.operation_id for entry in entries) if op in runs)
         return stored
 
 

@@ -117,6 +117,9 @@ class Run(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # issue 29 item 5: when a running observed run was found silent (no receipt for SIDEWISP_SILENT_AFTER
+    # since heartbeat_at; receipts.ingest.silence); cleared by its next receipt.
+    silent_at = models.DateTimeField(null=True, blank=True, editable=False)
     # The run-level health (receipts.ingest.health computes it, the one place that does): the worst of
     # its handoff verdicts, its task status and its middleware alarms, with each reason named.
     health = models.CharField(max_length=20, blank=True, db_index=True)
@@ -158,6 +161,11 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return self.operation_id
+
+    @property
+    def is_silent(self) -> bool:
+        """A running observed run whose app sent nothing for SIDEWISP_SILENT_AFTER: shown "silent since"."""
+        return self.silent_at is not None and self.status == self.Status.RUNNING
 
 
 class Handoff(models.Model):
