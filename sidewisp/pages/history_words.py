@@ -49,8 +49,8 @@ def clock(at: datetime) -> str:
 
 
 def since(at: datetime, start: datetime | None) -> str:
-    """The time since the run started: "+1.234 s" ("−12 ms" for what came before its start)."""
+    """The time since the run started: "+1.234 s" ("-12 ms" for what came before its start)."""
     if start is None:
         return ""
     delta = at - start
-    return f"+{duration(delta)}" if delta >= timedelta(0) else f"−{duration(-delta)}"
+    return f"+{duration(delta)}" if delta >= timedelta(0) else f"-{duration(-delta)}"

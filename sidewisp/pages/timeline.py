@@ -72,15 +72,21 @@ def drawn(tl: timeline.Timeline, href_of) -> dict:
         y = AXIS_HEIGHT + i * LANE_HEIGHT
         bars = []
         for bar in lane.bars:
-            icon, verdict_label, tone = _verdict(bar.verdict)
+            _, verdict_label, tone = _verdict(bar.verdict)
             left = x(bar.start)
             width = max(MIN_BAR, round(x(bar.end) - left, 1))
             text = f"{describe(bar)} · verdict {verdict_label}"
-            bars.append(DrawnBar(bar, left, y + (LANE_HEIGHT - BAR_HEIGHT) / 2, width, tone, verdict_label, text,
-                                 href_of(bar.anchor)))
+            bars.append(
+                DrawnBar(
+                    bar, left, y + (LANE_HEIGHT - BAR_HEIGHT) / 2, width, tone, verdict_label, text, href_of(bar.anchor)
+                )
+            )
         lanes.append({"agent": lane.agent, "y": y, "text_y": y + LANE_HEIGHT / 2 + 5, "bars": bars})
     ticks = [
-        {"x": round(LABEL_WIDTH + PLOT_WIDTH * n / TICKS, 1), "text": f"+{duration(timedelta(seconds=span * n / TICKS))}"}
+        {
+            "x": round(LABEL_WIDTH + PLOT_WIDTH * n / TICKS, 1),
+            "text": f"+{duration(timedelta(seconds=span * n / TICKS))}",
+        }
         for n in range(TICKS + 1)
     ]
     height = AXIS_HEIGHT + max(1, len(lanes)) * LANE_HEIGHT + 4

@@ -85,7 +85,8 @@ def edited_run(transactional_db, people, client, monkeypatch):
 
 
 def entry_times(page: str) -> list[str]:
-    return re.findall(r'class="row history-entry"[^>]*>\s*<span class="cell-time">.*?<time[^>]*datetime="([^"]+)"', page)
+    found = r'class="row history-entry"[^>]*>\s*<span class="cell-time">.*?<time[^>]*datetime="([^"]+)"'
+    return re.findall(found, page)
 
 
 def test_the_history_shows_every_kind_of_entry_oldest_first_and_newest_first_on_request(edited_run, client):
