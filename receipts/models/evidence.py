@@ -124,6 +124,13 @@ class Run(models.Model):
     # The verdict of the handoff that changed last.
     latest_verdict = models.CharField(max_length=40, blank=True, editable=False)
     # --- end pages at scale
+    # --- runs with no handoff (spec v1.3): the outcome parts a run with no handoff to carry them gives, kept
+    # on the run so that check 7 judges it (receipts.verdicts.rules.classify_run); a run with handoffs keeps
+    # them on its latest handoff as before and leaves these empty.
+    # Nullable so that adding them is an ALTER TABLE on SQLite too (a rebuild would trip the rollup's triggers).
+    final_status = models.CharField(max_length=20, null=True, blank=True, editable=False)  # noqa: DJ001
+    verification = models.JSONField(null=True, blank=True, editable=False)
+    # --- end runs with no handoff
 
     objects = RunQuerySet.as_manager()
 

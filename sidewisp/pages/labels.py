@@ -55,7 +55,7 @@ REPORTS: dict[str, str] = {
     "context_edited": "Context edited",
     "model_failed": "Model failed",
     "evidence_dropped": "Evidence dropped",
-    "no_handoff": "No handoff recorded",
+    "no_handoff": "No handoffs",
     "no_verifier": "No verifier registered",
     "unseen_without_middleware": "Agent observed without SidewispMiddleware",
     "graph_error": "Graph error",
@@ -73,7 +73,7 @@ def report_text(kind: str, detail: dict | None) -> str:
         text = f"{where[0].upper()}{where[1:]} could not be recorded as it was and was left out"
         return f"{text} ({why})" if why else text
     if kind == "no_handoff":
-        return "The run ended without recording any handoff"
+        return "The run made no handoff: it is judged by its outcome alone"
     if kind == "graph_error":
         return _graph_error_text(detail)
     if kind == "unobserved_stream":

@@ -1,0 +1,24 @@
+"""Spec v1.3 "Runs with no handoff": a run that made none keeps its final status and verification itself.
+
+Both columns are nullable with no default, so SQLite adds them with ALTER TABLE (no table rebuild, which the
+overview's rollup triggers on receipts_run would not survive).
+"""
+
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+    dependencies = [("receipts", "0027_rollup_by_owner")]
+
+    operations = [
+        migrations.AddField(
+            model_name="run",
+            name="final_status",
+            field=models.CharField(blank=True, editable=False, max_length=20, null=True),
+        ),
+        migrations.AddField(
+            model_name="run",
+            name="verification",
+            field=models.JSONField(blank=True, editable=False, null=True),
+        ),
+    ]
