@@ -197,6 +197,8 @@ class Handoff(models.Model):
             # A run's handoffs, and "has a handoff with verdict V" (the runs list's verdict filter) from the
             # index alone.
             models.Index(fields=["run", "verdict"], name="handoff_run_verdict"),
+            # The overview's "In progress" tile (spec v1.2 Settled): the few handoffs not settled yet, by time.
+            models.Index(fields=["created_at"], condition=models.Q(settled_at__isnull=True), name="handoff_unsettled"),
         ]
         # Sidewisp's permissions. Default deny: a user without a group has none.
         permissions = [
