@@ -78,6 +78,10 @@ def test_an_entry_naming_only_a_handoff_keeps_its_pruned_runs_owner():
         handoff=run.handoffs.get(),
         outcome="done",
     )
+    _prune()
+    entry.refresh_from_db()
+    kept = (entry.run_id, entry.handoff_id, entry.run_pruned, entry.pruned_run_graph, entry.pruned_run_source_name)
+    assert kept == (None, None, True, "beta-graph", "beta-remote")
 
 
 def _seen(client, user) -> tuple[set[str], set[str]]:
