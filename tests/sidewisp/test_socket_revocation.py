@@ -38,11 +38,15 @@ async def _open_and_settle(cookie, handoff_id: str):
 
 
 async def _closed_at_once_with_no_frame(communicator, started: float) -> None:
-    """After the logout or the save: frames would come (a new false completion), but the next thing is the close."""
+    """After the logout or the save, a new false completion would be sent to the page: the socket closes within
+    a second and is sent nothing of it (a frame the hub sent before it was told may still be on its way)."""
     loop = asyncio.get_running_loop()
     await record_all("h-after", "op-after", "false_complete")
-    output = await communicator.receive_output(timeout=max(started + AT_ONCE - loop.time(), 0.01))
-    assert output["type"] == "websocket.close", output.get("text", "")[:200]
+    while True:
+        output = await communicator.receive_output(timeout=max(started + AT_ONCE - loop.time(), 0.01))
+        if output["type"] == "websocket.close":
+            break
+        assert "h-after" not in output.get("text", ""), "a frame after the logout"
     assert loop.time() - started < AT_ONCE
     assert await communicator.receive_nothing(timeout=0.5)
 
