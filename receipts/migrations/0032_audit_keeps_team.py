@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('receipts', '0027_rollup_by_owner'),
+        ('receipts', '0031_run_outcome'),
     ]
 
     operations = [
