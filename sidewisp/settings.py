@@ -55,6 +55,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Every query string checked once, before any view or admin filter reads it (issue 29 §2): 414, or 400 in words.
+    "sidewisp.web.refusals.QueryStringMiddleware",
     # A view that lost the database answers 503 in words, saying whether anything was done (issue 19 §2).
     "sidewisp.web.refusals.DatabaseUnreachableMiddleware",
     # Last, as django-axes asks: it turns a lock-out into the lock-out page.

@@ -11,8 +11,8 @@ An entry is either
 - a **part**: `{"kind": "part", "operation_id", "handoff_id", "part", "value", "attempt"}`
   (`part` one of spec §1's parts or `final_status`). `handoff_id` may be null for
   the run outcome parts (wait, verification, final_status): the part is then
-  attached to the run's latest handoff, and dropped when the run has none
-  (fail closed: an outcome with no handoff proves nothing).
+  attached to the run's latest handoff; a run with none keeps its verification and
+  final status itself (spec v1.3: it is judged by its outcome) and drops a wait.
 - a **report**: `{"kind": "report", "operation_id", "agent", "report", "detail", "attempt"}`
   (a middleware report: `report` is a `MiddlewareReport.Kind`).
 - a **settle**: `{"kind": "settle", "operation_id", "handoff_id"}`: the step in which the
@@ -260,7 +260,7 @@ def _apply_one(entry: Entry) -> bool:
         return lifecycle.apply(entry)
     handoff_id = entry.handoff_id or batches.latest_handoff_id(entry.operation_id)
     if handoff_id is None:
-        return False
+        return setwise.keep_on_run(entry)
     result = recording.record(
         handoff_id=handoff_id,
         operation_id=entry.operation_id,

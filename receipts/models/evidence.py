@@ -138,6 +138,13 @@ class Run(models.Model):
     # The verdict of the handoff that changed last.
     latest_verdict = models.CharField(max_length=40, blank=True, editable=False)
     # --- end pages at scale
+    # --- runs with no handoff (spec v1.3): the outcome parts a run with no handoff to carry them gives, kept
+    # on the run so that check 7 judges it (receipts.verdicts.rules.classify_run); a run with handoffs keeps
+    # them on its latest handoff as before and leaves these empty.
+    # Nullable so that adding them is an ALTER TABLE on SQLite too (a rebuild would trip the rollup's triggers).
+    final_status = models.CharField(max_length=20, null=True, blank=True, editable=False)  # noqa: DJ001
+    verification = models.JSONField(null=True, blank=True, editable=False)
+    # --- end runs with no handoff
 
     objects = RunQuerySet.as_manager()
 
@@ -220,6 +227,8 @@ class Handoff(models.Model):
             # A run's handoffs, and "has a handoff with verdict V" (the runs list's verdict filter) from the
             # index alone.
             models.Index(fields=["run", "verdict"], name="handoff_run_verdict"),
+            # The overview's "In progress" tile (spec v1.2 Settled): the few handoffs not settled yet, by time.
+            models.Index(fields=["created_at"], condition=models.Q(settled_at__isnull=True), name="handoff_unsettled"),
         ]
         constraints = [
             models.UniqueConstraint(fields=["handoff_id", "source_name"], name="handoff_id_source"),

@@ -49,6 +49,7 @@ from django.template.loader import render_to_string
 from receipts.ingest.broadcast import HEALTH_GROUP
 from receipts.org import teams
 from sidewisp import pages  # the renderer's names, looked up where they were (tests replace render_live)
+from sidewisp.live import revocations
 from sidewisp.live.threads import on_render_thread
 
 logger = logging.getLogger(__name__)
@@ -191,6 +192,8 @@ class Hub:
             if message.get("n") == self.probes and self._probe_back is not None:
                 self._probe_back.set()
             return
+        if message.get("type") == revocations.USER_CHANGED:  # issue 29 §7: that user's sockets stop, are checked
+            return self._revoke(message.get("user"), str(message.get("session") or ""))
         if message.get("type") == "health.events":
             events = message.get("events") or []
         elif message.get("type") == "health.event":
@@ -200,6 +203,10 @@ class Hub:
         for event in events:
             if isinstance(event, dict):
                 self._note(event)
+
+    def _revoke(self, user_id: object, session: str) -> None:
+        for subscriber in [s for topic in self.topics.values() for s in topic.subscribers if s.user_id == user_id]:
+            getattr(subscriber, "revoke", lambda session: None)(session)
 
     def _note(self, event: dict) -> None:
         run, seq = event.get("run"), event.get("seq")
