@@ -171,3 +171,32 @@ def test_the_timeline_costs_the_same_queries_for_many_receipts_as_for_few(record
     assert Receipt.objects.filter(handoff__run=many).count() > 5 * Receipt.objects.filter(handoff__run=few).count()
 
     assert _queries(viewer_client, many) == _queries(viewer_client, few)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_timeline_grows_live_over_the_run_pages_socket(viewer, record_handoff):
+    from channels.db import database_sync_to_async
+
+    from receipts.ingest.recording import record
+    from tests.sidewisp.test_consumer import ORIGIN, TIMEOUT, receive_until, run_async, session_cookie, socket
+
+    handoff = record_handoff("h-tl-live", "op-tl-live", "waiting")
+    cookie = session_cookie(viewer)
+
+    async def body():
+        communicator = socket(f"/ws/health/?page=run&run={handoff.run_id}", ORIGIN, cookie)
+        assert (await communicator.connect())[0]
+        first = await communicator.receive_from(timeout=TIMEOUT)
+        assert f'id="run-{handoff.run_id}-timeline"' in first and "tl-wait tone-" in first
+        decided = {**handoff.wait_part, "resolved": True, "resolution": "approved"}
+        await database_sync_to_async(record)(
+            handoff_id="h-tl-live", operation_id="op-tl-live", part="wait", value=decided, attempt="decided-1"
+        )
+        receipt = await database_sync_to_async(Receipt.objects.filter(handoff=handoff).latest)("recorded_at", "pk")
+        # The wait's end starts the receiver's next turn: a bar that links to the new entry.
+        message = await receive_until(communicator, f'href="#history-receipt-{receipt.pk}"')
+        assert f'id="run-{handoff.run_id}-timeline"' in message
+        assert f'href="#history-receipt-{receipt.pk}"' not in first
+        await communicator.disconnect()
+
+    run_async(body)
