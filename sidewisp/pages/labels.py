@@ -130,6 +130,7 @@ CONFIRM_TITLES: dict[str, str] = {
     "reassign": "Reassign",
     "cancel": "Cancel the wait",
     "reopen": "Reopen the task",
+    "verify": "Verify again",
     "accept": "Accept as is",
     "resolve": "Mark resolved",
     "stop": "Stop auto-continue",
