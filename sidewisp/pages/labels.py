@@ -153,7 +153,12 @@ CAUSES: dict[str, str] = {
 }
 
 # A decision's kind, as the confirmation page of a decided wait says it.
-DECISIONS: dict[str, str] = {"approve": "approved", "reject": "rejected", "edit": "approved with edited arguments"}
+DECISIONS: dict[str, str] = {
+    "approve": "approved",
+    "reject": "rejected",
+    "edit": "approved with edited arguments",
+    "reopen": "reopened (the task goes back to its agent)",
+}
 
 # Run health level (receipts.ingest.health) -> (icon, label, tone); only "healthy" is ever green.
 HEALTH: dict[str, tuple[str, str, str]] = {

@@ -189,9 +189,13 @@ def test_an_observed_runs_reopen_is_handed_to_the_app_by_await_decision(operator
     run = Run.objects.get(operation_id="op-observed-reopen")
     assert _verdict(run) == "FALSE_COMPLETE"
 
+    client = Client()
+    client.force_login(operator)
+    page = client.get(reverse("sidewisp:confirm", args=["reopen", run.handoffs.get().pk])).content.decode()
     result = _reopen(operator, run)
     command = await_decision("op-observed-reopen", timeout=5, poll=0.05)
 
+    assert "The app&#x27;s own process must resume it" in page
     assert result.outcome == "done" and "The app's own process must resume it" in result.message
     assert command is not None and command.goto == "sales"
     assert await_decision("op-observed-reopen", timeout=0) is None  # claimed once
@@ -199,4 +203,4 @@ def test_an_observed_runs_reopen_is_handed_to_the_app_by_await_decision(operator
     assert outcome.status == "complete"
     assert _verdict(run) == "HEALTHY"
     assert Order.objects.filter(operation_id="op-observed-reopen").count() == 1
-    assert AuditEntry.objects.filter(action="wait.resume", detail__resumed_by="app").exists()
+    assert AuditEntry.objects.filter(action="task.rework", detail__resumed_by="app").exists()
