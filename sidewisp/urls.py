@@ -26,6 +26,7 @@ page_patterns = (
         path("waits/<int:pk>/reassign/", views.wait_reassign, name="wait-reassign"),
         path("waits/<int:pk>/cancel/", views.wait_cancel, name="wait-cancel"),
         path("handoffs/<int:pk>/reopen/", views.task_reopen, name="task-reopen"),
+        path("handoffs/<int:pk>/verify/", views.task_verify, name="task-verify"),
         path("handoffs/<int:pk>/accept/", views.task_accept, name="task-accept"),
         path("handoffs/<int:pk>/resolve/", views.task_resolve, name="task-resolve"),
         path("runs/<int:pk>/stop/", views.run_stop, name="run-stop"),

@@ -130,6 +130,7 @@ CONFIRM_TITLES: dict[str, str] = {
     "reassign": "Reassign",
     "cancel": "Cancel the wait",
     "reopen": "Reopen the task",
+    "verify": "Verify again",
     "accept": "Accept as is",
     "resolve": "Mark resolved",
     "stop": "Stop auto-continue",
@@ -152,7 +153,12 @@ CAUSES: dict[str, str] = {
 }
 
 # A decision's kind, as the confirmation page of a decided wait says it.
-DECISIONS: dict[str, str] = {"approve": "approved", "reject": "rejected", "edit": "approved with edited arguments"}
+DECISIONS: dict[str, str] = {
+    "approve": "approved",
+    "reject": "rejected",
+    "edit": "approved with edited arguments",
+    "reopen": "reopened (the task goes back to its agent)",
+}
 
 # Run health level (receipts.ingest.health) -> (icon, label, tone); only "healthy" is ever green.
 HEALTH: dict[str, tuple[str, str, str]] = {
