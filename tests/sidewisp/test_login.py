@@ -68,6 +68,7 @@ def test_every_declared_action_is_covered_by_the_anonymous_check():
         "sidewisp:run-resume",
         "sidewisp:run-retry",
         "sidewisp:run-create",
+        "sidewisp:run-declare",
     }
 
 

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('receipts', '0029_value_redacted_report'),
+        ('receipts', '0032_audit_keeps_team'),
     ]
 
     operations = [
