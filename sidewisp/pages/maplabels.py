@@ -130,7 +130,9 @@ def nearest(path: Sequence[Point], p: Point) -> Point:
 
 def overlap(a: Rect, b: Rect, gap: float = 0.0) -> bool:
     """Whether the rectangles come closer than `gap` (touching edges at gap 0 do not overlap)."""
-    return a[0] < b[0] + b[2] + gap and b[0] < a[0] + a[2] + gap and a[1] < b[1] + b[3] + gap and b[1] < a[1] + a[3] + gap
+    return (
+        a[0] < b[0] + b[2] + gap and b[0] < a[0] + a[2] + gap and a[1] < b[1] + b[3] + gap and b[1] < a[1] + a[3] + gap
+    )
 
 
 class _Grid:

@@ -73,7 +73,9 @@ def _stored() -> dict[str, tuple[int, int]]:
     from receipts.models import Handoff
 
     found: dict[str, tuple[int, int]] = {}
-    for sender, receiver, verdict in Handoff.objects.filter(run__graph=GRAPH).values_list("sender", "receiver", "verdict"):
+    for sender, receiver, verdict in Handoff.objects.filter(run__graph=GRAPH).values_list(
+        "sender", "receiver", "verdict"
+    ):
         total, failed = found.get(f"{sender} → {receiver}", (0, 0))
         found[f"{sender} → {receiver}"] = (total + 1, failed + (verdict not in ("HEALTHY", "WAITING_ON_APPROVAL")))
     return found
@@ -102,7 +104,9 @@ def _boxes(page) -> dict[str, list[dict]]:
 
 
 def _meet(a: dict, b: dict) -> bool:
-    return a["x"] < b["x"] + b["w"] and b["x"] < a["x"] + a["w"] and a["y"] < b["y"] + b["h"] and b["y"] < a["y"] + a["h"]
+    return (
+        a["x"] < b["x"] + b["w"] and b["x"] < a["x"] + a["w"] and a["y"] < b["y"] + b["h"] and b["y"] < a["y"] + a["h"]
+    )
 
 
 def _check_labels(page) -> int:
@@ -171,7 +175,9 @@ def test_on_a_phone_the_twelve_agent_map_pans_and_zooms_inside_its_box(open_as, 
     assert frame["x"] >= 0 and frame["x"] + frame["width"] <= PHONE["width"]
     assert page.evaluate("() => document.documentElement.scrollWidth") <= PHONE["width"]
 
-    sizes = box.evaluate("b => ({wide: b.scrollWidth, shown: b.clientWidth, tall: b.scrollHeight, high: b.clientHeight})")
+    sizes = box.evaluate(
+        "b => ({wide: b.scrollWidth, shown: b.clientWidth, tall: b.scrollHeight, high: b.clientHeight})"
+    )
     assert sizes["wide"] > sizes["shown"] and sizes["tall"] > sizes["high"]  # it pans both ways, inside its box
     box.hover()
     page.mouse.wheel(300, 200)

@@ -55,7 +55,9 @@ def test_placed_labels_never_overlap_each_other_or_an_obstacle(obstacles, labels
     centres = maplabels.place(obstacles, labels)
 
     assert len(centres) == len(labels)
-    placed = [(x - label.w / 2, y - label.h / 2, label.w, label.h) for (x, y), label in zip(centres, labels, strict=True)]
+    placed = [
+        (x - label.w / 2, y - label.h / 2, label.w, label.h) for (x, y), label in zip(centres, labels, strict=True)
+    ]
     for a, b in itertools.combinations(placed, 2):
         assert not maplabels.overlap(a, b, maplabels.GAP - 1e-6), (a, b)
     for label, obstacle in itertools.product(placed, obstacles):
