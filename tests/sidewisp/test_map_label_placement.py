@@ -22,14 +22,14 @@ LABEL = st.builds(maplabels.Label, PATH, st.floats(8, 180), st.floats(8, 20))
 
 
 def twelve_agents_both_ways() -> list[tuple[str, str, str, int]]:
-    """A 12-agent team whose hub hands off to every other agent and back, and whose agents form a ring both
-    ways: (sender, receiver, verdict, count), a failing handoff on every third route."""
+    """A 12-agent team whose hub hands off to each of the eleven others and each hands back (one layer of
+    eleven, two arrows to each): (sender, receiver, verdict, count), a failing handoff back on every third."""
     agents = [f"agent-{i:02d}" for i in range(12)]
-    pairs = [(agents[0], a) for a in agents[1:]] + [(a, b) for a, b in itertools.pairwise(agents[1:])]
-    routes = []
-    for i, (a, b) in enumerate(pairs):
-        routes.append((a, b, "HEALTHY", 3 + i))
-        routes.append((b, a, "FALSE_COMPLETE" if i % 3 == 0 else "HEALTHY", 1 + i % 4))
+    routes = [(agents[0], agent, "HEALTHY", 3 + i) for i, agent in enumerate(agents[1:])]
+    routes += [
+        (agent, agents[0], "FALSE_COMPLETE" if i % 3 == 0 else "HEALTHY", 1 + i % 4)
+        for i, agent in enumerate(agents[1:])
+    ]
     return routes
 
 
@@ -107,7 +107,7 @@ def test_the_labels_of_routes_taken_both_ways_and_of_a_wide_fan_out_do_not_overl
 def test_the_labels_of_a_twelve_agent_team_with_routes_both_ways_do_not_overlap_and_say_the_failure_rate():
     drawing = draw(_team(twelve_agents_both_ways()))
 
-    assert len(drawing.arrows) == 42
+    assert len(drawing.arrows) == 22
     _assert_apart(drawing)
     failing = next(a for a in drawing.arrows if (a.route.sender, a.route.receiver) == ("agent-01", "agent-00"))
     assert failing.text == "1 · 100% failed"
