@@ -175,14 +175,11 @@ def test_on_a_phone_the_twelve_agent_map_pans_and_zooms_inside_its_box(open_as, 
     assert frame["x"] >= 0 and frame["x"] + frame["width"] <= PHONE["width"]
     assert page.evaluate("() => document.documentElement.scrollWidth") <= PHONE["width"]
 
-    sizes = box.evaluate(
-        "b => ({wide: b.scrollWidth, shown: b.clientWidth, tall: b.scrollHeight, high: b.clientHeight})"
-    )
-    assert sizes["wide"] > sizes["shown"] and sizes["tall"] > sizes["high"]  # it pans both ways, inside its box
+    sizes = box.evaluate("b => ({wide: b.scrollWidth, shown: b.clientWidth})")
+    assert sizes["wide"] > sizes["shown"]  # wider than the phone: it pans sideways, inside its box
     box.hover()
-    page.mouse.wheel(300, 200)
+    page.mouse.wheel(300, 0)
     expect(box).not_to_have_js_property("scrollLeft", 0)
-    expect(box).not_to_have_js_property("scrollTop", 0)
     assert page.evaluate("() => window.scrollX") == 0
 
     page.get_by_label("Fit the whole map in its box").check()  # zoomed out: the whole map in the box's width
