@@ -4,7 +4,7 @@ from django.urls import include, path
 
 from sidewisp import api, views
 from sidewisp.ops import metrics
-from sidewisp.pages import history, mappage
+from sidewisp.pages import glossary, history, mappage
 from sidewisp.pages.decidedpage import wait_decided
 from sidewisp.sso import views as sso
 
@@ -33,6 +33,7 @@ page_patterns = (
         path("runs/<int:pk>/retry/", views.run_retry, name="run-retry"),
         path("audit/", views.audit_log, name="audit"),
         path("audit.csv", views.audit_csv, name="audit-csv"),
+        path("glossary/", glossary.glossary, name="glossary"),  # issue 30 §4
     ],
     "sidewisp",
 )

@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 
 from receipts.admin.base import ReadOnlyAdmin, iso_time
 from receipts.models import AlertRule, Delivery, NotificationChannel
-from receipts.verdicts import bundle
+from receipts.verdicts import bundle, words
 
 
 class NotificationChannelForm(forms.ModelForm):
@@ -61,6 +61,13 @@ class NotificationChannelAdmin(admin.ModelAdmin):
 
 
 class AlertRuleForm(forms.ModelForm):
+    # issue 30 §4: the verdicts by their words (receipts.verdicts.words), HEALTHY not offered as an alert.
+    verdict = forms.TypedChoiceField(
+        required=False,
+        choices=[("", "— (not a verdict rule)"), *words.alert_choices()],
+        help_text="Verdict rules: the verdict that fires the alert once a handoff settles in it.",
+    )
+
     class Meta:
         model = AlertRule
         fields = [
@@ -105,7 +112,7 @@ class AlertRuleAdmin(admin.ModelAdmin):
     list_display = [
         "name",
         "kind",
-        "verdict",
+        "verdict_words",
         "agent",
         "channel",
         "team",
@@ -118,6 +125,10 @@ class AlertRuleAdmin(admin.ModelAdmin):
     search_fields = ["name", "agent"]
     list_select_related = ["channel", "team"]
     readonly_fields = ["firing", "announced", "fired_at", "notices", "changed_at"]
+
+    @admin.display(description="verdict", ordering="verdict")
+    def verdict_words(self, rule: AlertRule) -> str:
+        return words.verdict_words(rule.verdict) if rule.verdict else "—"
 
 
 @admin.register(Delivery)
