@@ -84,6 +84,13 @@ class AlertRuleForm(forms.ModelForm):
             "team",  # issue 22 §2
         ]
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # The admin's date and time inputs have no label of their own (axe: every input is named).
+        parts = getattr(self.fields["muted_until"].widget, "widgets", [])
+        for widget, part in zip(parts, ("date", "time"), strict=False):
+            widget.attrs.setdefault("aria-label", f"Muted until: {part}")
+
     def clean_name(self) -> str:
         return _checked_text(self.cleaned_data["name"])
 
