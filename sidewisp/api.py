@@ -10,6 +10,7 @@ and nothing is stored then.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from functools import wraps
 
+import redis
 from django.conf import settings
 from django.core.cache import cache
 from django.http import HttpRequest, JsonResponse
@@ -28,6 +30,7 @@ from agents.observe.decisions import remembered_interrupts
 from receipts.models import Decision, Run, SourceToken
 from receipts.verdicts import bundle
 from receipts.workers import claims, sources
+from sidewisp.ops import metrics
 
 
 def _error(status: int, field: str, message: str, **headers: str) -> JsonResponse:
@@ -100,10 +103,19 @@ def post_receipts(request: HttpRequest, token: SourceToken) -> JsonResponse:
     try:
         stored = sources.store(token, sources.entries_from(body))
     except bundle.BundleError as exc:
+        _count_refused()
         return _error(400, exc.field, exc.message)
     except sources.OutOfScope as exc:
+        _count_refused()
         return _error(403, exc.field, exc.message)
     return JsonResponse({"entries": [{"stored": flag} for flag in stored]})
+
+
+def _count_refused() -> None:
+    """Count a refused body for /metrics (spec v1.3: nothing dropped in silence); never fails the answer."""
+    client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=0.2, socket_timeout=0.2)
+    with contextlib.suppress(redis.RedisError), client:
+        client.incr(metrics.refused_receipts_key())
 
 
 @require_GET
@@ -113,7 +125,8 @@ def get_decision(request: HttpRequest, token: SourceToken, operation_id: str) ->
     if isinstance(run, JsonResponse):
         return run
     offered = claims.unclaimed(run).first()
-    return JsonResponse({"operation_id": operation_id, "decision": None if offered is None else _offer(offered, run)})
+    decision = None if offered is None else _offer(offered, run)
+    return JsonResponse({"operation_id": run.operation_id, "decision": decision})
 
 
 @require_POST
@@ -138,7 +151,8 @@ def claim_decision(request: HttpRequest, token: SourceToken, operation_id: str) 
 
 def _run(token: SourceToken, operation_id: str) -> Run | JsonResponse:
     try:
-        run = sources.run_in_scope(token, operation_id)
+        # Spec v1.3: a credential-shaped id was stored redacted; the same value finds the same run.
+        run = sources.run_in_scope(token, bundle.identifier(operation_id))
     except sources.OutOfScope as exc:
         return _error(403, exc.field, exc.message)
     if run is None:

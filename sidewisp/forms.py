@@ -49,6 +49,15 @@ class ActionForm(forms.Form):
         return reason
 
 
+class DeclareForm(ActionForm):
+    """Declare a drafted contract version: its name and the digest of the draft the page showed."""
+
+    version = forms.CharField(max_length=200, widget=forms.HiddenInput)
+    digest = forms.RegexField(
+        regex=r"^[0-9a-f]{16}$", widget=forms.HiddenInput, error_messages={"invalid": "bad digest"}
+    )
+
+
 class DecisionForm(ActionForm):
     """Approve, reject or edit. For edit, one optional field per argument name of the pending tool call."""
 

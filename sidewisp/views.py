@@ -39,6 +39,7 @@ ACTION_POLICIES: dict[str, actions.Policy] = {
     "sidewisp:run-resume": actions.RESUME_RUN,
     "sidewisp:run-retry": actions.RETRY_RUN,
     "sidewisp:run-create": actions.START_RUN,
+    "sidewisp:run-declare": actions.DECLARE_ROUTES,
 }
 # POST URLs that are not operator actions, and what protects them instead.
 NOT_ACTIONS = {
@@ -296,7 +297,8 @@ def run_create(request: HttpRequest) -> HttpResponse:
     found = actions.check_start(request.user)
     if not found.ok:
         return _result(request, found)
-    form = forms.StartRunForm(request.POST, graphs=current_runtime().graphs())
+    # Only the user's teams' graphs are choices: another team's is refused as an unknown name is (issue 29 §3).
+    form = forms.StartRunForm(request.POST, graphs=teams.graphs_usable(request.user, current_runtime().graphs()))
     if not form.is_valid():
         return render(request, "sidewisp/run_start.html", {"form": form}, status=400)
     data = form.cleaned_data

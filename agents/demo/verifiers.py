@@ -32,7 +32,7 @@ def refund_exists(operation_id: str) -> bool:
 
 def tests_pass(operation_id: str) -> bool:
     # The run's scenario names the workspace seed whose test command decides.
-    scenario_name = Run.objects.filter(operation_id=operation_id).values_list("scenario", flat=True).first()
+    scenario_name = Run.objects.for_operation(operation_id).values_list("scenario", flat=True).first()
     scenario = SCENARIOS.get(scenario_name or "")
     if scenario is None or not scenario.workspace:
         return False

@@ -5,7 +5,7 @@ JSON object, or the path of a langgraph.json-style file (`{"graphs": {...}}`,
 paths inside it relative to the file). Each entry maps a name to a reference,
 `path/to/file.py:attr` or `package.module:attr`, or to an object::
 
-    {"graph": "<ref>", "verifier": "<ref>",
+    {"graph": "<ref>", "verifier": "<ref>", "contracts": "path/to/contracts.json",
      "wait_policies": {"<tool>": {"owner": "...", "reason": "...", "deadline_minutes": 60}}}
 
 `attr` is a compiled graph (Sidewisp gives it its checkpointer) or a factory
@@ -19,7 +19,10 @@ the config's thread or operation id into its graph; one that reads `host.run`
 or makes the run's workspace is called for every run. The module of `attr`
 may describe the graph for the admin (`sidewisp_description =
 GraphDescription(...)`): its agents and tools, which tools are sensitive or
-have effects, and named variants (the demo's scenarios).
+have effects, and named variants (the demo's scenarios). A graph ships its route contract
+(spec §2) in the entry's `contracts` (a JSON file's path, or the document) or as its
+module's `sidewisp_contracts` (the document, or a JSON file's path beside the module);
+agents.host.shipped adds it to the database before the graph's first run.
 
 Without configuration the demo team is registered as "demo". A bad entry
 raises `ImproperlyConfigured` naming the entry, at start-up (AgentsConfig.ready).
@@ -48,13 +51,15 @@ from agents.host import graphcache
 from agents.host.graphs import GraphDescription, HostedGraph
 from agents.observe import Verifier, WaitPolicy
 from agents.observe.evidence import digest
+from receipts.verdicts import bundle
 
 if TYPE_CHECKING:
     from agents.host.registry import Host
 
 DEFAULT_GRAPHS: dict[str, Any] = {"demo": "agents.demo.graph:make_graph"}
 DESCRIPTION_ATTR = "sidewisp_description"
-_ENTRY_KEYS = frozenset({"graph", "verifier", "wait_policies"})
+CONTRACTS_ATTR = "sidewisp_contracts"
+_ENTRY_KEYS = frozenset({"graph", "verifier", "wait_policies", "contracts"})
 _POLICY_KEYS = frozenset({"owner", "reason", "deadline_minutes"})
 
 
@@ -68,6 +73,9 @@ class Entry:
     verifier: Verifier | None = None
     wait_policies: Mapping[str, WaitPolicy] = field(default_factory=dict)
     description: GraphDescription = field(default_factory=GraphDescription)
+    # The spec §2 document the graph ships (validated at start-up), and where it was named.
+    contracts: Mapping[str, Any] | None = None
+    contracts_from: str = ""
 
     def build(self, config: Mapping[str, Any], *, checkpointer: Any, host: Host) -> HostedGraph:
         """The compiled graph on `checkpointer`, with wait policies (limits < factory < configuration).
@@ -204,6 +212,7 @@ def _entry(name: str, spec: Any, base_dir: Path) -> Entry:
     if described is not None and not isinstance(described, GraphDescription):
         msg = f"{where}: {DESCRIPTION_ATTR} of {ref} must be a GraphDescription"
         raise ImproperlyConfigured(msg)
+    shipped, shipped_from = _shipped_contracts(spec.get("contracts"), module, base_dir, where)
     return Entry(
         name=name,
         ref=ref,
@@ -211,7 +220,36 @@ def _entry(name: str, spec: Any, base_dir: Path) -> Entry:
         verifier=verifier,
         wait_policies=_wait_policies(spec.get("wait_policies"), where),
         description=described or GraphDescription(),
+        contracts=shipped,
+        contracts_from=shipped_from,
     )
+
+
+def _shipped_contracts(named: Any, module: Any, base_dir: Path, where: str) -> tuple[Mapping | None, str]:
+    """The contracts document the entry (else the graph's module) ships, validated, and where it was named."""
+    if named is not None:
+        origin, value, relative_to = f"{where} contracts", named, base_dir
+    elif getattr(module, CONTRACTS_ATTR, None) is not None:
+        origin, value = f"{where}: {CONTRACTS_ATTR} of its module", getattr(module, CONTRACTS_ATTR)
+        relative_to = Path(module.__file__).parent if getattr(module, "__file__", None) else base_dir
+    else:
+        return None, ""
+    if isinstance(value, str | Path):
+        path = Path(value) if Path(value).is_absolute() else relative_to / value
+        try:
+            value = json.loads(path.read_text())
+        except OSError:
+            msg = f"{origin}: no such file {str(value)!r}"
+            raise ImproperlyConfigured(msg) from None
+        except json.JSONDecodeError as exc:
+            msg = f"{origin}: {str(value)!r} is not valid JSON ({exc.msg} at line {exc.lineno})"
+            raise ImproperlyConfigured(msg) from None
+    try:
+        bundle.parse_contracts(value)
+    except bundle.BundleError as exc:
+        msg = f"{origin}: {exc}"
+        raise ImproperlyConfigured(msg) from None
+    return value, origin
 
 
 def _resolve(ref: Any, base_dir: Path, where: str) -> tuple[Any, Any]:

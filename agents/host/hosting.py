@@ -13,7 +13,7 @@ from typing import Any
 
 from django.db import transaction
 
-from agents.host import registry
+from agents.host import registry, shipped
 from receipts.ingest import runs
 from receipts.models import Handoff, OutboxIntent, Run
 from receipts.notify import outbox
@@ -26,12 +26,14 @@ def start(
     """Create a queued hosted run of the registered `graph` and promise its start (receipts.notify.outbox).
 
     The start is sent right after commit, and again by the outbox sweep if the broker was
-    unreachable. Raises ValueError naming the known graphs for an unknown one, or naming an
-    operation id that exists.
+    unreachable. The contract the graph ships is added first (agents.host.shipped). Raises
+    ValueError naming the known graphs for an unknown one, naming an operation id that exists,
+    or naming the version whose stored content the shipped contract would change.
     """
     if graph not in registry.graphs():
         msg = f"unknown graph {graph!r}; registered: {', '.join(sorted(registry.graphs())) or 'none'}"
         raise ValueError(msg)
+    shipped.ensure(graph)
     with transaction.atomic():
         run = runs.create_hosted(graph, graph_input, operation_id=operation_id, scenario=scenario, dry_run=dry_run)
         outbox.promise(OutboxIntent.Kind.START, run.pk, run=run, key=f"start-{run.operation_id}")

@@ -87,7 +87,7 @@ class Host:
         tool_names: Sequence[str],
         *,
         overrides: Mapping[str, Any] | None = None,
-        route_version: str = "routes/1",
+        route_version: str | None = None,
         workspace: Path | None = None,
         extra: Sequence[Any] = (),
     ) -> list:

@@ -23,7 +23,7 @@ from typing import Any
 from django.utils import timezone
 from langgraph.types import Command
 
-from agents.host import registry, workspaces
+from agents.host import registry, shipped, workspaces
 from agents.host.checkpoints import checkpointer
 from agents.host.registry import Host, HostedGraph
 from agents.models import LimitsVersion, RunLimits
@@ -48,6 +48,7 @@ _STATUS = {
 def start_run(run: Run) -> str:
     """Drive the run's graph from the start (or from its checkpoint) until it ends or waits."""
     _check_hosted(run)
+    shipped.ensure_quietly(run.graph)  # a run queued another way than hosting.start still has its contract
     # Pinned on the first delivery; a re-delivery finds the same version.
     version = RunLimits.pin(run)
     try:

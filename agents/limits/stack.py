@@ -53,7 +53,7 @@ def build_middleware(
     limits: AgentSettings | AgentLimits,
     tool_names: Sequence[str],
     *,
-    route_version: str = "routes/1",
+    route_version: str | None = None,
     workspace: Path | None = None,
     dry_run: bool = False,
 ) -> list[AgentMiddleware]:
@@ -65,7 +65,7 @@ def build_layers(
     limits: AgentSettings | AgentLimits,
     tool_names: Sequence[str],
     *,
-    route_version: str = "routes/1",
+    route_version: str | None = None,
     workspace: Path | None = None,
     dry_run: bool = False,
     preview: bool = False,
@@ -146,7 +146,7 @@ def build_layers(
     layers.append(
         Layer(
             SidewispMiddleware(agent=agent.agent, route_version=route_version),
-            {"agent": agent.agent, "route_version": route_version},
+            {"agent": agent.agent, "route_version": route_version or "routes/1 (the default)"},
         )
     )
     return layers

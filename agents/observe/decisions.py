@@ -19,7 +19,6 @@ from langgraph.types import Command
 
 from agents.observe import evidence, remote
 from agents.observe.waits import gated_tools
-from receipts.ingest import recording
 from receipts.models import Decision, Run
 from receipts.workers import claims
 
@@ -111,8 +110,8 @@ def await_decision(
     over the server's API with `SIDEWISP_REMOTE_TOKEN` (agents.observe.remote); while the
     server does not answer there is simply no decision yet.
 
-    A run a remote source created is that source's: waiting on it here raises
-    `receipts.ingest.recording.RunNotOwned` naming the source (its decisions are not this app's).
+    The run is the local app's of that operation id: a remote source's operation ids live in its own namespace
+    (issue 29 §4), so a source that posts the same id first has its own run and cannot block this wait.
     """
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
@@ -141,12 +140,9 @@ async def aawait_decision(
 
 
 def _claim(operation_id: str, pending: Sequence[Any] | None) -> Command | None:
-    run = Run.objects.filter(operation_id=operation_id).first()
+    run = Run.objects.for_operation(operation_id).first()
     if run is None:
         return None
-    if problem := recording.owner_problem(run, "", act="claim its decisions"):
-        # A source's run (issue 19): its decisions are that source's, and waiting would only time out.
-        raise recording.RunNotOwned("operation_id", problem)
     for decision in claims.unclaimed(run):
         if decision.kind == Decision.Kind.EDIT and pending is None:
             raise ValueError(_EDIT_NEEDS_PENDING)

@@ -22,6 +22,7 @@ from agents.observe import writer
 from receipts.ingest import intake
 from receipts.ingest.recording import OBSERVER, RunNotOwned, digest, record_report
 from receipts.models import Handoff
+from receipts.verdicts import bundle
 from receipts.verdicts.bundle import BundleError
 
 P = ParamSpec("P")
@@ -103,12 +104,18 @@ def handoff_id_for(operation_id: str, tool_call_id: str) -> str:
 
 
 def operation_id_of(config: dict | None) -> str | None:
+    """The run's operation id (its thread id when it names none), as stored: any id is one (a UUID object,
+    a git SHA, `user42_Session2024_10_05_CheckoutFlow`); a credential-shaped one is `redacted` here, so
+    every lookup of the run on this side finds the row its receipts made (spec v1.3)."""
     configurable = (config or {}).get("configurable", {})
-    return configurable.get("operation_id") or configurable.get("thread_id")
+    found = configurable.get("operation_id") or configurable.get("thread_id")
+    return None if found is None else bundle.identifier(str(found))
 
 
 def latest_handoff(operation_id: str) -> Handoff | None:
-    return Handoff.objects.filter(run__operation_id=operation_id).order_by("created_at", "pk").last()
+    return (
+        Handoff.objects.filter(run__source_name="", run__operation_id=operation_id).order_by("created_at", "pk").last()
+    )
 
 
 def submit_outcome(operation_id: str, part: str, value: object, attempt: str) -> None:

@@ -10,7 +10,6 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 
 from agents.observe import evidence, writer
-from agents.observe.middleware import UNKNOWN_TOOL
 from agents.observe.runs import record_final, submit_run
 from agents.observe.transfers import node_of
 from receipts.models import MiddlewareReport, Run
@@ -98,7 +97,7 @@ class Culprit:
             return
         self.node = path
         _, tool = self.tool_errors.get(ns, ("", None))
-        self.tool = (UNKNOWN_TOOL if bundle.text_problem(tool) else tool) if tool else None
+        self.tool = bundle.identifier(tool) if tool else None
 
     def detail(self, error: str) -> dict[str, str]:
         detail = {"error": error}

@@ -42,7 +42,14 @@ from langgraph.types import Command
 from agents.observe import barrier as barrier_module
 from agents.observe import evidence, steps, writer
 from agents.observe.handoffs import handoff_target
-from agents.observe.transfers import HANDOFF_EVENT, messages_in, transfer_gotos, transfer_handoff_ids, turn_call_ids
+from agents.observe.transfers import (
+    DEFAULT_ROUTE_VERSION,
+    HANDOFF_EVENT,
+    messages_in,
+    transfer_gotos,
+    transfer_handoff_ids,
+    turn_call_ids,
+)
 from receipts.models import MiddlewareReport
 
 logger = logging.getLogger(__name__)
@@ -78,17 +85,21 @@ class SidewispMiddleware(AgentMiddleware):
         self,
         *,
         agent: str | None = None,
-        route_version: str = "routes/1",
+        route_version: str | None = None,
         step_key: str | None = None,
         first_step: str | None = None,
     ) -> None:
         super().__init__()
-        if not route_version:
+        if route_version is not None and not route_version:
             msg = "route_version must name a contract version"
             raise ValueError(msg)
         self.agent = agent
-        self.route_version = route_version
-        self._steps = steps.StepWatch(route_version, step_key=step_key, first_step=first_step)
+        # Without one, transfers follow the default version, and their receipts say so (reasons name it).
+        self.route_version = route_version or DEFAULT_ROUTE_VERSION
+        self.route_version_source = "middleware" if route_version else "default"
+        self._steps = steps.StepWatch(
+            self.route_version, step_key=step_key, first_step=first_step, source=self.route_version_source
+        )
 
     def tool_node(self, tools: Sequence[Any], **kwargs: Any) -> ToolNode:
         """A `ToolNode` of `tools` observed by this middleware, for agents that take no middleware.
@@ -175,6 +186,7 @@ class SidewispMiddleware(AgentMiddleware):
             "sender": context["sender"],
             "receiver": receiver,
             "route_version": self.route_version,
+            "route_version_source": self.route_version_source,
             "tool_call_id": context["tool_call_id"],
             "required_context_keys": context["context_keys"],
             "at": evidence.now_iso(),

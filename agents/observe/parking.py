@@ -59,7 +59,7 @@ def stopped(operation_id: str) -> bool | None:
 def read(operation_id: str) -> bool:
     """Read the run's flag from the database (one indexed query) and remember it; True when stopped."""
     read_at = time.monotonic()
-    flag = Run.objects.filter(operation_id=operation_id).values_list("auto_continue", flat=True).first()
+    flag = Run.objects.for_operation(operation_id).values_list("auto_continue", flat=True).first()
     is_stopped = flag is False
     learn({operation_id: is_stopped}, read_at)
     return is_stopped
@@ -78,7 +78,9 @@ def refresh(operation_ids: Iterable[str]) -> None:
         return
     read_at = time.monotonic()
     stopped_ones = set(
-        Run.objects.filter(operation_id__in=wanted, auto_continue=False).values_list("operation_id", flat=True)
+        Run.objects.filter(source_name="", operation_id__in=wanted, auto_continue=False).values_list(
+            "operation_id", flat=True
+        )
     )
     learn({op: op in stopped_ones for op in wanted}, read_at)
 

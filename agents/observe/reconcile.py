@@ -98,7 +98,7 @@ async def aentries(tracker: Tracker, graph: Any, config: dict) -> list[Entry]:
 def known_parts(operation_id: str) -> dict[str, set[str]]:
     """{handoff id: the parts among created, reduced and destination it has} for the run's handoffs."""
     flags = {part: ExpressionWrapper(Q(**{f"{part}_part__isnull": False}), BooleanField()) for part in PARTS}
-    rows = Handoff.objects.filter(run__operation_id=operation_id).annotate(**flags)
+    rows = Handoff.objects.filter(run__source_name="", run__operation_id=operation_id).annotate(**flags)
     return {
         row[0]: {p for p, has in zip(PARTS, row[1:], strict=True) if has}
         for row in rows.values_list("handoff_id", *PARTS)

@@ -71,11 +71,13 @@ class RemoteRefused(RemoteError):
 
 
 class RejectedEntry(bundle.BundleError):
-    """The server refused entry number `index` of a batch; `field` names it (`entries[3].created.sender`)."""
+    """The server refused entry number `index` of a batch; `field` names it (`entries[3].created.sender`);
+    `status` is the HTTP status it answered (None: refused before it was sent)."""
 
-    def __init__(self, index: int, field: str, message: str) -> None:
+    def __init__(self, index: int, field: str, message: str, status: int | None = None) -> None:
         super().__init__(field, message)
         self.index = index
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -155,7 +157,7 @@ def _refusal(status: int, answer: dict) -> RemoteError:
     error = answer.get("error") if isinstance(answer.get("error"), dict) else {}
     field, message = str(error.get("field", "")), str(error.get("message", f"HTTP {status}"))
     if status != 401 and (match := _ENTRY_FIELD.match(field)):
-        return RejectedEntry(int(match.group(1)), field, message)
+        return RejectedEntry(int(match.group(1)), field, message, status)
     return RemoteRefused(status, field, message)
 
 

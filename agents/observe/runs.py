@@ -74,7 +74,7 @@ def begin(operation_id: str, config: dict, graph_input: Any, policy: Policy) -> 
 def _stop_flag(operation_id: str) -> tuple[bool, bool]:
     """(the run exists, an operator stopped it), read from the database and remembered (agents.observe.parking)."""
     read_at = time.monotonic()
-    flag = Run.objects.filter(operation_id=operation_id).values_list("auto_continue", flat=True).first()
+    flag = Run.objects.for_operation(operation_id).values_list("auto_continue", flat=True).first()
     parking.learn({operation_id: flag is False}, read_at)
     return flag is not None, flag is False
 

@@ -77,12 +77,20 @@ class StepWatch:
     the contracts' `first` for the version (spec v1.3).
     """
 
-    def __init__(self, route_version: str, *, step_key: str | None = None, first_step: str | None = None) -> None:
+    def __init__(
+        self,
+        route_version: str,
+        *,
+        step_key: str | None = None,
+        first_step: str | None = None,
+        source: str = "middleware",
+    ) -> None:
         for name, value in (("step_key", step_key), ("first_step", first_step)):
-            if value is not None and (not isinstance(value, str) or not value or bundle.text_problem(value)):
+            if value is not None and (not isinstance(value, str) or not value or bundle.identifier_problem(value)):
                 msg = f"{name} must be a non-empty name"
                 raise ValueError(msg)
         self.route_version = route_version
+        self.source = source  # where route_version came from (created.route_version_source)
         self.step_key = step_key
         self.first_step = first_step
         self._contracts: tuple[float, bundle.Contracts | None] | None = None
@@ -133,6 +141,7 @@ class StepWatch:
             "sender": before,
             "receiver": goto,
             "route_version": self.route_version,
+            "route_version_source": self.source,
             "tool_call_id": tool_call_id,
             "required_context_keys": list(required or ()),
             "at": evidence.now_iso(),

@@ -38,6 +38,7 @@ from langgraph.types import Command, Interrupt
 from agents.observe import evidence
 from agents.observe.handoffs import handoff_target
 from agents.observe.transfers import (
+    DEFAULT_ROUTE_VERSION,
     HANDOFF_EVENT,
     Namespace,
     Transfer,
@@ -60,7 +61,6 @@ from receipts.verdicts import bundle
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_ROUTE_VERSION = "routes/1"
 STREAM_MODES = ["updates", "tasks", "custom", "values", "checkpoints"]
 _MAX_OPEN_CALLS = 1000
 
@@ -73,6 +73,7 @@ class Tracker:
     graph: Any = None
     route_version: str = DEFAULT_ROUTE_VERSION
     checkpointed: bool = False
+    route_version_source: str = "default"  # "observe" when observe(route_version=) named it
     state: dict[str, Any] = field(default_factory=dict)  # the root graph's latest state
     interrupts: list[Interrupt] = field(default_factory=list)
     _values: dict[Namespace, Mapping] = field(default_factory=dict)
@@ -255,6 +256,7 @@ class Tracker:
                 "sender": transfer.sender,
                 "receiver": receiver,
                 "route_version": self.route_version,
+                "route_version_source": self.route_version_source,
                 "tool_call_id": transfer.tool_call_id,
                 "required_context_keys": list(declared["context_keys"]) if declared else [],
                 "at": transfer.at,
@@ -379,7 +381,9 @@ class Tracker:
 
 def tracker_for(graph: Any, operation_id: str, route_version: str | None = None) -> Tracker:
     checkpointed = isinstance(getattr(graph, "checkpointer", None), BaseCheckpointSaver)
-    return Tracker(operation_id, graph, route_version or DEFAULT_ROUTE_VERSION, checkpointed)
+    tracker = Tracker(operation_id, graph, route_version or DEFAULT_ROUTE_VERSION, checkpointed)
+    tracker.route_version_source = "observe" if route_version else "default"
+    return tracker
 
 
 def stream_options(tracker: Tracker) -> dict[str, Any]:

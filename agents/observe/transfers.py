@@ -20,6 +20,8 @@ from agents.observe import evidence
 from receipts.ingest.intake import Entry, PartEntry, SettleEntry
 from receipts.verdicts import bundle
 
+# The contract version transfers follow when neither SidewispMiddleware nor observe names one.
+DEFAULT_ROUTE_VERSION = "routes/1"
 HANDOFF_EVENT = "sidewisp.handoff"
 # State keys that route or carry the conversation, not context handed to an agent.
 CONTROL_KEYS = frozenset({"messages", "active_agent", "remaining_steps", "structured_response"})

@@ -10,7 +10,6 @@ from django.utils import timezone
 from langgraph.types import Command, Interrupt
 
 from agents.observe import evidence, writer
-from agents.observe.middleware import UNKNOWN_TOOL
 from agents.observe.outcomes import DECLINED, WaitPolicy
 from receipts.models import Receipt
 from receipts.verdicts import bundle
@@ -75,14 +74,14 @@ def pending_call_of(
         value = pending.value if isinstance(pending.value, Mapping) else {}
         requests = [r for r in value.get("action_requests", []) if isinstance(r, Mapping)]
         for request in requests:
-            # The gated call's tool and argument names come from the model: kept only when they pass the
-            # same check as every stored string (a made-up name could be a secret or a path).
+            # The gated call's tool and argument names come from the model: a tool name is an identifier (kept,
+            # or redacted when credential-shaped); an argument name that is not one is left out.
             name = str(request.get("name"))
-            tools.append(UNKNOWN_TOOL if bundle.text_problem(name) else name)
+            tools.append(bundle.identifier(name))
             arg_schema.update((schemas or {}).get(name) or {})
             args = request.get("args")
             for key, arg in args.items() if isinstance(args, Mapping) else ():
-                if not bundle.text_problem(str(key)) and len(arg_types) < bundle.MAX_LIST_ENTRIES:
+                if not bundle.identifier_problem(str(key)) and len(arg_types) < bundle.MAX_LIST_ENTRIES:
                     arg_types[str(key)] = type(arg).__name__
         for review in value.get("review_configs", []):
             allowed |= set(review.get("allowed_decisions", ())) if isinstance(review, Mapping) else set()
@@ -128,7 +127,9 @@ def declined_resolution(operation_id: str) -> str | None:
     if writer.remote():
         resolution = _resumed_with.get(operation_id)
         return resolution if resolution in DECLINED else None
-    waits = Receipt.objects.filter(handoff__run__operation_id=operation_id, part="wait").order_by("-recorded_at", "-pk")
+    waits = Receipt.objects.filter(
+        handoff__run__source_name="", handoff__run__operation_id=operation_id, part="wait"
+    ).order_by("-recorded_at", "-pk")
     for payload in waits.values_list("payload", flat=True)[:50]:
         if isinstance(payload, Mapping) and payload.get("resolved") is True:
             resolution = payload.get("resolution")

@@ -17,13 +17,17 @@ This is OpenTelemetry's batch span processor, for evidence.
   (`agents.observe.barrier`).
 - **Back-pressure**: when `CAPACITY` entries wait, `submit` blocks (counted in
   `stats()["blocked"]`). Only a buffer that stays full for `SUBMIT_TIMEOUT`
-  seconds drops the entry, with an error log and `stats()["dropped"]`.
+  seconds drops the entry, with an error log and `stats()["dropped"]`, and its
+  run gets an `evidence_dropped` report once there is room (the first MAX_BATCH
+  such entries between two batches; the rest are logged and counted only).
 - **Failures**: a batch the sink refuses is retried with backoff (a database
   or server outage keeps the entries until they are written). A batch with an
   entry that does not validate (`BundleError`) is written entry by entry; the
   bad one becomes an `evidence_dropped` report naming the part and the field,
-  as `agents.observe.evidence.guarded` does. An entry that keeps failing otherwise is
-  dropped after `MAX_ATTEMPTS`, logged and counted.
+  as `agents.observe.evidence.guarded` does (a server's refusal of it, HTTP 400, says so). An entry that
+  keeps failing otherwise is dropped after `MAX_ATTEMPTS`, logged, counted, and its run gets an
+  `evidence_dropped` report naming the part and why (the error's class or HTTP status): nothing is dropped
+  in silence unless the report cannot be written either (then the log line and the count are all).
 - A caller inside a database transaction (`atomic`) gets its entries written
   in that transaction, on its own thread: a thread of ours could not see what
   the transaction has not committed.
@@ -45,12 +49,12 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from agents.host import faults
-from agents.observe import parking
+from agents.observe import losses, parking
+from agents.observe.losses import dropped_report  # noqa: F401 - read as writer.dropped_report
 from agents.observe.transient import TRANSIENT
 from receipts.ingest import broadcast, intake, recording
-from receipts.ingest.recording import OBSERVER, RunNotOwned, digest
-from receipts.models import MiddlewareReport
-from receipts.verdicts.bundle import BundleError, text_problem
+from receipts.ingest.recording import RunNotOwned
+from receipts.verdicts.bundle import BundleError
 
 logger = logging.getLogger(__name__)
 
@@ -139,6 +143,8 @@ class Writer:
         self._stopping = False
         self._flushing = 0
         self._done = 0  # entries written or given up on, in submission order: a flush waits for its mark
+        self._reporting_loss = False  # writing the reports of entries given up on (never reported again)
+        self._overflowed: list[intake.Entry] = []  # dropped by a full buffer, reported once there is room
         self._counts = dict.fromkeys(("submitted", "written", "batches", "blocked", "failed", "dropped"), 0)
 
     def submit(self, entry: intake.Entry) -> bool:
@@ -155,6 +161,8 @@ class Writer:
                 if not self._cond.wait_for(lambda: len(self._queue) < self.capacity, self.submit_timeout):
                     self._counts["dropped"] += 1
                     logger.error("%s entry dropped: the evidence buffer stayed full", getattr(entry, "part", "report"))
+                    if len(self._overflowed) < MAX_BATCH:  # beyond that, counted and logged only
+                        self._overflowed.append(entry)
                     return False
             self._queue.append(entry)
             self._counts["submitted"] += 1
@@ -207,6 +215,9 @@ class Writer:
                 with self._cond:
                     self._done += len(batch)
                     self._cond.notify_all()
+                    overflowed, self._overflowed = self._overflowed, []
+                if overflowed:
+                    self._report_loss(overflowed, losses.BUFFER_FULL)
         finally:
             connection.close()  # this thread's own connection
 
@@ -254,37 +265,28 @@ class Writer:
                 self._write([entry])
         elif isinstance(exc, RunNotOwned):
             self._count("dropped")  # another side's run (issue 19): recording logged the refusal; no report there
-        elif isinstance(exc, BundleError) and (replacement := _replacement(batch[0], exc)) is not None:
+        elif isinstance(exc, BundleError) and (replacement := losses.replacement(batch[0], exc)) is not None:
             self._write([replacement])
         else:
             self._give_up(batch, exc)
 
     def _give_up(self, batch: list[intake.Entry], exc: BaseException) -> None:
         self._count("dropped", len(batch))
-        logger.error("evidence entry dropped after %d attempts: %s", MAX_ATTEMPTS, type(exc).__name__)
+        logger.error("evidence entry dropped after %d attempts: %s", MAX_ATTEMPTS, losses.reason(exc))
+        self._report_loss(batch, exc)
+
+    def _report_loss(self, batch: list[intake.Entry], cause: BaseException | str) -> None:
+        if self._reporting_loss or not (reports := losses.loss_reports(batch, cause)):
+            return  # a loss report that is itself lost: the log line and the count are all
+        self._reporting_loss = True
+        try:
+            self._write(reports)
+        finally:
+            self._reporting_loss = False
 
     def _count(self, name: str, n: int = 1) -> None:
         with self._cond:
             self._counts[name] += n
-
-
-def _replacement(entry: intake.Entry, exc: BundleError) -> intake.ReportEntry | None:
-    """The `evidence_dropped` report for a part that did not validate (a report files its own)."""
-    if not isinstance(entry, intake.PartEntry):
-        return None
-    sender = entry.value.get("sender") if entry.part == "created" and isinstance(entry.value, dict) else None
-    return dropped_report(entry.operation_id, entry.part, exc.field, agent=sender)
-
-
-def dropped_report(operation_id: str, part: str, field: str, *, agent: str | None = OBSERVER) -> intake.ReportEntry:
-    """The `evidence_dropped` report that takes the place of a `part` whose `field` did not validate.
-
-    Filed under `agent` when that is a valid name, else under the observer.
-    """
-    valid = isinstance(agent, str) and agent != "" and text_problem(agent) is None
-    detail = {"part": part, "field": field[:200]}
-    kind = MiddlewareReport.Kind.EVIDENCE_DROPPED
-    return intake.ReportEntry(operation_id, agent if valid else OBSERVER, kind, detail, f"drop-{digest(part, field)}")
 
 
 def _outage(exc: BaseException) -> bool:
@@ -359,7 +361,7 @@ def _write_in_callers_transaction(entries: list[intake.Entry]) -> bool:
     except RunNotOwned:
         return False  # another side's run (issue 19): recording logged the refusal
     except BundleError as exc:
-        replacement = _replacement(entries[0], exc)
+        replacement = losses.replacement(entries[0], exc)
         return replacement is not None and _write_in_callers_transaction([replacement])
     except Exception as exc:  # noqa: BLE001 - recording must never raise into the user's graph
         logger.warning("evidence entry not written: %s", type(exc).__name__)

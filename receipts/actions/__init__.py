@@ -21,7 +21,8 @@ and call one function here, always through this package (`actions.decide(...)`);
 The modules: `policy` (who may do what, denials, refusals, the audit of an attempt), `steps` (what an
 allowed action shares: row locks, wait parts, promised work), `waits` (decide, reassign, cancel),
 `deadlines` (the sweep), `completions` (reopen, accept, resolve a false completion), `control` (stop,
-resume, retry a run), `start` (start a hosted run), `arguments` (edited tool arguments, plain Python).
+resume, retry a run), `start` (start a hosted run), `declare` (declare the routes a run showed as a contract
+version), `arguments` (edited tool arguments, plain Python).
 
 May import: receipts.models, receipts.ingest, receipts.org, receipts.verdicts, receipts.workers,
 receipts.notify.outbox; never: receipts.tasks, receipts.queries, sidewisp, agents.
@@ -32,6 +33,8 @@ from __future__ import annotations
 from receipts.actions.completions import Settlement, reopen, settle, settlement, settlements
 from receipts.actions.control import resume_auto_continue, retry, retry_refusal, stop_auto_continue
 from receipts.actions.deadlines import expire_overdue_waits
+from receipts.actions.declare import DECLARE_ROUTES, may_declare, run_drafts
+from receipts.actions.declare import declare as declare_routes
 from receipts.actions.policy import (
     ACCEPT_TASK,
     AUDIT_DENIAL,
@@ -92,6 +95,7 @@ __all__ = [
     "DECIDE_OWN",
     "DECIDE_WAIT",
     "DECISION_KINDS",
+    "DECLARE_ROUTES",
     "FINISHED",
     "MAX_AUDITED_INPUT_KEYS",
     "PERMISSION_LABELS",
@@ -120,11 +124,13 @@ __all__ = [
     "check_start",
     "decide",
     "decision_on_open_wait",
+    "declare_routes",
     "denial",
     "expire_overdue_waits",
     "look",
     "may",
     "may_decide_as_owner",
+    "may_declare",
     "may_read_audit",
     "needs",
     "reassign",
@@ -132,6 +138,7 @@ __all__ = [
     "resume_auto_continue",
     "retry",
     "retry_refusal",
+    "run_drafts",
     "settle",
     "settlement",
     "settlements",

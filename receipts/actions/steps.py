@@ -6,7 +6,7 @@ from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser
 
-from receipts.ingest.recording import record
+from receipts.ingest.recording import record, writing_as
 from receipts.models import AuditEntry, Handoff, OutboxIntent, Run
 from receipts.notify import outbox
 from receipts.org import audit
@@ -30,14 +30,16 @@ def locked_handoff(pk: int) -> Handoff:
 
 
 def record_wait(handoff: Handoff, wait: dict, attempt: str, now: datetime) -> Handoff:
-    return record(
-        handoff_id=handoff.handoff_id,
-        operation_id=handoff.run.operation_id,
-        part="wait",
-        value=wait,
-        attempt=attempt[:200],
-        now=now,
-    ).handoff
+    # As the run's own side: its operation id is looked up in that side's namespace (issue 29 §4).
+    with writing_as(handoff.run.source_name):
+        return record(
+            handoff_id=handoff.handoff_id,
+            operation_id=handoff.run.operation_id,
+            part="wait",
+            value=wait,
+            attempt=attempt[:200],
+            now=now,
+        ).handoff
 
 
 def iso(moment: datetime) -> str:

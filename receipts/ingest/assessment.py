@@ -47,6 +47,7 @@ REPORT_REASONS: dict[str, tuple[str, str]] = {
     "call_limit": (ATTENTION, "Call limit hit"),
     "tool_error": (ATTENTION, "Tool error"),
     "evidence_dropped": (ATTENTION, "Evidence dropped"),
+    "value_redacted": (ATTENTION, "Value redacted"),
 }
 ALARM_KINDS = tuple(REPORT_REASONS)
 
@@ -90,6 +91,8 @@ RUN_NEXT_MOVES: dict[str, str] = {
     "tool_error": "inspect the tool error below; the run went on, so check its result before relying on it",
     "call_limit": "check whether the call limit cut the work short; raise the limit in Limits if it was too low",
     "evidence_dropped": "the receipts lost a field (named below): check the run's outcome directly",
+    "value_redacted": "an id or a name was stored redacted (named below): if it held a credential, rotate it and "
+    "stop passing it as an id; the run's evidence is otherwise whole",
 }
 
 

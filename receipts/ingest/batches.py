@@ -19,6 +19,7 @@ from django.db.models import OuterRef, Subquery
 from receipts.ingest import health, sqlsets
 from receipts.ingest.contracts import current_contracts
 from receipts.ingest.sequence import next_seq, next_seqs
+from receipts.ingest.sides import namespace
 from receipts.models import Handoff, Receipt, Run
 from receipts.verdicts import bundle
 
@@ -28,8 +29,8 @@ class Batch:
     """What one batch reads once and writes together (see `batch`)."""
 
     contracts: bundle.Contracts | None = None
-    runs: dict[str, Run] = field(default_factory=dict)  # operation id -> run
-    handoffs: dict[str, Handoff] = field(default_factory=dict)  # handoff id -> handoff, locked
+    runs: dict[str, Run] = field(default_factory=dict)  # operation id -> run (of the side recording: `namespace`)
+    handoffs: dict[str, Handoff] = field(default_factory=dict)  # handoff id -> handoff (the side's), locked
     absent: set[str] = field(default_factory=set)  # operation and handoff ids `prefetch` found no row for
     stored: dict[int, set[tuple[str, str]]] = field(default_factory=dict)  # handoff pk -> (part, attempt)s
     receipts: list[Receipt] = field(default_factory=list)  # inserted together at the end
@@ -94,7 +95,7 @@ def prefetch(operation_ids: Iterable[str], handoff_ids: Iterable[str], latest_of
     found = current()
     latest_of = set(latest_of)
     operation_ids = (set(operation_ids) | latest_of) - set(found.runs)
-    runs = Run.objects.filter(operation_id__in=operation_ids)
+    runs = Run.objects.filter(source_name=namespace(), operation_id__in=operation_ids)
     if latest_of:
         newest = Handoff.objects.filter(run=OuterRef("pk")).order_by("-created_at", "-pk").values("handoff_id")[:1]
         runs = runs.annotate(latest_handoff=Subquery(newest))
@@ -108,7 +109,8 @@ def prefetch(operation_ids: Iterable[str], handoff_ids: Iterable[str], latest_of
     wanted = set(handoff_ids) - set(found.handoffs)
     if not wanted:
         return
-    locked = list(Handoff.objects.select_for_update().filter(handoff_id__in=wanted).order_by("pk"))
+    mine = Handoff.objects.filter(source_name=namespace(), handoff_id__in=wanted)  # the side's ids (issue 29 §4)
+    locked = list(mine.select_for_update().order_by("pk"))
     found.handoffs.update((handoff.handoff_id, handoff) for handoff in locked)
     found.absent |= {f"handoff:{handoff_id}" for handoff_id in wanted - set(found.handoffs)}
     stored: dict[int, set[tuple[str, str]]] = {handoff.pk: set() for handoff in locked}
@@ -164,7 +166,7 @@ def sequenced(run: Run, event: dict) -> None:
 def latest_handoff_id(operation_id: str) -> str | None:
     """The id of the run's latest handoff (by creation), None when the run has none."""
     latest = (
-        Handoff.objects.filter(run__operation_id=operation_id)
+        Handoff.objects.filter(run__source_name=namespace(), run__operation_id=operation_id)
         .order_by("-created_at", "-pk")
         .values_list("handoff_id", flat=True)
         .first()

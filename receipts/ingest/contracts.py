@@ -16,7 +16,8 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models.signals import post_delete, post_save
 
-from receipts.models import ContractVersion, WaitReason
+from receipts.models import AuditEntry, ContractVersion, WaitReason
+from receipts.org import audit
 from receipts.verdicts import bundle
 
 
@@ -122,6 +123,51 @@ def import_document(document: object) -> ImportResult:
     for code in codes:
         WaitReason.objects.get_or_create(code=code)
     return ImportResult(tuple(added), tuple(updated), tuple(unchanged), tuple(codes))
+
+
+@transaction.atomic
+def add_document(document: object, *, source: str) -> ImportResult:
+    """Store what a document adds and nothing else: new versions, new wait reasons (a graph's shipped contract).
+
+    A version already stored with the same content is unchanged; one stored with other content is
+    refused whether or not handoffs reference it (versions are never edited), with `ContractConflict`
+    naming the version and `source`; nothing is written then. Wait reasons are only added. An import
+    that adds anything is audited as a system action naming `source`.
+    """
+    contracts = bundle.parse_contracts(document)
+    wanted = bundle.contracts_to_dict(contracts)
+    existing = {cv.version: cv for cv in ContractVersion.objects.select_for_update()}
+    added, unchanged = [], []
+    wanted_steps = wanted.get("steps", {})
+    for version, routes in wanted["routes"].items():
+        current, steps = existing.get(version), wanted_steps.get(version)
+        if current is None:
+            ContractVersion.objects.create(
+                version=version, routes=routes, steps=steps, note=f"shipped by {source}"[:200]
+            )
+            added.append(version)
+        elif (changed := _changed_field(current, routes, steps)) is None:
+            unchanged.append(version)
+        else:
+            msg = (
+                f"{changed}.{version}: {source} ships other {changed} than the stored version {version}; "
+                "versions are never edited, so ship the new content under a new version name"
+            )
+            raise ContractConflict(msg)
+    known = set(WaitReason.objects.values_list("code", flat=True))
+    new_reasons = sorted(set(contracts.wait_reasons) - known)
+    for code in new_reasons:
+        WaitReason.objects.get_or_create(code=code)
+    if added or new_reasons:
+        audit.log(
+            actor=None,
+            action="contracts.ship",
+            object_type="contracts",
+            object_id=",".join(added)[:200] or "wait reasons",
+            outcome=AuditEntry.Outcome.DONE,
+            detail={"source": source[:200], "added": added[:50], "wait_reasons_added": new_reasons[:50]},
+        )
+    return ImportResult(tuple(added), (), tuple(unchanged), tuple(sorted(known | set(new_reasons))))
 
 
 def _changed_field(current: ContractVersion, routes: dict, steps: dict | None) -> str | None:

@@ -26,6 +26,10 @@ An entry is either
 `parse` validates the shape only (types, names, which keys); the contents are
 minimized and validated by `recording` as for every other receipt. Errors name
 the field, prefixed with the entry's index (`entries[3].part`).
+
+An entry's ids (operation and handoff id, attempt, agent, thread id, graph) are identifiers (spec v1.3): one
+that `bundle.identifier_problem` refuses is replaced by its `redacted:` form when the entry is made, on either
+side, so the same value finds the same run everywhere; `apply` files a `value_redacted` report naming it.
 """
 
 from __future__ import annotations
@@ -34,12 +38,20 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from receipts.ingest import batches, lifecycle, recording, settling, setwise
-from receipts.models import FINAL_STATUS_PART, RECEIPT_PARTS
+from receipts.ingest import batches, lifecycle, recording, redactions, settling, setwise
+from receipts.models import FINAL_STATUS_PART, RECEIPT_PARTS, MiddlewareReport, Run
 from receipts.verdicts import bundle
 
 OUTCOME_PARTS = ("wait", "verification", FINAL_STATUS_PART)
 MAX_ENTRIES = 500
+
+
+def _redact_ids(entry: object, *names: str) -> None:
+    """Replace the entry's refused ids by their `redacted:` form (a frozen dataclass: set in `__post_init__`)."""
+    for name in names:
+        value = getattr(entry, name)
+        if isinstance(value, str):
+            object.__setattr__(entry, name, bundle.identifier(value))
 
 
 @dataclass(frozen=True)
@@ -51,6 +63,9 @@ class PartEntry:
     attempt: str = "1"
     kind: Literal["part"] = "part"
 
+    def __post_init__(self) -> None:
+        _redact_ids(self, "operation_id", "handoff_id", "attempt")
+
 
 @dataclass(frozen=True)
 class ReportEntry:
@@ -61,12 +76,18 @@ class ReportEntry:
     attempt: str
     kind: Literal["report"] = "report"
 
+    def __post_init__(self) -> None:
+        _redact_ids(self, "operation_id", "agent", "attempt")
+
 
 @dataclass(frozen=True)
 class SettleEntry:
     operation_id: str
     handoff_id: str
     kind: Literal["settle"] = "settle"
+
+    def __post_init__(self) -> None:
+        _redact_ids(self, "operation_id", "handoff_id")
 
 
 @dataclass(frozen=True)
@@ -82,6 +103,9 @@ class RunEntry:
     final: bool = False  # the observer's last word on this call: a run without a handoff gets a report
     graph: str = ""  # a start: the graph's name (`configurable.graph_name`), whose team owns the run (issue 22 §2)
     kind: Literal["run"] = "run"
+
+    def __post_init__(self) -> None:
+        _redact_ids(self, "operation_id", "thread_id", "graph")
 
 
 Entry = PartEntry | ReportEntry | SettleEntry | RunEntry
@@ -119,8 +143,8 @@ def parse(obj: object, where: str = "entry") -> Entry:
         raise bundle.BundleError(where, "must be an object")
     kind = obj.get("kind")
     try:
-        operation_id = bundle.parse_name(obj.get("operation_id"), "operation_id")
-        attempt = bundle.parse_name(obj.get("attempt", "1"), "attempt")
+        operation_id = bundle.parse_required_identifier(obj.get("operation_id"), "operation_id")
+        attempt = bundle.parse_required_identifier(obj.get("attempt", "1"), "attempt")
         if kind == "part":
             part = obj.get("part")
             if part not in (*RECEIPT_PARTS, FINAL_STATUS_PART):
@@ -130,7 +154,7 @@ def parse(obj: object, where: str = "entry") -> Entry:
                 if part not in OUTCOME_PARTS:
                     raise bundle.BundleError("handoff_id", f"is required for the {part} part")
             else:
-                handoff_id = bundle.parse_name(handoff_id, "handoff_id")
+                handoff_id = bundle.parse_required_identifier(handoff_id, "handoff_id")
             return PartEntry(operation_id, handoff_id, part, obj.get("value"), attempt)
         if kind == "report":
             detail = obj.get("detail", {})
@@ -139,9 +163,10 @@ def parse(obj: object, where: str = "entry") -> Entry:
             report = obj.get("report")
             if not isinstance(report, str):
                 raise bundle.BundleError("report", "must be a string")
-            return ReportEntry(operation_id, bundle.parse_name(obj.get("agent"), "agent"), report, detail, attempt)
+            agent = bundle.parse_required_identifier(obj.get("agent"), "agent")
+            return ReportEntry(operation_id, agent, report, detail, attempt)
         if kind == "settle":
-            return SettleEntry(operation_id, bundle.parse_name(obj.get("handoff_id"), "handoff_id"))
+            return SettleEntry(operation_id, bundle.parse_required_identifier(obj.get("handoff_id"), "handoff_id"))
         raise bundle.BundleError("kind", 'must be "part", "report" or "settle"')
     except bundle.BundleError as exc:
         raise bundle.BundleError(f"{where}.{exc.field}", exc.message) from None
@@ -166,9 +191,10 @@ def apply(entries: Sequence[Entry]) -> list[bool]:
     Inside that transaction the entries are one `batches.batch()`: runs, handoffs and
     contracts read once, each run's health refreshed once. Consecutive part entries are
     recorded as one set (`receipts.ingest.setwise`); the other entries (reports, settles and any
-    other kind) are applied in order between those sets, each through `_apply_one`.
+    other kind) are applied in order between those sets, each through `_apply_one`. Values redacted on the
+    way in (`receipts.ingest.redactions`) are reported on their runs after the entries, in the same batch.
     """
-    with batches.batch():
+    with batches.batch(), redactions.collecting() as redacted:
         batches.prefetch(
             (entry.operation_id for entry in entries),
             (entry.handoff_id for entry in entries if isinstance(entry, PartEntry | SettleEntry) and entry.handoff_id),
@@ -176,8 +202,35 @@ def apply(entries: Sequence[Entry]) -> list[bool]:
         )
         stored: list[bool] = []
         for parts, other in _segments(entries):
+            for entry in parts or [other]:
+                _note_redacted_ids(entry)
             stored += setwise.record_parts(parts) if parts else [_apply_one(other)]
+        _report_redacted(redacted)
         return stored
+
+
+def _note_redacted_ids(entry: Entry) -> None:
+    if isinstance(entry, PartEntry):
+        redactions.note_ids(entry.operation_id, entry.part, handoff_id=entry.handoff_id, attempt=entry.attempt)
+    elif isinstance(entry, SettleEntry):
+        redactions.note_ids(entry.operation_id, "settle", handoff_id=entry.handoff_id)
+    elif isinstance(entry, RunEntry):
+        redactions.note_ids(entry.operation_id, "run", thread_id=entry.thread_id, graph=entry.graph)
+
+
+def _report_redacted(found: dict[tuple[str, str, str], None]) -> None:
+    """One `value_redacted` report per run, part and field (once: its attempt is a digest of part and field)."""
+    for operation_id, part, field in list(found):
+        if batches.current().runs.get(operation_id) is None and not _run_exists(operation_id):
+            continue  # nothing of that run was stored (an outcome with no handoff yet): no run to report on
+        detail = {"part": part, "field": field[: bundle.MAX_STRING_LENGTH]}
+        kind = MiddlewareReport.Kind.VALUE_REDACTED
+        attempt = f"redact-{recording.digest(part, field)}"
+        recording.record_report(operation_id, recording.OBSERVER, kind, detail, attempt)
+
+
+def _run_exists(operation_id: str) -> bool:
+    return Run.objects.filter(operation_id=operation_id).exists()
 
 
 def _segments(entries: Sequence[Entry]) -> Iterator[tuple[list[PartEntry], Entry | None]]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from receipts.ingest import batches, recording, runs
 from receipts.ingest.recording import OBSERVER, digest
-from receipts.ingest.sides import RunNotOwned, owner_problem
+from receipts.ingest.sides import RunNotOwned, namespace, owner_problem
 from receipts.models import Handoff, MiddlewareReport, Run
 from receipts.verdicts.bundle import BundleError
 
@@ -53,10 +53,13 @@ def apply(entry: RunEntry) -> bool:
 def _run(entry: RunEntry) -> Run | None:
     """The entry's run; a start (it names the thread) creates it as an observed run when new."""
     if entry.thread_id is None:
-        return Run.objects.filter(operation_id=entry.operation_id).first()
+        return Run.objects.for_operation(entry.operation_id, namespace()).first()
     mode, source = Run.Mode.OBSERVED, Run.Source.AGENT
     defaults = {"thread_id": entry.thread_id, "mode": mode, "source": source, "graph": entry.graph}
-    run, created = Run.objects.get_or_create(operation_id=entry.operation_id, defaults=defaults)
+    # Many runs may share a thread (issue 28: a chat app's new operation id per user turn); the run is keyed by
+    # the side's namespace and its operation id (issue 29 §4).
+    lookup = {"source_name": namespace(), "operation_id": entry.operation_id}
+    run, created = Run.objects.get_or_create(**lookup, defaults=defaults)
     if created:
         batches.prefetch([entry.operation_id], [])  # the batch's later receipts record into this row
     return run

@@ -50,12 +50,12 @@ def parsed(part: str, value: object) -> tuple[object, bundle.Part | None]:
     return bundle.part_to_dict(found), found
 
 
-def validate_ids(handoff_id: object, operation_id: object, attempt: object) -> None:
-    """Raise `bundle.BundleError` naming the field when an id is not valid."""
-    # The bundle parser owns the rules for ids (type, length, no paths).
-    bundle.parse_bundle({"schema": bundle.SCHEMA, "handoff_id": handoff_id, "operation_id": operation_id})
-    if not isinstance(attempt, str) or not 0 < len(attempt) <= 200:
-        raise bundle.BundleError("attempt", "must be a non-empty string of at most 200 characters")
+def validate_ids(handoff_id: object, operation_id: object, attempt: object) -> tuple[str, str, str]:
+    """The ids as stored (a refused one `redacted`, spec v1.3); `bundle.BundleError` naming the field when an
+    id is not a non-empty string."""
+    # The bundle parser owns the rules for ids.
+    ids = bundle.parse_bundle({"schema": bundle.SCHEMA, "handoff_id": handoff_id, "operation_id": operation_id})
+    return ids.handoff_id, ids.operation_id, bundle.parse_required_identifier(attempt, "attempt")
 
 
 def apply_part(handoff: Handoff, part: str, value: object) -> list[str]:

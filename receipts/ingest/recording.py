@@ -20,14 +20,20 @@ from functools import partial
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from receipts.ingest import batches, broadcast, health, parts, signals
+from receipts.ingest import batches, broadcast, health, parts, redactions, signals
 from receipts.ingest.batches import batch, prefetch  # noqa: F401
 from receipts.ingest.sequence import next_seq  # noqa: F401
 from receipts.ingest.settling import SETTLED, note_settlement, settle, settle_run  # noqa: F401
-from receipts.ingest.sides import RunNotOwned, current_side, owner_problem, writing_as  # noqa: F401
+from receipts.ingest.sides import RunNotOwned, current_side, namespace, owner_problem, writing_as  # noqa: F401
 from receipts.models import Handoff, MiddlewareReport, Receipt, Run
 from receipts.verdicts import bundle
-from receipts.verdicts.bundle import BundleError, parse_name, parse_report_detail, text_problem
+from receipts.verdicts.bundle import (
+    BundleError,
+    identifier_problem,
+    parse_report_detail,
+    parse_required_identifier,
+    redacted_fields,
+)
 
 RECLASSIFIED = "reclassified"
 # The agent a report is filed under when the agent named in it is not a valid name.
@@ -54,10 +60,11 @@ def record(
 
     Raises `bundle.BundleError` naming the field when the input is not valid;
     nothing is stored then. Recording the same part for the same attempt again
-    changes nothing.
+    changes nothing. A refused id or name is stored `redacted` (and noted, `receipts.ingest.redactions`).
     """
     stored_value = parts.minimized(part, value)
-    parts.validate_ids(handoff_id, operation_id, attempt)
+    handoff_id, operation_id, attempt = parts.validate_ids(handoff_id, operation_id, attempt)
+    redactions.note(operation_id, part, stored_value)
     now = now or timezone.now()
     with batches.atomic(), batches.batch():
         run = _run_for(operation_id)
@@ -114,11 +121,12 @@ def _run_for(operation_id: str) -> Run:
     """The run of `operation_id`, created when new (call inside a batch)."""
     current = batches.current()
     if operation_id not in current.runs:
-        defaults = {"thread_id": operation_id, "source": Run.Source.AGENT, "source_name": current_side() or ""}
+        # issue 29 §4: the run is keyed by the side's namespace and the id.
+        lookup, defaults = {"source_name": namespace(), "operation_id": operation_id}, {"thread_id": operation_id}
         current.runs[operation_id] = (
-            _created(Run, {"operation_id": operation_id}, defaults)[0]
+            _created(Run, lookup, {**defaults, "source": Run.Source.AGENT})[0]
             if f"run:{operation_id}" in current.absent
-            else Run.objects.get_or_create(operation_id=operation_id, defaults=defaults)[0]
+            else Run.objects.get_or_create(**lookup, defaults={**defaults, "source": Run.Source.AGENT})[0]
         )
     if problem := owner_problem(current.runs[operation_id]):
         logger.warning("receipt refused: %s", problem)
@@ -143,13 +151,13 @@ def _locked_handoff(handoff_id: str, run: Run) -> tuple[Handoff, bool]:
     current = batches.current()
     locked = current.handoffs.get(handoff_id)
     if locked is None and f"handoff:{handoff_id}" not in current.absent:
-        locked = Handoff.objects.select_for_update().filter(handoff_id=handoff_id).first()
+        locked = Handoff.objects.select_for_update().filter(source_name=namespace(), handoff_id=handoff_id).first()
     new = False
     if locked is None:
         # A handoff with no evidence yet fails its first boundary; it is classified before commit. One that
         # arrives after its run ended is settled from the start: nothing more is due.
         defaults = {"run": run, "verdict": "ROUTE_REJECTED", "settled_at": parts.ended_at(run)}
-        locked, new = _created(Handoff, {"handoff_id": handoff_id}, defaults)
+        locked, new = _created(Handoff, {"source_name": namespace(), "handoff_id": handoff_id}, defaults)
     current.handoffs[handoff_id] = locked
     if locked.run_id != run.pk:
         raise bundle.BundleError("operation_id", "does not match the operation this handoff belongs to")
@@ -160,19 +168,22 @@ def _locked_handoff(handoff_id: str, run: Run) -> tuple[Handoff, bool]:
 def record_report(operation_id: str, agent: str, kind: str, detail: dict, attempt: str) -> bool:
     """Append one MiddlewareReport (once per run, agent, kind and attempt) and announce it.
 
-    Every string in it (operation id, agent, attempt, each detail key and
-    value) passes `bundle.text_problem`. A report that does not is dropped:
-    logged by field name, never by value, and an `evidence_dropped` report
-    naming the field takes its place where the run and agent are valid. Bad
-    input never raises; False when nothing new was stored.
+    Its operation id, agent, attempt and detail values are names: one that
+    `bundle.identifier_problem` refuses is stored `redacted` and a
+    `value_redacted` report names it. A report that is not valid otherwise (an
+    unknown kind, a value that is not a string, a detail key that is not a
+    name) is dropped: logged by field name, never by value, and an
+    `evidence_dropped` report naming the field takes its place where the run
+    and agent are valid. Bad input never raises; False when nothing new was
+    stored.
     """
     try:
-        operation_id = parse_name(operation_id, "operation_id")
-        agent = parse_name(agent, "agent")
+        operation_id = parse_required_identifier(operation_id, "operation_id")
+        agent = parse_required_identifier(agent, "agent")
         if kind not in MiddlewareReport.Kind.values:
             raise BundleError("kind", "is not a known report kind")
         detail = parse_report_detail(detail)
-        attempt = parse_name(attempt, "attempt")
+        attempt = parse_required_identifier(attempt, "attempt")
     except BundleError as exc:
         logger.warning("middleware report dropped: %s %s", exc.field, exc.message)
         _report_dropped(operation_id, agent, kind, exc.field)
@@ -196,13 +207,27 @@ def record_report(operation_id: str, agent: str, kind: str, detail: dict, attemp
             batches.sequenced(run, event)
             transaction.on_commit(partial(broadcast.publish, event))
             batches.refresh_health(run, None)  # the report event announces it
+    if created and kind != MiddlewareReport.Kind.VALUE_REDACTED:
+        _report_redacted(
+            operation_id, {"operation_id": operation_id, "agent": agent, "attempt": attempt, "detail": detail}
+        )
     return created
+
+
+def _report_redacted(operation_id: str, values: dict) -> None:
+    """A `value_redacted` report for each of a stored report's values that were redacted (once per field; the
+    operation id as the run's, as `receipts.ingest.intake` reports it for receipts)."""
+    for found in redacted_fields(values, "report"):
+        part, field = ("run", "operation_id") if found == "report.operation_id" else ("report", found[7:])
+        detail = {"part": part, "field": field[:200]}
+        kind = MiddlewareReport.Kind.VALUE_REDACTED
+        record_report(operation_id, OBSERVER, kind, detail, f"redact-{digest(part, field)}")
 
 
 def _report_dropped(operation_id: object, agent: object, kind: object, field: str) -> None:
     if field == "operation_id" or kind == MiddlewareReport.Kind.EVIDENCE_DROPPED:
         return  # no run to attach it to, or the replacement itself failed: the log line is all
-    valid_agent = isinstance(agent, str) and agent != "" and text_problem(agent) is None
+    valid_agent = isinstance(agent, str) and agent != "" and identifier_problem(agent) is None
     record_report(
         str(operation_id),
         agent if valid_agent else OBSERVER,

@@ -75,9 +75,10 @@ def create_hosted(
     """
     token = uuid.uuid4().hex[:16]
     operation_id = operation_id or f"op-{token}"
-    # The bundle parser owns the rules for ids (type, length, no control characters or paths).
-    bundle.parse_bundle({"schema": bundle.SCHEMA, "handoff_id": "h-new", "operation_id": operation_id})
-    if Run.objects.filter(operation_id=operation_id).exists():
+    # The identifier rule (type, length, no control characters, paths or credentials), refused rather than
+    # redacted: a person chose this id and can choose another.
+    bundle.parse_required_text(operation_id, "operation_id")
+    if Run.objects.for_operation(operation_id).exists():  # hosted runs live in the local namespace
         msg = f"a run with operation id {operation_id!r} exists already"
         raise ValueError(msg)
     return Run.objects.create(

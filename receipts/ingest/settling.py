@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from receipts.ingest import batches, health, parts, signals
 from receipts.ingest.due import due_condition
-from receipts.ingest.sides import RunNotOwned, owner_problem
+from receipts.ingest.sides import RunNotOwned, namespace, owner_problem
 from receipts.models import Handoff, Run, VerdictChange
 from receipts.verdicts import bundle
 
@@ -28,7 +28,7 @@ def settle(*, handoff_id: str, operation_id: str, now: datetime | None = None) -
     history row, health, `handoff_changed` (alert rules fire now) and a live event; a handoff with nothing
     due only keeps the time.
     """
-    parts.validate_ids(handoff_id, operation_id, "1")
+    handoff_id, operation_id, _ = parts.validate_ids(handoff_id, operation_id, "1")
     now = now or timezone.now()
     with batches.atomic(), batches.batch():
         run = _existing_run(operation_id)
@@ -98,13 +98,13 @@ def _existing_run(operation_id: str) -> Run | None:
         return current.runs[operation_id]
     if f"run:{operation_id}" in current.absent:
         return None
-    return Run.objects.filter(operation_id=operation_id).first()
+    return Run.objects.for_operation(operation_id, namespace()).first()
 
 
 def _existing_handoff(handoff_id: str) -> Handoff | None:
     current = batches.current()
     if handoff_id not in current.handoffs and f"handoff:{handoff_id}" not in current.absent:
-        found = Handoff.objects.select_for_update().filter(handoff_id=handoff_id).first()
+        found = Handoff.objects.select_for_update().filter(source_name=namespace(), handoff_id=handoff_id).first()
         if found is not None:
             current.handoffs[handoff_id] = found
     return current.handoffs.get(handoff_id)

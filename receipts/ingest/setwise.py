@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from receipts.ingest import batches, signals, sqlsets
+from receipts.ingest import batches, redactions, signals, sqlsets
 from receipts.ingest.parts import (
     CLASSIFIED_FIELDS,
     apply_part,
@@ -28,7 +28,7 @@ from receipts.ingest.parts import (
     unsettled_by,
     validate_ids,
 )
-from receipts.ingest.sides import RunNotOwned, current_side, owner_problem
+from receipts.ingest.sides import RunNotOwned, namespace, owner_problem
 from receipts.models import Handoff, Receipt, Run, VerdictChange
 from receipts.verdicts import bundle
 
@@ -86,6 +86,7 @@ def _checked(entries: Sequence, parse: _PartCache) -> list[_Part]:
         value, part = parsed(entry.part, entry.value)
         if part is not None:
             parse.learn(entry.part, value, part)
+        redactions.note(entry.operation_id, entry.part, value)
         if (ids := (handoff_id, entry.operation_id, entry.attempt)) not in valid:
             validate_ids(*ids)
             valid.add(ids)
@@ -120,11 +121,11 @@ def _create_runs(operation_ids: set[str]) -> None:
     if not operation_ids:
         return
     current = batches.current()
-    side = current_side() or ""
+    side = namespace()  # issue 29 §4: the run is keyed by the side's namespace and the id
     new = [Run(operation_id=op, thread_id=op, source=Run.Source.AGENT, source_name=side) for op in operation_ids]
     found = {run.operation_id: run for run in sqlsets.insert_new(Run, new, "operation_id")}
     if missing := operation_ids - set(found):
-        raced = Run.objects.select_for_update().filter(operation_id__in=missing)
+        raced = Run.objects.select_for_update().filter(source_name=side, operation_id__in=missing)
         found.update((run.operation_id, run) for run in raced)
     for op in sorted(operation_ids):
         if op not in found:
@@ -146,13 +147,16 @@ def _create_handoffs(parts: Iterable[_Part]) -> set[int]:
     if not wanted:
         return set()
     new = [
-        Handoff(handoff_id=hid, run=run, verdict="ROUTE_REJECTED", settled_at=ended_at(run))
+        Handoff(
+            handoff_id=hid, source_name=run.source_name, run=run, verdict="ROUTE_REJECTED", settled_at=ended_at(run)
+        )
         for hid, run in wanted.items()
     ]
     made = sqlsets.insert_new(Handoff, new, "handoff_id")
     found = sorted(made, key=lambda handoff: handoff.pk)
     if missing := set(wanted) - {handoff.handoff_id for handoff in made}:
-        found += Handoff.objects.select_for_update().filter(handoff_id__in=missing).order_by("pk")
+        raced = Handoff.objects.filter(source_name=namespace(), handoff_id__in=missing)
+        found += raced.select_for_update().order_by("pk")
     for handoff in found:
         if handoff.run_id != wanted[handoff.handoff_id].pk:
             raise bundle.BundleError("operation_id", "does not match the operation this handoff belongs to")

@@ -12,7 +12,10 @@ from receipts.verdicts.bundle import BundleError
 
 class RunNotOwned(BundleError):
     """The run belongs to another side (issue 19): a local app may not record into a source's run, nor a source
-    into a local run or another source's. Nothing is written; the message names the run and its owner."""
+    into a local run or another source's. Nothing is written; the message names the run and its owner.
+
+    Since issue 29 §4 a side finds runs by operation id in its own namespace only (`namespace`), so recording
+    never meets another side's run: this stays as the guard for callers that hold a run (claims)."""
 
 
 # Which app is recording: "" a local app (the evidence writer's LocalSink), a source's name (the receipts
@@ -33,6 +36,13 @@ def writing_as(source_name: str) -> Iterator[None]:
 def current_side() -> str | None:
     """The side recording now: "" a local app, a source's name, None the server itself."""
     return _side.get()
+
+
+def namespace() -> str:
+    """The namespace the current side's operation ids live in (issue 29 §4): a source's name, "" for local apps
+    (and the server itself, whose by-id lookups are of local runs: it acts on a remote run `writing_as` its source).
+    A side never finds another side's run by an operation id, so it can neither block nor probe one."""
+    return _side.get() or ""
 
 
 def owner_problem(run: Run, side: str | None = None, *, act: str = "record into it") -> str:

@@ -51,12 +51,23 @@ class WaitReason(models.Model):
 
 
 class RunQuerySet(models.QuerySet):
-    def for_operation(self, operation_id: str) -> RunQuerySet:
-        return self.filter(operation_id=operation_id)
+    def for_operation(self, operation_id: str, source_name: str = "") -> RunQuerySet:
+        """The run `operation_id` names in the namespace of `source_name` ("" the local apps' and hosted runs')."""
+        return self.filter(source_name=source_name, operation_id=operation_id)
+
+    def of_thread(self, run: Run) -> RunQuerySet:
+        """The other runs of `run`'s thread (the same namespace), oldest first."""
+        same = self.filter(source_name=run.source_name, thread_id=run.thread_id).exclude(pk=run.pk)
+        return same.order_by("created_at", "pk")
 
 
 class Run(models.Model):
-    """One task given to the agent team, with a stable operation id across retries."""
+    """One task given to the agent team, with a stable operation id across retries.
+
+    Issue 28/29: a run is keyed by its source and its operation id (a remote source's ids live in its own
+    namespace; local apps and hosted runs share ""), and many runs may share a thread (a chat app's turns: a new
+    operation id per user turn on one thread).
+    """
 
     class Status(models.TextChoices):
         QUEUED = "queued"
@@ -76,8 +87,8 @@ class Run(models.Model):
         # The user's own process drives its graph through observe/aobserve; decisions go back to it.
         OBSERVED = "observed"
 
-    operation_id = models.CharField(max_length=200, unique=True)
-    thread_id = models.CharField(max_length=200, unique=True)
+    operation_id = models.CharField(max_length=200)  # unique in its source's namespace (Meta.constraints)
+    thread_id = models.CharField(max_length=200)
     # The registered graph a hosted run drives (agents.host.registry); for an observed run the name its
     # `configurable.graph_name` gives (issue 22 §2: the graph's team owns the run); empty for imported runs.
     graph = models.CharField(max_length=100, blank=True, db_index=True)
@@ -136,6 +147,13 @@ class Run(models.Model):
             models.Index(
                 fields=["open_false_count"], condition=models.Q(open_false_count__gt=0), name="run_open_false"
             ),
+            # issue 28: a thread's runs (the run page links the thread's other runs).
+            models.Index(fields=["source_name", "thread_id"], name="run_thread"),
+        ]
+        constraints = [
+            # issue 29 §4: an operation id is unique within its source's namespace only (the id first: the search
+            # by id across namespaces reads this index too).
+            models.UniqueConstraint(fields=["operation_id", "source_name"], name="run_operation_source"),
         ]
 
     def __str__(self) -> str:
@@ -145,7 +163,9 @@ class Run(models.Model):
 class Handoff(models.Model):
     """A handoff's current evidence (the minimized parts) and its verdict."""
 
-    handoff_id = models.CharField(max_length=200, unique=True)
+    # Unique in its run's source's namespace (Meta.constraints, issue 29 §4): a source can neither block nor probe
+    # a local app's handoff ids or another source's.
+    handoff_id = models.CharField(max_length=200)
     # Indexed with its verdict (Meta.indexes: handoff_run_verdict), which also serves the run's lookups.
     run = models.ForeignKey(Run, related_name="handoffs", on_delete=models.PROTECT, db_index=False)
     sender = models.CharField(max_length=200, blank=True)
@@ -160,6 +180,8 @@ class Handoff(models.Model):
     final_status = models.CharField(max_length=20, blank=True, choices=[(s, s) for s in FINAL_STATUSES])
 
     verdict = models.CharField(max_length=40, choices=[(v, v) for v in VERDICTS], db_index=True)
+    # Its run's `source_name` (a run's never changes): the namespace of `handoff_id`.
+    source_name = models.CharField(max_length=100, blank=True, default="", editable=False)
     boundary = models.CharField(max_length=40, blank=True)
     next_move = models.CharField(max_length=200, blank=True)
     reason = models.CharField(max_length=300, blank=True)
@@ -191,6 +213,9 @@ class Handoff(models.Model):
             # index alone.
             models.Index(fields=["run", "verdict"], name="handoff_run_verdict"),
         ]
+        constraints = [
+            models.UniqueConstraint(fields=["handoff_id", "source_name"], name="handoff_id_source"),
+        ]
         # Sidewisp's permissions. Default deny: a user without a group has none.
         permissions = [
             ("view_dashboard", "Can view the health dashboard"),
@@ -208,6 +233,11 @@ class Handoff(models.Model):
 
     def __str__(self) -> str:
         return self.handoff_id
+
+    def save(self, *args, **kwargs) -> None:
+        if self._state.adding:
+            self.source_name = self.run.source_name  # the namespace of its id is its run's (issue 29 §4)
+        super().save(*args, **kwargs)
 
     def part(self, name: str) -> dict | None:
         return getattr(self, f"{name}_part")
@@ -316,6 +346,8 @@ class MiddlewareReport(AppendOnlyModel):
         NO_VERIFIER = "no_verifier"
         # The graph raised: the exception class and where (node, tool), never its message.
         GRAPH_ERROR = "graph_error"
+        # An id or a name refused as credential-shaped, stored as `redacted:<digest>` (spec v1.3): the field.
+        VALUE_REDACTED = "value_redacted"
 
     run = models.ForeignKey(Run, related_name="reports", on_delete=models.PROTECT)
     agent = models.CharField(max_length=200)

@@ -8,7 +8,7 @@ receiver never blocks recording or a page. The delivery key makes each message e
 and channel.
 
 Payloads are minimized like events: ids, names, codes, times and a link to the page. Every string in
-them passes `bundle.text_problem`; the link is built here from `SIDEWISP_BASE_URL` and a page path.
+them passes `bundle.identifier_problem`; the link is built here from `SIDEWISP_BASE_URL` and a page path.
 
 A webhook's body is signed: `X-Sidewisp-Signature: sha256=<hex>` is the HMAC-SHA256, under the
 channel's secret, of `<X-Sidewisp-Timestamp>.<X-Sidewisp-Delivery>.<body>` (the timestamp header's
@@ -46,7 +46,7 @@ from receipts.models import Delivery, Handoff, NotificationChannel, OutboxIntent
 from receipts.notify import outbox, transport
 from receipts.notify.transport import DeliveryError
 from receipts.org import teams
-from receipts.verdicts.bundle import text_problem
+from receipts.verdicts.bundle import identifier_problem
 
 log = logging.getLogger(__name__)
 UNREAD = object()  # an argument the caller did not read: the callee reads it
@@ -109,10 +109,13 @@ def promise(
 
 
 def minimized(payload: dict[str, Any]) -> dict[str, Any]:
-    """`payload` with every string that fails `bundle.text_problem` emptied (logged by field name only)."""
+    """`payload` with every string that fails `bundle.identifier_problem` emptied (logged by field name only).
+
+    Its strings are ids, names and verdict codes from the database: held to the identifier rule (spec v1.3),
+    not the free-text one, so a run named like a git SHA is still named."""
     kept: dict[str, Any] = {}
     for field, value in payload.items():
-        if field != "link" and isinstance(value, str) and (problem := text_problem(value)) is not None:
+        if field != "link" and isinstance(value, str) and (problem := identifier_problem(value)) is not None:
             log.warning("notification field %s dropped: it %s", field, problem)
             value = ""
         kept[field] = value

@@ -27,17 +27,27 @@ from receipts.verdicts.fields import (  # noqa: F401
     MAX_DETAIL_ENTRIES,
     MAX_LIST_ENTRIES,
     MAX_STRING_LENGTH,
+    REDACTED_PREFIX,
     BundleError,
     format_time,
+    identifier,
+    identifier_problem,
+    is_redacted,
     parse_bool,
+    parse_identifier,
+    parse_identifiers,
     parse_name,
     parse_names,
+    parse_optional_identifiers,
     parse_optional_names,
     parse_optional_time,
     parse_report_detail,
+    parse_required_identifier,
     parse_required_text,
     parse_text,
     parse_time,
+    redacted,
+    redacted_fields,
     text_problem,
 )
 
@@ -58,6 +68,9 @@ VERDICTS = (
 RESULTS = ("pass", "fail")
 # How a wait was decided (spec §1 v1.1); `expired` is the safe default applied at the deadline.
 RESOLUTIONS = ("approved", "edited", "rejected", "expired", "cancelled")
+# Where a created receipt's route version came from: SidewispMiddleware(route_version=),
+# observe(route_version=), or neither (the default, routes/1). Reasons name it.
+ROUTE_VERSION_SOURCES = ("middleware", "observe", "default")
 
 
 @dataclass(frozen=True)
@@ -71,6 +84,7 @@ class Created:
     # v1.3 the whole turn: every tool-call id of the AI message that made the transfer, its own included;
     # None when not recorded (an older agent side), when only the transfer's own call is checked.
     turn_tool_call_ids: tuple[str, ...] | None = None
+    route_version_source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -135,6 +149,12 @@ def _parse_result(value: object, field: str) -> str | None:
     raise BundleError(field, 'must be "pass" or "fail"')
 
 
+def _parse_source(value: object, field: str) -> str | None:
+    if value is None or (isinstance(value, str) and value in ROUTE_VERSION_SOURCES):
+        return value
+    raise BundleError(field, f"must be one of {', '.join(ROUTE_VERSION_SOURCES)}")
+
+
 def _parse_resolution(value: object, field: str) -> str | None:
     if value is None or (isinstance(value, str) and value in RESOLUTIONS):
         return value
@@ -146,14 +166,17 @@ def _parse_resolution(value: object, field: str) -> str | None:
 _Parser = Callable[[object, str], object]
 _TEXT, _NAMES, _TIME, _BOOL, _RESULT, _RESOLUTION = "text", "names", "time", "bool", "result", "resolution"
 _OPTIONAL_NAMES = "optional_names"  # a list whose absence is kept apart from an empty list
+_SOURCE = "route_version_source"
+# Every string of a part is an id or a name (spec v1.3): kept, or redacted when refused, never an error.
 _PARSERS: dict[str, _Parser] = {
-    _TEXT: parse_text,
-    _NAMES: parse_names,
-    _OPTIONAL_NAMES: parse_optional_names,
+    _TEXT: parse_identifier,
+    _NAMES: parse_identifiers,
+    _OPTIONAL_NAMES: parse_optional_identifiers,
     _TIME: parse_optional_time,
     _BOOL: parse_bool,
     _RESULT: _parse_result,
     _RESOLUTION: _parse_resolution,
+    _SOURCE: _parse_source,
 }
 # The only fields a part may carry; everything else is dropped unread.
 _PART_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -165,6 +188,7 @@ _PART_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
         ("required_context_keys", _NAMES),
         ("at", _TIME),
         ("turn_tool_call_ids", _OPTIONAL_NAMES),
+        ("route_version_source", _SOURCE),
     ),
     "reduced": (
         ("goto", _TEXT),
@@ -187,9 +211,16 @@ _PART_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     "verification": (("verifier", _TEXT), ("result", _RESULT), ("checked_at", _TIME), ("receipt_id", _TEXT)),
 }
-# Fields added after v1 (v1.1 wait.resolution, v1.2 destination.tools, v1.3 created.turn_tool_call_ids):
-# serialized only when present.
-_LATER_FIELDS = frozenset({("wait", "resolution"), ("destination", "tools"), ("created", "turn_tool_call_ids")})
+# Fields added after v1 (v1.1 wait.resolution, v1.2 destination.tools, v1.3 created.turn_tool_call_ids and
+# created.route_version_source): serialized only when present.
+_LATER_FIELDS = frozenset(
+    {
+        ("wait", "resolution"),
+        ("destination", "tools"),
+        ("created", "turn_tool_call_ids"),
+        ("created", "route_version_source"),
+    }
+)
 _PART_TYPES: dict[str, type[Part]] = {
     "created": Created,
     "reduced": Reduced,
@@ -256,9 +287,10 @@ def parse_bundle(value: object) -> Bundle:
     `handoff_id` and `operation_id` are non-empty strings. Every part, every
     field inside a part, `final_status` and `expect` may be absent or null
     (absent evidence is for the classifier to judge), but when present must
-    have its documented type. Strings are at most 200 characters, hold no
-    control characters, no absolute local path anywhere and nothing
-    shaped like a secret (see `text_problem`); lists hold at most 100
+    have its documented type. Every string is an id or a name: one that
+    `identifier_problem` refuses (over 200 characters, control characters,
+    an absolute local path, a known credential shape) is replaced by its
+    `redacted` form, never an error (spec v1.3); lists hold at most 100
     strings; times carry a zone and come back as aware UTC datetimes. Unknown
     fields are dropped. Anything else raises `BundleError` naming the field and
     never the value.
@@ -267,8 +299,8 @@ def parse_bundle(value: object) -> Bundle:
         raise BundleError("bundle", "must be a JSON object")
     if value.get("schema") != SCHEMA:
         raise BundleError("schema", f'must be "{SCHEMA}"')
-    handoff_id = parse_required_text(value.get("handoff_id"), "handoff_id")
-    operation_id = parse_required_text(value.get("operation_id"), "operation_id")
+    handoff_id = parse_required_identifier(value.get("handoff_id"), "handoff_id")
+    operation_id = parse_required_identifier(value.get("operation_id"), "operation_id")
     parts = {name: None if value.get(name) is None else parse_part(name, value[name]) for name in PARTS}
     return Bundle(
         handoff_id=handoff_id,

@@ -6,11 +6,12 @@ the field, never repeating the value.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 MAX_STRING_LENGTH = 200
@@ -25,8 +26,25 @@ _CONTROL_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 # `\\server` and `https://` fail), a home directory (`~/`, `~root`, `$HOME`), a
 # drive letter and a `file:` URL.
 _ABSOLUTE_PATH = re.compile(r"(?<![\w.])[/\\~]|[A-Za-z]:[/\\]|\bfile:|\$\{?HOME\b", re.IGNORECASE)
-# Values shaped like credentials: provider key prefixes, bearer tokens and
-# `password=`-style assignments. Long random runs are judged by _random_run.
+# Known credential shapes, the one test an identifier is held to (spec v1.3 "Identifiers are not secrets"):
+# provider key prefixes, JSON web tokens, PEM blocks, bearer tokens and `password=`-style assignments.
+# Never length, hex or randomness: a git SHA, a dashless UUID and `user42_Session2024_10_05_CheckoutFlow`
+# are identifiers.
+_CREDENTIAL = re.compile(
+    r"(?<![A-Za-z0-9])(?:sk|rk)[-_](?:live|test|proj|ant|svcacct|admin)[-_][A-Za-z0-9_-]{6,}"  # Stripe, OpenAI, Claude
+    r"|(?<![A-Za-z0-9])sk-[A-Za-z0-9]{20,}(?![A-Za-z0-9_-])"  # OpenAI's older keys: sk- and one long run
+    r"|\b(?:gh[pousr]_|github_pat_)[A-Za-z0-9_]{20,}"  # GitHub tokens
+    r"|(?<![A-Za-z0-9])AKIA[A-Z0-9]{16}|(?<![A-Za-z0-9])ASIA[A-Z2-7]{16}(?![A-Za-z0-9])"  # AWS access key ids
+    r"|\bxox[abposr]-[A-Za-z0-9-]{8,}|\bxapp-[A-Za-z0-9-]{8,}"  # Slack
+    r"|\bAIza[A-Za-z0-9_-]{30,}"  # Google API keys
+    r"|\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{4,}"  # JSON web tokens: base64 of `{"`, then a second segment
+    r"|\bswt_[0-9a-f]{12}_[A-Za-z0-9_-]{43}"  # Sidewisp's own source tokens
+    r"|-----BEGIN"  # PEM blocks
+    r"|(?i:\bbearer\s+\S)"
+    r"|(?i:\b(?:password|passwd|secret|client_secret|api[_-]?key|access[_-]?key)\s*[=:]\s*\S)"  # assignments
+)
+# Free text (not an identifier) is held to more: the credential shapes above in their looser forms, and
+# `password=`-style assignments. Long random runs are judged by _has_random_run.
 _SECRET = re.compile(
     r"(?<![A-Za-z0-9])(?:sk|rk)[-_][A-Za-z0-9_-]{8,}"  # OpenAI, Anthropic, Stripe secret and restricted keys
     r"|\b(?:gh[pousr]_|github_pat_)[A-Za-z0-9_]{8,}"  # GitHub tokens
@@ -38,6 +56,9 @@ _SECRET = re.compile(
     r"|(?i:\bbearer\s+\S)"
     r"|(?i:\b(?:password|passwd|pwd|secret|client_secret|api[_-]?key|access[_-]?key|token|access[_-]?token)\s*[=:])"
 )
+# What a refused identifier is stored as: the prefix and the first 12 hex digits of the value's SHA-256.
+REDACTED_PREFIX = "redacted:"
+_REDACTED = re.compile(r"redacted:[0-9a-f]{12}")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
 _TOKEN_RUN = re.compile(r"[A-Za-z0-9+/_=-]{32,}")
 _HEX_RUN = re.compile(r"[0-9a-fA-F]{40,}")
@@ -67,15 +88,13 @@ class BundleError(ValueError):
         self.message = message
 
 
-def text_problem(text: str) -> str | None:
-    """Why `text` may not be stored, shown or announced, or None when it may.
+def identifier_problem(text: str) -> str | None:
+    """Why `text` may not be stored as an identifier or a name, or None when it may (spec v1.3).
 
-    The one rule for every string that reaches a receipt, a middleware report,
-    an event or a page: at most MAX_STRING_LENGTH characters, no control or
-    bidi characters, no absolute local path anywhere in it, nothing shaped like
-    a secret. Names, ids, ISO times and short digests (`call_abc123`,
-    `h-7f3a09c1d2e4b5a6`, `routes/1`, a UUID) pass. The answer never repeats
-    the text.
+    An id or a name (operation, handoff, tool-call, attempt and resume-token ids, thread ids, node, agent,
+    tool and route-version names) is refused only for what makes it unsafe anywhere: more than
+    MAX_STRING_LENGTH characters, control or bidi characters, an absolute local path, or a known credential
+    shape (`_CREDENTIAL`). Never for being long, hex or random-looking. The answer never repeats the text.
     """
     if len(text) > MAX_STRING_LENGTH:
         return f"is longer than {MAX_STRING_LENGTH} characters"
@@ -85,9 +104,53 @@ def text_problem(text: str) -> str | None:
     folded = unicodedata.normalize("NFKC", text)
     if _ABSOLUTE_PATH.search(folded):
         return "must not contain an absolute local path"
+    if _CREDENTIAL.search(folded):
+        return "must not contain a credential"
+    return None
+
+
+def text_problem(text: str) -> str | None:
+    """Why free text may not be stored, shown or announced, or None when it may.
+
+    Free text that is not an identifier (a notification's words, an audit entry's names typed by people) is
+    held to `identifier_problem` and more: nothing shaped like a secret, which includes `password=`-style
+    assignments, long hex runs and long runs that mix cases and digits at random. Names, ids, ISO times and
+    short digests (`call_abc123`, `h-7f3a09c1d2e4b5a6`, `routes/1`, a UUID) pass. The answer never repeats
+    the text.
+    """
+    if problem := identifier_problem(text):
+        return "must not contain a secret-shaped value" if problem == "must not contain a credential" else problem
+    folded = unicodedata.normalize("NFKC", text)
     if _SECRET.search(folded) or _has_random_run(folded):
         return "must not contain a secret-shaped value"
     return None
+
+
+def redacted(text: str) -> str:
+    """What a refused identifier is stored as: the same value gives the same replacement everywhere."""
+    return REDACTED_PREFIX + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def is_redacted(value: object) -> bool:
+    """`value` is a replacement made by `redacted` (here or by the agent side before it sent it)."""
+    return isinstance(value, str) and _REDACTED.fullmatch(value) is not None
+
+
+def redacted_fields(value: object, field: str) -> list[str]:
+    """Where in `value` (a stored part, a report's detail: names and lists of names) a `redacted` value is,
+    as field paths under `field` (`created.receiver`, `reduced.tool_message_ids[2]`)."""
+    if is_redacted(value):
+        return [field]
+    if isinstance(value, Mapping):
+        return [found for key, item in value.items() for found in redacted_fields(item, f"{field}.{key}")]
+    if isinstance(value, list | tuple):
+        return [found for index, item in enumerate(value) for found in redacted_fields(item, f"{field}[{index}]")]
+    return []
+
+
+def identifier(text: str) -> str:
+    """`text` when it may be stored as an identifier, else its `redacted` replacement."""
+    return text if identifier_problem(text) is None else redacted(text)
 
 
 def _has_random_run(text: str) -> bool:
@@ -107,11 +170,12 @@ def _bits_per_char(run: str) -> float:
 
 
 def parse_text(value: object, field: str) -> str | None:
+    """A name held to `identifier_problem` and refused when it fails (contracts, forms: a person fixes it)."""
     if value is None:
         return None
     if not isinstance(value, str):
         raise BundleError(field, "must be a string")
-    if problem := text_problem(value):
+    if problem := identifier_problem(value):
         raise BundleError(field, problem)
     return value
 
@@ -125,7 +189,29 @@ def parse_required_text(value: object, field: str) -> str:
     return text
 
 
-def parse_names(value: object, field: str) -> tuple[str, ...]:
+def parse_identifier(value: object, field: str) -> str | None:
+    """An id or a name of evidence: a string, kept as it is or `redacted` when `identifier_problem` refuses it.
+
+    A refused value never takes its entry down (spec v1.3); only a value that is not a string is an error.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise BundleError(field, "must be a string")
+    return identifier(value)
+
+
+def parse_required_identifier(value: object, field: str) -> str:
+    if value is None:
+        raise BundleError(field, "is required")
+    text = parse_identifier(value, field)
+    if not text:
+        raise BundleError(field, "must not be empty")
+    return text
+
+
+def parse_names(value: object, field: str, item: Callable[[object, str], str | None] = parse_text) -> tuple[str, ...]:
+    """A list of at most MAX_LIST_ENTRIES strings, each read by `item` (refused names by default)."""
     if value is None:
         return ()
     if not isinstance(value, list | tuple):
@@ -133,11 +219,20 @@ def parse_names(value: object, field: str) -> tuple[str, ...]:
     if len(value) > MAX_LIST_ENTRIES:
         raise BundleError(field, f"has more than {MAX_LIST_ENTRIES} entries")
     names = []
-    for index, item in enumerate(value):
-        if item is None:
+    for index, entry in enumerate(value):
+        if entry is None:
             raise BundleError(f"{field}[{index}]", "must be a string")
-        names.append(parse_text(item, f"{field}[{index}]"))
+        names.append(item(entry, f"{field}[{index}]"))
     return tuple(names)
+
+
+def parse_identifiers(value: object, field: str) -> tuple[str, ...]:
+    """A list of ids or names of evidence, each kept or `redacted` (`parse_identifier`)."""
+    return parse_names(value, field, parse_identifier)
+
+
+def parse_optional_identifiers(value: object, field: str) -> tuple[str, ...] | None:
+    return None if value is None else parse_identifiers(value, field)
 
 
 def _to_utc(text: str) -> datetime | None:
@@ -193,10 +288,11 @@ def parse_report_detail(value: object, field: str = "detail") -> dict[str, objec
     """A middleware report's detail: names, codes and counts only.
 
     Contract: an object of at most MAX_DETAIL_ENTRIES entries whose keys are
-    names and whose values are strings (held to `text_problem`), whole or
-    finite numbers, booleans, null, or lists of those (at most
-    MAX_LIST_ENTRIES). Anything else raises `BundleError` naming the key, and
-    a key that cannot be named safely is reported as `field` alone.
+    names and whose values are strings, whole or finite numbers, booleans,
+    null, or lists of those (at most MAX_LIST_ENTRIES). A string value is a
+    name (a node, a tool, an error class, a field): kept, or `redacted` when
+    `identifier_problem` refuses it. Anything else raises `BundleError` naming
+    the key, and a key that cannot be named safely is reported as `field` alone.
     """
     if not isinstance(value, Mapping):
         raise BundleError(field, "must be an object")
@@ -220,7 +316,7 @@ def _parse_scalar(value: object, field: str) -> object:
     if isinstance(value, float) and math.isfinite(value):
         return value
     if isinstance(value, str):
-        return parse_text(value, field)
+        return parse_identifier(value, field)
     raise BundleError(field, "must be a name, a number, true, false or null")
 
 
@@ -234,6 +330,6 @@ def parse_name_key(key: object, field: str, what: str) -> str:
         raise BundleError(field, f"has a {what} name that is not a string")
     if not key:
         raise BundleError(field, f"has an empty {what} name")
-    if problem := text_problem(key):
+    if problem := identifier_problem(key):
         raise BundleError(field, f"has a {what} name that {problem}")
     return key

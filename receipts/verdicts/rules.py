@@ -64,6 +64,20 @@ class _Finding:
 # earlier check having run.
 
 
+# Where the route version came from (created.route_version_source), as a reason says it.
+_ORIGINS = {
+    "middleware": " (given as SidewispMiddleware(route_version=...))",
+    "observe": " (given as observe(route_version=...))",
+    "default": " (the default: neither SidewispMiddleware nor observe was given a route_version)",
+}
+
+
+def _quoted(name: str | None) -> str:
+    """A route version in a reason (an identifier, spec §1 v1.3), clipped so a reason fits a handoff row."""
+    name = name or ""
+    return f'"{name if len(name) <= 40 else name[:39] + "…"}"'
+
+
 def _route_problem(bundle: Bundle, contracts: Contracts) -> str | None:
     created = bundle.created
     if created is None:
@@ -71,10 +85,11 @@ def _route_problem(bundle: Bundle, contracts: Contracts) -> str | None:
     for field in ("sender", "receiver", "route_version"):
         if not getattr(created, field):
             return f"created.{field} is missing"
+    version = f"{_quoted(created.route_version)}{_ORIGINS.get(created.route_version_source, '')}"
     if created.route_version not in contracts.routes:
-        return "created.route_version is not a known contract version"
+        return f"created.route_version {version} is not a known contract version"
     if contracts.required_keys(created.route_version, created.sender, created.receiver) is None:
-        return "created.receiver is not declared for created.sender in that route version"
+        return f"created.receiver is not declared for created.sender in route version {version}"
     # A missing reduced receipt is stale control (check 2), not a rejected route.
     if bundle.reduced is not None and bundle.reduced.goto != created.receiver:
         return "reduced.goto does not equal created.receiver"

@@ -69,10 +69,12 @@ def record_resolution(decision: Decision) -> None:
     token = (handoff.wait_part or {}).get("resume_token_id")
     if not handoff.wait_part or token != decision.resume_token_id:
         return  # a later wait replaced the decided one
-    recording.record(
-        handoff_id=handoff.handoff_id,
-        operation_id=decision.run.operation_id,
-        part="wait",
-        value={**handoff.wait_part, "resolved": True, "resolution": RESOLUTION_OF[decision.kind]},
-        attempt=f"resolved-{recording.digest(token)}",
-    )
+    # Recorded as the run's own side: its operation id is looked up in that side's namespace (issue 29 §4).
+    with recording.writing_as(decision.run.source_name):
+        recording.record(
+            handoff_id=handoff.handoff_id,
+            operation_id=decision.run.operation_id,
+            part="wait",
+            value={**handoff.wait_part, "resolved": True, "resolution": RESOLUTION_OF[decision.kind]},
+            attempt=f"resolved-{recording.digest(token)}",
+        )

@@ -5,7 +5,9 @@ admin. Only a digest of the token's secret is stored; a token finds its row by
 its public `key_id` and its secret is compared in constant time. A token is
 scoped to its source name: it may write only the runs its source created (a
 run is created by the first receipt posted for it) and claim only their
-decisions; local runs and other sources' runs are out of scope.
+decisions. A source's operation ids live in its own namespace (issue 29 §4: a
+run is keyed by its source and its operation id), so a source never finds, blocks
+or probes a local run or another source's: an id another side uses is, to it, a new id.
 
 A posted body is either `{"entries": [...]}` (the `receipts.ingest.intake` format),
 one `sidewisp.handoff/1` bundle, or a list of bundles. Everything in it is
@@ -23,12 +25,12 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from receipts.ingest import broadcast, intake, recording, runs
 from receipts.models import FINAL_STATUS_PART, AuditEntry, Decision, MiddlewareReport, Run, SourceToken
-from receipts.org import audit, teams
+from receipts.org import audit
 from receipts.verdicts import bundle
 from receipts.workers import claims
 
@@ -116,46 +118,21 @@ def _digest(secret: str) -> str:
 
 
 def run_in_scope(token: SourceToken, operation_id: str) -> Run | None:
-    """The run `operation_id` names if `token` may act on it; None when there is none; OutOfScope otherwise."""
-    run = Run.objects.filter(operation_id=operation_id).first()
-    if run is not None and run.source_name != token.source_name:
-        if not teams.same_owner(run, token.source_name):
-            return None  # another team's run is not found, like none (issue 22 §2: no existence oracle)
-        raise OutOfScope("operation_id", f"{_whose(run)}, not by source {token.source_name}")
-    return run
-
-
-def _whose(run: Run) -> str:
-    if run.source_name:
-        return f"run {run.operation_id} was created by source {run.source_name}"
-    return f"run {run.operation_id} is a local run"
+    """The run `operation_id` names in `token`'s source's namespace; None when there is none (issue 29 §4: another
+    side's run under the same id is not this source's to see, and is answered like no run at all)."""
+    return Run.objects.for_operation(operation_id, token.source_name).first()
 
 
 def _claim_runs(token: SourceToken, entries: Sequence[intake.Entry]) -> set[str]:
-    """Create the entries' new runs as this source's and return their operation ids; OutOfScope naming the first
-    entry of a run it may not write."""
-    first_entry: dict[str, int] = {}
-    for index, entry in enumerate(entries):
-        first_entry.setdefault(entry.operation_id, index)
+    """Create the entries' new runs as this source's (in its namespace) and return their operation ids."""
+    wanted = list(dict.fromkeys(entry.operation_id for entry in entries))
     new = set()
-    for operation_id, index in first_entry.items():
-        try:
-            with transaction.atomic():
-                run, created = Run.objects.get_or_create(
-                    operation_id=operation_id,
-                    defaults={
-                        "thread_id": operation_id,
-                        "source": Run.Source.AGENT,
-                        "mode": Run.Mode.OBSERVED,
-                        "source_name": token.source_name,
-                    },
-                )
-        except IntegrityError:  # another run already has this id as its thread id
-            raise OutOfScope(f"entries[{index}].operation_id", "is taken by another run") from None
-        if run.source_name != token.source_name:
-            if not teams.same_owner(run, token.source_name):  # issue 22 §2: whose it is, not said across teams
-                raise OutOfScope(f"entries[{index}].operation_id", "is taken by another run")
-            raise OutOfScope(f"entries[{index}].operation_id", f"{_whose(run)}, not by source {token.source_name}")
+    for operation_id in wanted:
+        _run, created = Run.objects.get_or_create(
+            source_name=token.source_name,
+            operation_id=operation_id,
+            defaults={"thread_id": operation_id, "source": Run.Source.AGENT, "mode": Run.Mode.OBSERVED},
+        )
         if created:
             new.add(operation_id)
     return new
@@ -232,7 +209,7 @@ def store(token: SourceToken, entries: Sequence[intake.Entry]) -> list[bool]:
         for entry, new in zip(entries, stored, strict=True):
             if new and isinstance(entry, intake.PartEntry) and entry.part == FINAL_STATUS_PART:
                 statuses[entry.operation_id] = entry.value
-        for run in Run.objects.filter(operation_id__in=statuses):
+        for run in Run.objects.filter(source_name=token.source_name, operation_id__in=statuses):
             runs.set_status(run, statuses[run.operation_id])
         return stored
 

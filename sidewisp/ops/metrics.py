@@ -36,7 +36,7 @@ from prometheus_client.exposition import choose_encoder
 
 from agents.observe import writer
 from receipts import retention
-from receipts.models import Handoff, Receipt
+from receipts.models import Handoff, MiddlewareReport, Receipt
 from receipts.notify import outbox
 from receipts.queries import dashboard
 from receipts.tasks import beat_heartbeat_key
@@ -90,6 +90,7 @@ class SidewispCollector:
         yield self._open_false_completions()
         yield from self._waits()
         yield self._receipts()
+        yield self._evidence_reports()
         yield self._unapplied_intents()
         yield from self._recording_latency()
         yield from self._redis_facts()
@@ -152,6 +153,24 @@ class SidewispCollector:
             metric.add_metric([part], counts[part])
         return metric
 
+    def _evidence_reports(self) -> Metric:
+        # Spec v1.3 "nothing dropped in silence": what the recording side could not store as it was, by why.
+        metric = GaugeMetricFamily(
+            "sidewisp_evidence_reports",
+            "Reports on runs of evidence not stored as it was: evidence_dropped (a field or an entry left out: "
+            "reason is the writer's error or the server's HTTP status, none for a field that did not validate), "
+            "value_redacted (an id or name stored redacted).",
+            labels=["kind", "reason"],
+        )
+        kinds = (MiddlewareReport.Kind.EVIDENCE_DROPPED, MiddlewareReport.Kind.VALUE_REDACTED)
+        rows = MiddlewareReport.objects.filter(kind__in=kinds).order_by().values_list("kind", "detail__reason")
+        counts: Counter[tuple[str, str]] = Counter()
+        for kind, reason, n in rows.annotate(n=Count("pk")):
+            counts[kind, str(reason or "none")[:100]] += n
+        for labels, n in sorted(counts.items()):
+            metric.add_metric(labels, n)
+        return metric
+
     def _unapplied_intents(self) -> Metric:
         # issue 19 §1: promised work no worker has taken on within the apply bound (sent or not).
         counts = dict(outbox.unapplied(now=self.now).values("kind").annotate(n=Count("pk")).values_list("kind", "n"))
@@ -199,7 +218,8 @@ class SidewispCollector:
                 pipe.llen(queue + suffix)
             pipe.get(publish_failures_key())
             pipe.mget([writer_count_key(name) for name in WRITER_COUNTS])
-            *lengths, failures, writer_counts = pipe.execute()
+            pipe.get(refused_receipts_key())
+            *lengths, failures, writer_counts, refused = pipe.execute()
         except redis.RedisError as exc:
             logger.warning("metrics: Redis not readable: %s", type(exc).__name__)
             yield GaugeMetricFamily("sidewisp_redis_up", "1 when Redis answered this scrape.", value=0)
@@ -217,6 +237,8 @@ class SidewispCollector:
         )
         for (name, documentation), count in zip(WRITER_COUNTS.items(), writer_counts, strict=True):
             yield CounterMetricFamily(f"sidewisp_evidence_writer_{name}", documentation, value=int(count or 0))
+        doc = "Bodies POST /api/v1/receipts refused as not valid (400) or out of scope (403): none of it stored."
+        yield CounterMetricFamily("sidewisp_api_receipts_refused", doc, value=int(refused or 0))
 
     def _heartbeats(self) -> Iterator[Metric]:
         now = time.time()
@@ -336,6 +358,10 @@ def count_publish_failures() -> None:
 
 
 # --- the evidence writer's counters, from every worker process --------------------------------
+
+
+def refused_receipts_key() -> str:
+    return f"{settings.CELERY_TASK_DEFAULT_QUEUE}:metrics:api_receipts_refused"
 
 
 def writer_count_key(name: str) -> str:

@@ -64,6 +64,7 @@ REPORTS: dict[str, str] = {
     "context_edited": "Context edited",
     "model_failed": "Model failed",
     "evidence_dropped": "Evidence dropped",
+    "value_redacted": "Value redacted",
     "no_handoff": "No handoff recorded",
     "no_verifier": "No verifier registered",
     "unseen_without_middleware": "Agent observed without SidewispMiddleware",
@@ -81,6 +82,14 @@ def report_text(kind: str, detail: dict | None) -> str:
         why = detail.get("reason") or detail.get("code")
         text = f"{where[0].upper()}{where[1:]} could not be recorded as it was and was left out"
         return f"{text} ({why})" if why else text
+    if kind == "value_redacted":
+        part, field = detail.get("part") or "?", detail.get("field") or "?"
+        where = {"report": f"The {field} of a report", "run": f"The run's {field}", "handoff": f"The handoff's {field}"}
+        where = where.get(part, f"The {field} field of the {part} receipt")
+        return (
+            f"{where} held a value that may not be stored as it is (a credential shape, an absolute path, control "
+            "characters or over 200 characters): it was stored as redacted: and a digest, and the rest was kept"
+        )
     if kind == "no_handoff":
         return "The run ended without recording any handoff"
     if kind == "graph_error":

@@ -22,7 +22,9 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET
 
 from agents.host import teamshape
-from receipts.models import Run
+from receipts import actions
+from receipts.ingest import drafts
+from receipts.models import Handoff, Run
 from receipts.org import teams
 from receipts.queries import dashboard, routestats, teammap
 from sidewisp.pages import labels, mapdrawing
@@ -109,7 +111,19 @@ def map_context(params: QueryDict | Mapping[str, str], user) -> dict:
     view = map_view(filters, shapes, links, heading="Routes of the team", where=where)
     windows = [(key, label, urlencode({**links, "window": key})) for key, (label, _) in labels.WINDOWS.items()]
     switch = team_switch(user, seen, {k: v for k, v in links.items() if v and k != "team"})
-    return {"form": form, "chosen": chosen, "windows": windows, "map": view, "team_switch": switch}
+    context = {"form": form, "chosen": chosen, "windows": windows, "map": view, "team_switch": switch}
+    return {**context, "declarable": _declarable(filters, user)}
+
+
+def _declarable(filters: routestats.MapFilters, user) -> list[dict]:
+    """For an admin: each route version the map's rejected routes name without declaring them, with the newest
+    run whose page offers its draft ("Declare what you saw"); nobody else is offered anything."""
+    if not actions.may_declare(user):
+        return []
+    found = drafts.drafts_for(drafts.rejected_handoffs(routestats.handoffs(filters)))
+    pks = [max(d.handoff_pks) for d in found]
+    newest = {h.pk: h.run for h in Handoff.objects.select_related("run").filter(pk__in=pks)}
+    return [{"draft": d, "run": newest[max(d.handoff_pks)]} for d in found]
 
 
 def run_map(run: Run) -> MapView:

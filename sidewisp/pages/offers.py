@@ -5,6 +5,7 @@ A page never offers a link the action could only refuse or deny.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from django.urls import reverse
@@ -13,6 +14,7 @@ from receipts import actions
 from receipts.actions import User
 from receipts.models import Handoff, Run
 from receipts.workers.runtime import current as current_runtime
+from sidewisp.pages import labels
 from sidewisp.pages.decisions import decisions_on_open_waits
 
 
@@ -180,17 +182,19 @@ def handoff_links(h: Handoff, offers: Offers, user: User, *, settled: bool = Fal
                 link("reject", "Reject…")
                 link("edit", "Edit…")
             else:
-                notes.append(
-                    Note(
-                        "decide", "Approve, reject and edit are not offered: a decision cannot reach this run's graph."
-                    )
+                text = (
+                    "Approve, reject and edit are not offered: a decision cannot reach this run's graph. "
+                    f"{offers.resumer} What unblocks it: an operator cancels the wait, or the run is started "
+                    "again where a worker or its app can resume it."
                 )
+                notes.append(Note("decide", text))
         if reassigns:
             link("reassign", "Reassign…")
     elif h.wait_open:
         if reassigns:
             link("reassign", "Assign owner and deadline…")
             link("cancel", "Cancel the wait…")
+        notes.append(Note("wait", undeliverable(h, offers, reassigns=reassigns)))
     elif h.verdict == "FALSE_COMPLETE" and not settled:
         if actions.REOPEN_TASK.name in offers.may:
             if offers.reverify:
@@ -201,3 +205,38 @@ def handoff_links(h: Handoff, offers: Offers, user: User, *, settled: bool = Fal
             link("accept", "Accept as is…")
             link("resolve", "Mark resolved…")
     return links, notes
+
+
+def declare_offer(run: Run, user: User, handoffs: list[Handoff]) -> dict | None:
+    """The drafts `user` may declare for `run` (admins only, and only where a route was rejected), or None."""
+    if not any(h.verdict == "ROUTE_REJECTED" for h in handoffs) or not actions.may_declare(user):
+        return None
+    drafts = [{"draft": draft, "key": uuid.uuid4().hex} for draft in actions.run_drafts(run)]
+    return {"drafts": drafts} if drafts else None
+
+
+def undeliverable(h: Handoff, offers: Offers, *, reassigns: bool) -> str:
+    """Why an open wait cannot be approved or rejected now, and what would unblock it (never silent)."""
+    who = "Assign an owner and a deadline, or cancel it (above)" if reassigns else "An operator can assign them"
+    if h.verdict == "UNCERTAIN":
+        why = (
+            f"Approve and reject are not offered: this wait is uncertain ({h.reason}). A decision needs an owner, "
+            f"a known reason, a deadline still ahead, a resume token and a persisted state. {who}."
+        )
+    else:
+        boundary = labels.BOUNDARIES.get(h.boundary, h.boundary or "an earlier")
+        if h.verdict == "ROUTE_REJECTED":
+            unblock = (
+                "an admin declares the route (Declare what you saw on the run page, or a contract version in the "
+                "admin); the handoff is then judged again and the wait can be decided"
+            )
+        else:
+            unblock = f"{h.next_move or 'reconcile the evidence'}; the handoff is then judged again"
+        why = (
+            f"Approve and reject are not offered: this handoff failed its {boundary.lower()} boundary ({h.reason}), "
+            f"so a decision would resume a transfer that is not proven. What unblocks it: {unblock}"
+            f"{'; or an operator cancels the wait' if not reassigns else '; or cancel the wait (above)'}."
+        )
+    if offers.observed:
+        why += " Until then the app's await_decision keeps waiting."
+    return why

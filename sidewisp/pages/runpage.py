@@ -10,10 +10,11 @@ from receipts import actions
 from receipts.actions import User
 from receipts.ingest import health as run_health
 from receipts.models import Handoff, Run, VerdictChange
+from receipts.org import teams
 from receipts.queries import dashboard
 from sidewisp.pages import labels
 from sidewisp.pages.evidence import reconcile_evidence
-from sidewisp.pages.offers import Offers, offer_on_handoff, run_offers
+from sidewisp.pages.offers import Offers, declare_offer, offer_on_handoff, run_offers
 from sidewisp.pages.runs import NO_HANDOFF
 from sidewisp.pages.waits import with_stories
 
@@ -56,9 +57,23 @@ def run_context(run: Run, user: User, page: object = 1) -> dict:
         "reports": reports[: dashboard.REPORT_LIMIT],
         "more_reports": len(reports) > dashboard.REPORT_LIMIT,
         "effective_limits": effective_stack(run),
+        "declare": declare_offer(run, user, final),
         "timeline_limit": dashboard.TIMELINE_LIMIT,
         "now": timezone.now(),
+        **_thread_runs(run, user),
     }
+
+
+# At most this many of the thread's other runs are linked from a run's page (the newest ones).
+THREAD_LIMIT = 20
+
+
+def _thread_runs(run: Run, user: User) -> dict:
+    """The other runs of the run's thread that `user` sees (issue 28: a chat app's turns, a run per operation
+    id on one thread), oldest first; the newest THREAD_LIMIT of them, and whether there are more."""
+    others = teams.visible_runs(user).of_thread(run).only("pk", "operation_id", "status", "health", "created_at")
+    newest = list(others.order_by("-created_at", "-pk")[: THREAD_LIMIT + 1])
+    return {"thread_runs": newest[:THREAD_LIMIT][::-1], "more_thread_runs": len(newest) > THREAD_LIMIT}
 
 
 def _inspect(run: Run, handoffs: list[Handoff], offers: Offers) -> list[dict[str, str]]:

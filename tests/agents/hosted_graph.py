@@ -12,6 +12,8 @@
   HumanInTheLoopMiddleware.
 - `make_broken_graph`: a factory that fails while the graph is being built.
 
+The module ships the routes its graphs follow (`sidewisp_contracts`, spec §2).
+
 Two `create_agent` agents are nodes of one StateGraph; the first transfers
 with `handoff_tool`. Each agent's stack is Sidewisp's from the admin limits
 (`host.middleware`, SidewispMiddleware last) with the graph's approval gate
@@ -39,6 +41,9 @@ from agents.observe.handoffs import handoff_tool
 ROUTE_VERSION = "desk/1"
 SHOP_ROUTES = "shop/1"
 CONTRACTS = {"desk/1": {"desk": {"payments": ["invoice_id"]}}, "shop/1": {"clerk": {"buyer": ["sku"]}}}
+# The routes these graphs follow, shipped with them: starting a run adds them (agents.host.shipped),
+# so `{"desk": "tests/agents/hosted_graph.py:make_graph"}` alone gives a green first run.
+sidewisp_contracts = {"wait_reasons": ["irreversible_choice", "purchase_approval"], "routes": CONTRACTS}
 INPUT = {"messages": [{"role": "user", "content": "Please pay invoice INV-7."}], "active_agent": "desk"}
 SHOP_INPUT = {"messages": [{"role": "user", "content": "We are out of widgets, restock three."}]}
 WAIT_POLICIES = {"pay_invoice": WaitPolicy(owner="ops-lead", reason="irreversible_choice", deadline_minutes=60)}

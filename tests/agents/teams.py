@@ -251,12 +251,6 @@ def agents_as_nodes(
 
 
 @tool
-def lookup_fare(route: str) -> str:
-    """Look up the fare of a route."""
-    return f"{route}: 120 EUR"
-
-
-@tool
 def book_seat(route: str) -> str:
     """Book a seat on a route."""
     return f"booked {route}"

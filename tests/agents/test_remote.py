@@ -66,12 +66,14 @@ def test_the_sink_delivers_a_batch_to_the_server(live_server, contracts, billing
 
 def test_the_sink_names_the_entry_the_server_refuses(live_server, contracts, billing):
     entries = waiting_entries("op-bad")
-    entries[2] = intake.PartEntry("op-bad", entries[2].handoff_id, "destination", {"node_id": "/etc/x"}, "1")
+    # A value of the wrong type (spec v1.3: an unsafe string is redacted, never a refused entry).
+    entries[2] = intake.PartEntry("op-bad", entries[2].handoff_id, "destination", {"node_id": ["/etc/x"]}, "1")
 
     with pytest.raises(remote.RejectedEntry) as refused:
         remote.RemoteSink(client_for(live_server.url, billing)).write(entries)
 
     assert (refused.value.index, refused.value.field) == (2, "entries[2].destination.node_id")
+    assert refused.value.status == 400
     assert isinstance(refused.value, bundle.BundleError)  # the writer drops that one and sends the others
     assert not Receipt.objects.exists()
 

@@ -4,6 +4,7 @@ agents-as-nodes pattern, run through `observe` and `aobserve` with only Sidewisp
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import uuid
 
 import pytest
@@ -308,18 +309,22 @@ def test_a_long_swarm_history_is_observed_without_changing_the_run(team_contract
     assert handoff.reduced_part["tool_message_ids"] == [handoff.created_part["tool_call_id"]]
 
 
-def test_a_receipt_that_would_not_validate_is_dropped_and_reported_and_the_graph_finishes(team_contracts):
+def test_a_name_a_receipt_may_not_hold_is_redacted_and_reported_and_the_graph_finishes(team_contracts):
     config = config_for("drop")
-    # A declared receiver a receipt may not hold (an absolute path).
+    # A declared receiver a receipt may not hold (an absolute path): spec v1.3 stores it redacted, the rest of
+    # the receipt kept, and names the field on the run.
     graph = teams.agents_as_nodes(InMemorySaver(), metadata={"__handoff_destination": "/etc/back"})
 
     outcome = observe(graph, ask(), config, verifier=PASS)
 
     assert outcome.status == "complete"
     run = run_of(config)
-    report = MiddlewareReport.objects.get(run=run, kind=MiddlewareReport.Kind.EVIDENCE_DROPPED)
+    report = MiddlewareReport.objects.get(run=run, kind=MiddlewareReport.Kind.VALUE_REDACTED)
     assert report.detail == {"part": "created", "field": "created.receiver"}
-    assert Handoff.objects.get(run=run).created_part is None
+    created = Handoff.objects.get(run=run).created_part
+    assert created["receiver"] == "redacted:" + hashlib.sha256(b"/etc/back").hexdigest()[:12]
+    assert created["sender"] == "front"
+    assert not run.reports.filter(kind=MiddlewareReport.Kind.EVIDENCE_DROPPED).exists()
 
 
 def test_a_run_without_any_handoff_is_reported(team_contracts):
@@ -383,5 +388,6 @@ def test_a_pending_call_keeps_only_names_that_pass_the_minimization_check():
 
     call = pending_call_of("op-names", [pending])
 
-    assert call["tool"] == "unknown_tool"
+    # Spec v1.3: a tool name is an identifier; a credential-shaped one is stored redacted, not as it is.
+    assert call["tool"] == "redacted:" + hashlib.sha256(b"sk-live-4eC39HqLyjWDarjtT1zdp7dc").hexdigest()[:12]
     assert call["arg_types"] == {"item": "str"}

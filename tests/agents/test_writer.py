@@ -132,7 +132,8 @@ def test_a_database_outage_mid_batch_keeps_the_entries_and_writes_them_later(con
 
 @pytest.mark.django_db(transaction=True)
 def test_a_bad_entry_does_not_lose_its_neighbours_and_becomes_evidence_dropped(contracts):
-    bad = {**healthy_parts()["created"], "receiver": "/etc/sales"}
+    # A value of the wrong type (spec v1.3: an unsafe string is only redacted, never a bad entry).
+    bad = {**healthy_parts()["created"], "receiver": {"path": "/etc/sales"}}
     buffer = writer.Writer(writer.LocalSink(), linger=0.2)  # long enough for one batch of all three
     buffer.submit(_part("h-good", "created"))
     buffer.submit(_part("h-bad", "created", bad))

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 from datetime import UTC, datetime
 
 import pytest
@@ -423,24 +424,38 @@ def test_it_rejects_a_verification_result_other_than_pass_or_fail(value: object)
 # --- minimization -----------------------------------------------------------
 
 
+# Spec v1.3: every string of a bundle is an id or a name. One that may not be stored as it is (too long,
+# control characters, an absolute path, a credential) is stored as `redacted:` and the first 12 hex digits of
+# its SHA-256, and the rest of the bundle is kept: it is never an error.
+
+
+def redaction_of(text: str) -> str:
+    return "redacted:" + hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def stored_field(data: dict, part: str, field: str) -> object:
+    return bundle_to_dict(parse_bundle(data))[part][field]
+
+
 @pytest.mark.parametrize(("part", "field"), TEXT_FIELDS)
-def test_it_rejects_a_string_longer_than_200_characters(part: str, field: str) -> None:
-    error = error_for(with_field(part, field, "x" * 201))
+def test_a_string_longer_than_200_characters_is_stored_redacted(part: str, field: str) -> None:
+    data = with_field(part, field, "x" * 201)
 
-    assert str(error) == f"{part}.{field}: is longer than 200 characters"
+    assert stored_field(data, part, field) == redaction_of("x" * 201)
+    assert bundle_to_dict(parse_bundle(data))["handoff_id"] == spec_example()["handoff_id"]
 
 
-def test_it_rejects_a_long_id_at_the_top_level() -> None:
+def test_a_long_id_at_the_top_level_is_stored_redacted() -> None:
     data = spec_example()
     data["handoff_id"] = "h" * 201
 
-    assert str(error_for(data)) == "handoff_id: is longer than 200 characters"
+    assert parse_bundle(data).handoff_id == redaction_of("h" * 201)
 
 
-def test_it_rejects_a_long_list_entry_naming_the_entry() -> None:
-    error = error_for(with_field("reduced", "context_keys", ["a", "k" * 201]))
+def test_a_long_list_entry_is_redacted_and_its_neighbours_kept() -> None:
+    data = with_field("reduced", "context_keys", ["a", "k" * 201])
 
-    assert str(error) == "reduced.context_keys[1]: is longer than 200 characters"
+    assert stored_field(data, "reduced", "context_keys") == ["a", redaction_of("k" * 201)]
 
 
 @pytest.mark.parametrize(("part", "field"), LIST_FIELDS)
@@ -450,36 +465,33 @@ def test_it_rejects_a_list_with_more_than_100_entries(part: str, field: str) -> 
     assert str(error) == f"{part}.{field}: has more than 100 entries"
 
 
-def test_it_rejects_a_huge_string_without_reading_it_into_the_error() -> None:
-    error = error_for(with_field("created", "sender", CANARY * 500_000))
+def test_a_huge_string_is_redacted_without_keeping_any_of_it() -> None:
+    found = parse_bundle(with_field("created", "sender", CANARY * 500_000))
 
-    assert error.field == "created.sender"
-    assert len(str(error)) < 100
+    assert found.created.sender == redaction_of(CANARY * 500_000)
 
 
 @pytest.mark.parametrize(
     "text", ["sa\nles", "sales\r", "tab\there", "nul\x00", "del\x7f", "line\u2028sep", "bidi\u202e"]
 )
-def test_it_rejects_a_string_with_control_characters(text: str) -> None:
-    error = error_for(with_field("created", "receiver", text))
-
-    assert str(error) == "created.receiver: must not contain control characters"
+def test_a_string_with_control_characters_is_stored_redacted(text: str) -> None:
+    assert stored_field(with_field("created", "receiver", text), "created", "receiver") == redaction_of(text)
 
 
 @pytest.mark.parametrize(
     "path",
     ["/etc/passwd", "/", "~/notes.txt", "~root", "C:\\Users\\me", "c:/temp", "\\\\server\\share", "file:///tmp/x"],
 )
-def test_it_rejects_a_string_that_looks_like_an_absolute_local_path(path: str) -> None:
-    error = error_for(with_field("verification", "receipt_id", path))
+def test_a_string_that_looks_like_an_absolute_local_path_is_stored_redacted(path: str) -> None:
+    data = with_field("verification", "receipt_id", path)
 
-    assert str(error) == "verification.receipt_id: must not contain an absolute local path"
+    assert stored_field(data, "verification", "receipt_id") == redaction_of(path)
 
 
-def test_it_rejects_an_absolute_path_inside_a_list() -> None:
-    error = error_for(with_field("reduced", "context_keys", ["request_type", "/home/me/.env"]))
+def test_an_absolute_path_inside_a_list_is_redacted_alone() -> None:
+    data = with_field("reduced", "context_keys", ["request_type", "/home/me/.env"])
 
-    assert str(error) == "reduced.context_keys[1]: must not contain an absolute local path"
+    assert stored_field(data, "reduced", "context_keys") == ["request_type", redaction_of("/home/me/.env")]
 
 
 def test_it_drops_unknown_fields_at_every_level() -> None:
@@ -524,17 +536,16 @@ def test_it_never_echoes_a_canary_in_an_unknown_field(place: str) -> None:
 @pytest.mark.parametrize(
     ("data", "field"),
     [
-        (with_field("created", "sender", CANARY * 20), "created.sender"),
-        (with_field("reduced", "context_keys", ["ok", CANARY * 20]), "reduced.context_keys[1]"),
+        (with_field("created", "sender", 20), "created.sender"),
+        (with_field("reduced", "context_keys", ["ok", [CANARY]]), "reduced.context_keys[1]"),
         (with_field("wait", "deadline_utc", CANARY), "wait.deadline_utc"),
         (with_field("wait", "resolved", CANARY), "wait.resolved"),
         (with_field("verification", "result", CANARY), "verification.result"),
-        (with_field("destination", "node_id", f"/srv/{CANARY}"), "destination.node_id"),
-        (with_field("destination", "node_id", f"{CANARY}\n"), "destination.node_id"),
+        (with_field("destination", "node_id", {"path": f"/srv/{CANARY}"}), "destination.node_id"),
         ({**spec_example(), "schema": CANARY}, "schema"),
         ({**spec_example(), "final_status": CANARY}, "final_status"),
         ({**spec_example(), "expect": CANARY}, "expect"),
-        ({**spec_example(), "handoff_id": CANARY * 20}, "handoff_id"),
+        ({**spec_example(), "handoff_id": [CANARY]}, "handoff_id"),
     ],
 )
 def test_it_never_echoes_a_canary_in_an_error(data: dict, field: str) -> None:
@@ -746,7 +757,7 @@ def test_a_destination_given_no_tools_is_told_from_one_that_does_not_say():
         ("provide_solution", "destination.tools", "must be a list of strings"),
         (["ok", 3], "destination.tools[1]", "must be a string"),
         (["t"] * 101, "destination.tools", "has more than 100 entries"),
-        ([f"sk-{CANARY}abcdef"], "destination.tools[0]", "must not contain a secret-shaped value"),
+        ([{"name": CANARY}], "destination.tools[0]", "must be a string"),
     ],
 )
 def test_it_rejects_destination_tools_that_are_not_names(tools, field: str, message: str):

@@ -19,7 +19,7 @@ from agents.host.scripted import Call, Say, ScriptedChatModel
 from agents.observe import evidence, writer
 from agents.observe.middleware import UNKNOWN_TOOL, SidewispMiddleware
 from receipts.models import MiddlewareReport, Run
-from receipts.verdicts.bundle import BundleError, parse_bundle, parse_part, parse_report_detail, text_problem
+from receipts.verdicts.bundle import BundleError, parse_bundle, parse_part, parse_report_detail, redacted, text_problem
 
 MADE_UP_TOOL = "sk-live-4eC39HqLyjWDarjtT1zdp7dc"
 
@@ -89,20 +89,25 @@ def test_it_accepts_names_ids_digests_and_times(text: str) -> None:
     assert text_problem(text) is None
 
 
+# Spec v1.3: ids and names are held to known credential shapes only, and a refused one is stored redacted.
+KEPT_AS_IDS = {"a long hex run", "a random base62 run", "a token assignment"}
+
+
 @pytest.mark.parametrize("text", REFUSED.values(), ids=REFUSED.keys())
-def test_the_parser_refuses_it_in_an_id_naming_the_field_not_the_value(text: str) -> None:
-    with pytest.raises(BundleError) as caught:
-        parse_bundle({"schema": "sidewisp.handoff/1", "handoff_id": "h-1", "operation_id": text})
+def test_an_id_is_stored_as_it_is_only_when_it_is_safe_and_redacted_otherwise(text: str) -> None:
+    found = parse_bundle({"schema": "sidewisp.handoff/1", "handoff_id": "h-1", "operation_id": text})
 
-    assert caught.value.field == "operation_id"
-    assert text not in str(caught.value)
+    if text in {REFUSED[name] for name in KEPT_AS_IDS}:
+        assert found.operation_id == text
+    else:
+        assert found.operation_id == redacted(text)
+    assert found.handoff_id == "h-1"
 
 
-def test_a_report_detail_is_held_to_the_same_rule() -> None:
-    with pytest.raises(BundleError) as caught:
-        parse_report_detail({"tool": "t" * 5000, "attempts": 3})
+def test_a_report_detail_value_is_a_name_redacted_when_refused() -> None:
+    detail = parse_report_detail({"tool": "t" * 5000, "attempts": 3})
 
-    assert caught.value.field == "detail.tool"
+    assert detail == {"tool": redacted("t" * 5000), "attempts": 3}
     assert parse_report_detail({"tool": "check_inventory", "attempts": 3}) == {"tool": "check_inventory", "attempts": 3}
 
 
@@ -136,14 +141,14 @@ _DANGEROUS = st.sampled_from(
         " xoxb-1234-abcd",
         " Bearer abc.def.ghi",
         " password=hunter2",
-        " " + "0123456789abcdef" * 3,
     ]
 )
 _NAME_CHARS = st.text(st.characters(categories=("Lu", "Ll", "Nd"), include_characters="_-."), max_size=40)
 
 
 def _stored(text: str) -> list[str]:
-    """What a receipt and a report would keep of `text` (nothing when they refuse it)."""
+    """What a receipt and a report would keep of `text` (nothing when they refuse it, `redacted:...` when
+    they redact it)."""
     kept = []
     try:
         kept.append(parse_part("created", {"receiver": text}).receiver)
@@ -166,8 +171,8 @@ def test_whatever_goes_in_nothing_unsafe_is_stored(text: str) -> None:
 
 
 @given(_NAME_CHARS, _DANGEROUS, _NAME_CHARS)
-def test_a_dangerous_fragment_anywhere_is_refused(before: str, fragment: str, after: str) -> None:
-    assert _stored(before + fragment + after) == []
+def test_a_dangerous_fragment_anywhere_is_never_stored_as_it_is(before: str, fragment: str, after: str) -> None:
+    assert _stored(before + fragment + after) == [redacted(before + fragment + after)] * 2
 
 
 # --- the report path and the agent ------------------------------------------------------
@@ -177,26 +182,35 @@ def _detail_of(run: Run, kind: str) -> dict:
     return MiddlewareReport.objects.get(run=run, kind=kind).detail
 
 
-def test_a_report_that_fails_the_rule_is_dropped_and_logged_by_field_only(db, caplog) -> None:
+def test_a_report_with_a_refused_name_is_kept_redacted_and_names_the_field(db, caplog) -> None:
     run = Run.objects.create(operation_id="op-min-1", thread_id="th-min-1")
-    caplog.set_level(logging.WARNING, logger="agents.observe.evidence")
 
     stored = evidence.add_report("op-min-1", "sales\u202e", MiddlewareReport.Kind.TOOL_ERROR, {"tool": "x"}, "1")
     evidence.add_report("op-min-1", "sales", MiddlewareReport.Kind.CALL_LIMIT, {"tool": "see /home/alice/x"}, "1")
 
+    assert stored is True
+    assert run.reports.get(kind="tool_error").agent == redacted("sales\u202e")
+    assert run.reports.get(kind="call_limit").detail == {"tool": redacted("see /home/alice/x")}
+    named = sorted(run.reports.filter(kind="value_redacted").values_list("detail", flat=True), key=str)
+    assert named == [{"part": "report", "field": "agent"}, {"part": "report", "field": "detail.tool"}]
+    stored_text = str(list(run.reports.values_list("agent", "detail")))
+    assert "/home/alice" not in stored_text and "\u202e" not in stored_text
+
+
+def test_a_report_that_is_not_valid_is_dropped_and_logged_by_field_only(db, caplog) -> None:
+    run = Run.objects.create(operation_id="op-min-1", thread_id="th-min-1")
+    caplog.set_level(logging.WARNING, logger="receipts.ingest.recording")
+
+    stored = evidence.add_report("op-min-1", "sales", MiddlewareReport.Kind.TOOL_ERROR, {"tool": {"x": 1}}, "1")
+
     assert stored is False
-    assert not run.reports.filter(kind__in=["tool_error", "call_limit"]).exists()
-    dropped = sorted(run.reports.filter(kind="evidence_dropped").values_list("agent", "detail"), key=str)
-    assert dropped == [
-        ("observer", {"part": "report", "field": "agent"}),
-        ("sales", {"part": "report", "field": "detail.tool"}),
-    ]
-    assert "agent" in caplog.text and "detail.tool" in caplog.text
-    assert "/home/alice" not in caplog.text and "\u202e" not in caplog.text
+    assert not run.reports.filter(kind="tool_error").exists()
+    assert run.reports.get(kind="evidence_dropped").detail == {"part": "report", "field": "detail.tool"}
+    assert "detail.tool" in caplog.text
 
 
 def test_a_report_path_failure_never_raises(db) -> None:
-    assert evidence.add_report("/etc/passwd", "sales", MiddlewareReport.Kind.TOOL_ERROR, {}, "1") is False
+    assert evidence.add_report(7, "sales", MiddlewareReport.Kind.TOOL_ERROR, {}, "1") is False
     assert evidence.add_report("op-min-2", "sales", "made_up_kind", {}, "1") is False
     assert evidence.add_report("op-min-2", "sales", MiddlewareReport.Kind.TOOL_ERROR, {"n": object()}, "1") is False
 

@@ -94,7 +94,7 @@ MALFORMED = [
     ("reduced", {"tool_message_ids": "call_abc"}, "reduced.tool_message_ids"),
     ("reduced", {"context_keys": ["ok", 3]}, "reduced.context_keys"),
     ("wait", {"state_persisted": "true"}, "wait.state_persisted"),
-    ("wait", {"owner": "x" * 5000}, "wait.owner"),
+    ("wait", {"owner": ["x" * 5000]}, "wait.owner"),
     ("verification", {"result": "maybe"}, "verification.result"),
     ("destination", ["sales"], "destination"),
     ("final_status", "done", "final_status"),
@@ -117,9 +117,10 @@ def test_it_rejects_malformed_input_naming_the_field_and_stores_nothing(contract
 def test_it_never_stores_a_canary_from_an_unknown_field_or_an_overlong_string(contracts):
     created = {**healthy_parts()["created"], "prompt": f"please {CANARY}"}
     record(handoff_id="h-1", operation_id="op-1", part="created", value=created)
-    with pytest.raises(bundle.BundleError):
-        record(handoff_id="h-1", operation_id="op-1", part="wait", value={"owner": CANARY + "y" * 300})
+    # Spec v1.3: an overlong id or name is stored redacted, the rest of its part kept.
+    record(handoff_id="h-1", operation_id="op-1", part="wait", value={"owner": CANARY + "y" * 300})
     assert CANARY not in _everything_stored()
+    assert Handoff.objects.get(handoff_id="h-1").wait_part["owner"].startswith("redacted:")
 
 
 def test_receipts_cannot_be_changed_or_deleted(contracts):

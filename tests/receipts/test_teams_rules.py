@@ -120,8 +120,17 @@ def test_a_token_of_another_team_finds_no_run_and_learns_no_owner(client, contra
     sent = a_bundle("waiting")
     assert post(client, billing, sent).status_code == 200
 
-    assert get_decision(client, shipping, sent["operation_id"]).status_code == 404  # as for no run at all
-    assert get_decision(client, shipping, "op-nobody").status_code == 404
-    written = post(client, shipping, a_bundle(operation_id=sent["operation_id"]))
-    assert written.status_code == 403
-    assert "billing" not in written.json()["error"]["message"]
+    taken, nobody = get_decision(client, shipping, sent["operation_id"]), get_decision(client, shipping, "op-nobody")
+    assert (
+        (taken.status_code, taken.json()["error"])
+        == (nobody.status_code, nobody.json()["error"])
+        == (
+            404,
+            {"field": "operation_id", "message": "names no run"},
+        )
+    )
+    # issue 29 §3/§4: an id another source uses is, to this one, a new id (its own run), answered as one is.
+    written = post(client, shipping, a_bundle(operation_id=sent["operation_id"], handoff_id=sent["handoff_id"]))
+    fresh = post(client, shipping, a_bundle())
+    assert (written.status_code, written.json()) == (fresh.status_code, fresh.json())
+    assert written.status_code == 200 and "billing" not in written.content.decode()

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from receipts.verdicts import BOUNDARIES, NEXT_MOVES, VERDICT_BOUNDARY, Verdict, classify
-from receipts.verdicts.bundle import VERDICTS, Contracts, parse_bundle, parse_contracts
+from receipts.verdicts.bundle import VERDICTS, BundleError, Contracts, parse_bundle, parse_contracts
 from tests.factories import healthy_bundle as healthy
 from tests.factories import public_contracts
 
@@ -155,7 +155,32 @@ def test_it_rejects_an_unknown_route_version() -> None:
     data = healthy()
     data["created"]["route_version"] = "routes/9"
 
-    assert classify_dict(data).reason == "created.route_version is not a known contract version"
+    assert classify_dict(data).reason == 'created.route_version "routes/9" is not a known contract version'
+
+
+@pytest.mark.parametrize(
+    ("source", "origin"),
+    [
+        ("middleware", "given as SidewispMiddleware(route_version=...)"),
+        ("observe", "given as observe(route_version=...)"),
+        ("default", "the default: neither SidewispMiddleware nor observe was given a route_version"),
+    ],
+)
+def test_a_rejected_route_names_its_version_and_where_the_version_came_from(source, origin) -> None:
+    data = healthy()
+    data["created"].update(route_version="teams/1", route_version_source=source)
+
+    assert classify_dict(data).reason == f'created.route_version "teams/1" ({origin}) is not a known contract version'
+
+
+def test_a_route_version_source_that_is_not_one_of_the_three_is_refused_naming_the_field() -> None:
+    data = healthy()
+    data["created"]["route_version_source"] = "somewhere"
+
+    with pytest.raises(BundleError) as refused:
+        parse_bundle(data)
+
+    assert refused.value.field == "created.route_version_source"
 
 
 def test_it_rejects_a_route_declared_only_under_another_version() -> None:
@@ -173,7 +198,9 @@ def test_it_rejects_a_receiver_not_declared_for_the_sender() -> None:
     data = healthy()
     data["created"]["receiver"] = data["reduced"]["goto"] = "billing"
 
-    assert classify_dict(data).reason == "created.receiver is not declared for created.sender in that route version"
+    assert classify_dict(data).reason == (
+        'created.receiver is not declared for created.sender in route version "routes/1"'
+    )
 
 
 @pytest.mark.parametrize("field", ["sender", "receiver", "route_version"])

@@ -9,6 +9,7 @@ import pytest
 from django.test import Client
 from django.urls import URLResolver, get_resolver, reverse
 
+from receipts import actions
 from receipts.models import AuditEntry, Decision, Run
 from sidewisp.views import ACTION_POLICIES, NOT_ACTIONS
 from tests.conftest import record_wait_for
@@ -27,6 +28,7 @@ ALLOWED: dict[str, set[str]] = {
     "sidewisp:run-resume": {"operator", "admin"},
     "sidewisp:run-retry": {"operator", "admin"},
     "sidewisp:run-create": {"operator", "admin"},
+    "sidewisp:run-declare": {"admin"},  # issue 28 §8: declaring a run's rejected routes changes the contracts
 }
 # What an allowed action answers: its result page, or for a start the new run's page.
 SUCCESS_STATUS = {"sidewisp:run-create": 302, "sidewisp:wait-decide": 303}  # redirected to their result page
@@ -65,6 +67,11 @@ def target(scenario_handoff):
         if url_name in ("sidewisp:task-reopen", "sidewisp:task-accept", "sidewisp:task-resolve"):
             h = scenario_handoff("false_complete", scenario="false_complete")
             return reverse(url_name, args=[h.pk]), {"reason": "the customer says no order arrived"}
+        if url_name == "sidewisp:run-declare":
+            h = scenario_handoff("healthy", scenario="route_rejected", sender="triage", receiver="coder")
+            assert h.verdict == "ROUTE_REJECTED"  # routes/1 does not declare triage → coder
+            (draft,) = actions.run_drafts(h.run)
+            return reverse(url_name, args=[h.run_id]), {"version": draft.version, "digest": draft.digest}
         h = scenario_handoff("stale_control", scenario="stale_control")
         if url_name == "sidewisp:run-resume":
             Run.objects.filter(pk=h.run_id).update(auto_continue=False)

@@ -53,6 +53,17 @@ def test_an_exact_operation_id_opens_its_run(viewer_client):
     assert response.url == reverse("sidewisp:run-detail", args=[run.pk])
 
 
+def test_an_operation_id_two_sides_use_lists_both_runs(viewer_client):
+    # issue 29 §4: a source's operation ids live in its own namespace; the id names no one run.
+    local, remote = _run("op-shared"), _run("op-shared", source_name="billing")
+    response = viewer_client.get(RUNS, {"q": "op-shared"})
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert _listed(body) == {"op-shared"}
+    for run in (local, remote):
+        assert reverse("sidewisp:run-detail", args=[run.pk]) in body
+
+
 def test_an_exact_handoff_id_opens_its_run_at_that_handoff(viewer_client):
     run = _run("op-holder")
     handoff = _handoff(run, "h-exact")

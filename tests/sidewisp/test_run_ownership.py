@@ -1,9 +1,11 @@
-"""Operation-id squatting (issue 19): a run belongs to the side that created it.
+"""Operation ids cannot be squatted (issue 29 §4; issue 19 refused the later side, which let anyone holding a
+token block a local app's wait by posting its id first).
 
-A remote source that posts first for an operation id owns that run: the local app's receipts for the
-same id are refused with a log line naming the owner (never merged), and its `await_decision` says the
-decisions are not its own. The other way round, a source cannot write or claim a local run's decisions,
-nor another source's. Through the real API, the local writer and the real recording service.
+A run is keyed by its source and its operation id, and a handoff by its run's source and its id: a remote
+source's ids live in its own namespace. A source and a local app using the same operation id (and the same
+handoff id) each get their own run, and two sources likewise; the local app's `await_decision` works; a source
+learns nothing of another side's runs (its answers are those for an unknown id, issue 29 §3). Through the real
+API, the local writer and the real recording service.
 """
 
 from __future__ import annotations
@@ -17,13 +19,9 @@ from django.urls import reverse
 from agents.observe import writer
 from agents.observe.decisions import await_decision
 from receipts.ingest import intake
-from receipts.ingest.recording import RunNotOwned
 from receipts.models import Decision, Handoff, Receipt, Run
-from receipts.workers import claims
 from tests.conftest import handoff_parts
 from tests.sidewisp.test_api import a_bundle, claim, get_decision, post
-
-REFUSED = "receipt refused: run {op} was created by source billing; a local app may not record into it"
 
 
 @pytest.fixture
@@ -34,20 +32,27 @@ def billing(db):
 
 
 @pytest.fixture
+def shipping(db):
+    from receipts.workers import sources
+
+    return sources.issue("shipping", note="tests")[1]
+
+
+@pytest.fixture
 def boss(person):
     return person("boss", "admin")
 
 
 @pytest.fixture
 def squatted(client, contracts, billing) -> dict:
-    """The billing source posted first for an operation id the local app will use too."""
+    """The billing source posted first for an operation id (and handoff id) the local app will use too."""
     sent = a_bundle("waiting")
     assert post(client, billing, sent).status_code == 200
     return sent
 
 
-def local_wait_entries(operation_id: str) -> list[intake.PartEntry]:
-    handoff_id = f"h-local-{uuid.uuid4().hex[:6]}"
+def local_wait_entries(operation_id: str, handoff_id: str | None = None) -> list[intake.PartEntry]:
+    handoff_id = handoff_id or f"h-local-{uuid.uuid4().hex[:6]}"
     return [intake.PartEntry(operation_id, handoff_id, part, value) for part, value in handoff_parts("waiting")]
 
 
@@ -56,92 +61,74 @@ def decide(client, handoff, user) -> Decision:
     data = {"decision": "approve", "token": handoff.wait_part["resume_token_id"], "key": uuid.uuid4().hex}
     response = client.post(reverse("sidewisp:wait-decide", args=[handoff.pk]), data, follow=True)
     assert response.status_code == 200 and response.redirect_chain[0][1] == 303
+    client.logout()
     return handoff.decisions.get()
 
 
-# --- a local app into a source's run ---------------------------------------------------------------
+def runs_of(operation_id: str) -> dict[str, Run]:
+    return {run.source_name: run for run in Run.objects.filter(operation_id=operation_id)}
 
 
-def test_a_local_wait_recorded_under_a_sources_id_is_refused_and_logged(squatted, caplog):
+# --- a local app under a source's operation id ----------------------------------------------------------
+
+
+def test_a_source_and_a_local_app_using_one_operation_id_each_get_their_own_run(squatted, caplog):
+    operation_id, handoff_id = squatted["operation_id"], squatted["handoff_id"]
+    source_receipts = Receipt.objects.count()
+
+    with caplog.at_level(logging.WARNING):
+        writer.submit_all(local_wait_entries(operation_id, handoff_id))  # the same handoff id too
+
+    runs = runs_of(operation_id)
+    assert sorted(runs) == ["", "billing"]
+    local, remote = runs[""], runs["billing"]
+    assert [h.handoff_id for h in local.handoffs.all()] == [h.handoff_id for h in remote.handoffs.all()] == [handoff_id]
+    assert local.handoffs.get().verdict == remote.handoffs.get().verdict == "WAITING_ON_APPROVAL"
+    assert Receipt.objects.filter(handoff__run=remote).count() == source_receipts  # nothing merged into it
+    assert Receipt.objects.filter(handoff__run=local).count() == len(handoff_parts("waiting"))
+    assert "refused" not in caplog.text
+
+
+def test_the_local_apps_await_decision_works_under_an_id_a_source_posted_first(client, squatted, boss, billing):
     operation_id = squatted["operation_id"]
-    before = Receipt.objects.count()
+    writer.submit_all(local_wait_entries(operation_id))
+    local = runs_of(operation_id)[""]
+    decision = decide(client, local.handoffs.get(), boss)
 
-    with caplog.at_level(logging.WARNING, logger="receipts.ingest.recording"):
-        writer.submit_all(local_wait_entries(operation_id))
+    command = await_decision(operation_id, timeout=0)
 
-    run = Run.objects.get(operation_id=operation_id)
-    assert run.source_name == "billing"
-    assert Receipt.objects.count() == before
-    assert run.handoffs.count() == 1  # the source's own handoff only: nothing merged
-    assert REFUSED.format(op=operation_id) in caplog.text
-
-
-def test_the_local_sink_refuses_naming_the_run_and_its_owner(squatted):
-    operation_id = squatted["operation_id"]
-
-    with pytest.raises(RunNotOwned) as refused:
-        writer.LocalSink().write(local_wait_entries(operation_id)[:1])
-
-    assert (refused.value.field, refused.value.message) == (
-        "operation_id",
-        f"run {operation_id} was created by source billing; a local app may not record into it",
-    )
-
-
-def test_a_local_report_into_a_sources_run_is_refused_too(squatted, caplog):
-    operation_id = squatted["operation_id"]
-    report = intake.ReportEntry(operation_id, "alice", "evidence_dropped", {"part": "wait", "field": "x"}, "r-1")
-
-    with caplog.at_level(logging.WARNING, logger="receipts.ingest.recording"):
-        writer.submit(report)
-
-    assert not Run.objects.get(operation_id=operation_id).reports.exists()
-    assert REFUSED.format(op=operation_id) in caplog.text
-
-
-def test_a_local_settle_of_a_sources_handoff_is_refused_and_changes_nothing(squatted):
-    operation_id = squatted["operation_id"]
-    handoff = Run.objects.get(operation_id=operation_id).handoffs.get()
-    Handoff.objects.filter(pk=handoff.pk).update(settled_at=None)
-
-    with pytest.raises(RunNotOwned):
-        writer.LocalSink().write([intake.SettleEntry(operation_id, handoff.handoff_id)])
-
-    assert Handoff.objects.get(pk=handoff.pk).settled_at is None
-
-
-def test_the_local_app_cannot_await_a_sources_decision(client, squatted, boss):
-    run = Run.objects.get(operation_id=squatted["operation_id"])
-    decision = decide(client, run.handoffs.get(), boss)
-
-    with pytest.raises(RunNotOwned) as refused:
-        await_decision(run.operation_id, timeout=0)
-
-    assert "was created by source billing; a local app may not claim its decisions" in str(refused.value)
+    assert command is not None and command.resume is not None
     decision.refresh_from_db()
-    assert decision.applied_at is None
+    assert decision.applied_at is not None
+    # The source's own run has no decision, and the local one is not offered to it.
+    assert get_decision(client, billing, operation_id).json()["decision"] is None
+    assert not Decision.objects.filter(run=runs_of(operation_id)["billing"]).exists()
 
 
-def test_the_source_still_claims_its_own_runs_decision(client, squatted, boss, billing):
-    run = Run.objects.get(operation_id=squatted["operation_id"])
+def test_the_source_still_claims_its_own_runs_decision_and_the_local_app_does_not_see_it(
+    client, squatted, boss, billing
+):
+    run = runs_of(squatted["operation_id"])["billing"]
     decision = decide(client, run.handoffs.get(), boss)
 
+    assert await_decision(run.operation_id, timeout=0) is None  # no local run of that id: nothing to claim
     response = claim(client, billing, run.operation_id, decision.pk)
 
     assert response.status_code == 200
+    assert Decision.objects.get(pk=decision.pk).applied_at is not None
 
 
-def test_claims_refuse_a_local_claim_of_a_sources_decision_at_the_source(client, squatted, boss):
-    run = Run.objects.get(operation_id=squatted["operation_id"])
-    decision = decide(client, run.handoffs.get(), boss)
+def test_a_local_settle_under_a_sources_ids_changes_nothing_of_the_sources_handoff(squatted):
+    handoff = runs_of(squatted["operation_id"])["billing"].handoffs.get()
+    Handoff.objects.filter(pk=handoff.pk).update(settled_at=None)
 
-    with pytest.raises(RunNotOwned):
-        claims.claim(decision, resumed_by="app")
+    writer.LocalSink().write([intake.SettleEntry(handoff.run.operation_id, handoff.handoff_id)])
 
-    assert Decision.objects.get(pk=decision.pk).applied_at is None
+    assert Handoff.objects.get(pk=handoff.pk).settled_at is None
+    assert sorted(runs_of(handoff.run.operation_id)) == ["billing"]  # a settle creates nothing
 
 
-# --- a source into a local run, or into another source's ----------------------------------------------
+# --- a source under a local run's ids, or another source's ---------------------------------------------
 
 
 @pytest.fixture
@@ -149,50 +136,46 @@ def local_wait(record_handoff):
     return record_handoff("h-local", "op-local", "waiting")
 
 
-def test_a_source_posting_into_a_local_run_is_refused_naming_the_entry(client, billing, local_wait):
-    before = Receipt.objects.count()
+def test_a_source_posting_a_local_runs_ids_gets_its_own_run_answered_as_for_new_ids(client, billing, local_wait):
+    before = Receipt.objects.filter(handoff=local_wait).count()
 
-    response = post(client, billing, a_bundle(operation_id="op-local"))
+    taken = post(client, billing, a_bundle("healthy", operation_id="op-local", handoff_id="h-local"))
+    fresh = post(client, billing, a_bundle("healthy", operation_id="op-fresh", handoff_id="h-fresh"))
 
-    assert response.status_code == 403
-    error = response.json()["error"]
-    assert error["field"] == "entries[0].operation_id"
-    assert "run op-local is a local run" in error["message"]
-    assert (Receipt.objects.count(), Run.objects.get(operation_id="op-local").source_name) == (before, "")
+    assert (taken.status_code, taken.json()) == (fresh.status_code, fresh.json())  # no existence oracle
+    assert taken.status_code == 200
+    assert Receipt.objects.filter(handoff=local_wait).count() == before
+    local_wait.refresh_from_db()
+    assert local_wait.verdict == "WAITING_ON_APPROVAL"
+    assert runs_of("op-local")["billing"].handoffs.get().verdict == "HEALTHY"
 
 
 def test_a_source_cannot_read_or_claim_a_local_runs_decision_and_the_local_app_can(client, billing, local_wait, boss):
     decision = decide(client, local_wait, boss)
 
-    seen = get_decision(client, billing, "op-local")
+    seen, unknown = get_decision(client, billing, "op-local"), get_decision(client, billing, "op-nobody")
     taken = claim(client, billing, "op-local", decision.pk)
     command = await_decision("op-local", timeout=0)
 
-    assert (seen.status_code, taken.status_code) == (403, 403)
-    assert seen.json()["error"]["field"] == "operation_id"
+    # Answered as an id no run has (issue 29 §3): the same status and body.
+    assert (seen.status_code, seen.json()) == (404, {"error": {"field": "operation_id", "message": "names no run"}})
+    assert (unknown.status_code, unknown.json()) == (seen.status_code, seen.json())
+    assert (taken.status_code, taken.json()) == (seen.status_code, seen.json())
     assert command is not None
     assert Decision.objects.get(pk=decision.pk).applied_at is not None
 
 
-def test_a_source_posting_into_another_sources_run_is_refused(client, squatted, db):
-    from receipts.workers import sources
+def test_two_sources_using_one_operation_id_each_get_their_own_run(client, squatted, shipping, boss, billing):
+    response = post(client, shipping, squatted)  # the very same bundle: operation id and handoff id
 
-    shipping = sources.issue("shipping", note="tests")[1]
-
-    response = post(client, shipping, {"entries": [e for e in _entries(squatted)]})
-
-    assert response.status_code == 403
-    assert response.json()["error"]["field"] == "entries[0].operation_id"
-    assert "created by source billing, not by source shipping" in response.json()["error"]["message"]
-
-
-def _entries(bundle: dict) -> list[dict]:
-    return [
-        {
-            "kind": "part",
-            "operation_id": bundle["operation_id"],
-            "handoff_id": "h-x",
-            "part": "created",
-            "value": bundle["created"],
-        }
-    ]
+    assert response.status_code == 200
+    runs = runs_of(squatted["operation_id"])
+    assert sorted(runs) == ["billing", "shipping"]
+    assert runs["billing"].handoffs.get().pk != runs["shipping"].handoffs.get().pk
+    # Each source is offered and claims its own run's decision only.
+    decision = decide(client, runs["shipping"].handoffs.get(), boss)
+    assert get_decision(client, billing, squatted["operation_id"]).json()["decision"] is None
+    offered = get_decision(client, shipping, squatted["operation_id"]).json()["decision"]
+    assert offered["id"] == decision.pk
+    assert claim(client, billing, squatted["operation_id"], decision.pk).status_code == 404
+    assert claim(client, shipping, squatted["operation_id"], decision.pk).status_code == 200

@@ -3,6 +3,8 @@ allows; on another team's object every cell is refused as if it did not exist (4
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -108,11 +110,20 @@ def test_starting_a_run_of_another_teams_graph_is_refused_like_an_unknown_graph(
     client.force_login(people[role])
 
     response = client.post(url, {**data, "key": key()})
+    unknown = client.post(url, {**data, "graph": "nograph", "key": key()})
 
-    assert response.status_code in (403, 409)
-    if role == "operator":
-        assert "There is no registered graph named &#x27;demo&#x27;" in response.content.decode()
+    # issue 29 §3: the form offers only the user's teams' graphs and answers another team's as an unknown name
+    # (the same status, the same page but for the name and the form's fresh tokens).
+    assert response.status_code == unknown.status_code == (400 if role == "operator" else 403)
+    assert _answer(response, "demo") == _answer(unknown, "nograph")
+    assert "There is no registered graph" not in response.content.decode()  # the action's 409 is not reached
     assert not Run.objects.exists()
+
+
+def _answer(response, name: str) -> str:
+    """The page without the name it answers about and the tokens every page has afresh."""
+    body = response.content.decode().replace(name, "NAME")
+    return re.sub(r'(name="(csrfmiddlewaretoken|key)" value=|csrf-token" content=|token": )"[^"]*"', r"\1", body)
 
 
 @pytest.mark.parametrize(

@@ -133,12 +133,15 @@ def _matching_run_ids(q: str) -> QuerySet:
 
 
 def exact_match(text: str, *, seen: Scope = EVERYTHING) -> tuple[int, int | None] | None:
-    """(run pk, handoff pk or None) when `text` is exactly an operation id or a handoff id; one query."""
+    """(run pk, handoff pk or None) when `text` is exactly one run's operation id or one handoff's id; one query.
+
+    An id that several sides use (issue 29 §4: a source's ids live in its own namespace) names no one run: None,
+    and the search lists them all."""
     runs = seen.apply(Run.objects.filter(operation_id=text)).order_by()
     runs = runs.values_list("pk", Value(None, output_field=IntegerField()))
     handoffs = seen.apply(Handoff.objects.filter(handoff_id=text), "run__").order_by().values_list("run_id", "pk")
-    found = list(runs.union(handoffs, all=True)[:1]) if text else []
-    return tuple(found[0]) if found else None
+    found = list(runs.union(handoffs, all=True)[:2]) if text else []
+    return tuple(found[0]) if len(found) == 1 else None
 
 
 def search_choices(*, seen: Scope = EVERYTHING) -> tuple[list[str], list[str]]:
