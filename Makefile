@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: run test lint bench
+.PHONY: run test test-faults lint bench
 
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,6 +17,16 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m sidewisp.ops.devservices test $(PYTEST_ARGS)
+
+# make test-faults: every kill point of tests/faults/test_kill_at_boundary.py, each repeated
+# SIDEWISP_FAULT_REPEAT times (default 2) while SIDEWISP_FAULT_LOAD busy processes (default 1) keep the CPU
+# loaded, so a race that shows in one run of ten of a case has more chances to show. A case takes 15-30 s
+# (a worker's start and a 3 s lease); CI runs it after `make test` with the defaults (29 cases, under 10 min).
+SIDEWISP_FAULT_REPEAT ?= 2
+SIDEWISP_FAULT_LOAD ?= 1
+test-faults: $(STAMP)
+	SIDEWISP_FAULT_REPEAT=$(SIDEWISP_FAULT_REPEAT) SIDEWISP_FAULT_LOAD=$(SIDEWISP_FAULT_LOAD) \
+		$(PY) -m sidewisp.ops.devservices test tests/faults/test_kill_at_boundary.py $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

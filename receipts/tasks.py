@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from receipts import actions, retention
-from receipts.ingest import recording
+from receipts.ingest import recording, silence
 from receipts.models import OutboxIntent
 from receipts.notify import alerts, notifications, outbox
 
@@ -17,6 +17,12 @@ from receipts.notify import alerts, notifications, outbox
 @shared_task
 def reclassify_overdue_waits() -> int:
     return recording.reclassify_overdue_waits()
+
+
+@shared_task
+def mark_silent_runs() -> int:
+    """Mark running observed runs that sent no receipt for SIDEWISP_SILENT_AFTER silent (issue 29 item 5)."""
+    return silence.mark_silent()
 
 
 @shared_task

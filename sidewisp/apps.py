@@ -13,6 +13,10 @@ class SidewispConfig(AppConfig):
 
         user_locked_out.connect(audit_lockout, dispatch_uid="sidewisp-audit-lockout")
 
+        from sidewisp.live import revocations
+
+        revocations.connect()  # logging out or deactivating a user closes their live sockets at once
+
         # Metrics: health events that could not be published, and the evidence writers' counters of each
         # worker process, are counted in Redis (sidewisp.ops.metrics).
         from celery.signals import task_postrun

@@ -14,9 +14,11 @@ from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from sidewisp.routing import websocket_urlpatterns  # noqa: E402
+from sidewisp.web.longlines import answer_long_lines  # noqa: E402
 from sidewisp.web.proxies import TrustedProxyHeaders  # noqa: E402
 from sidewisp.web.security import SameOriginWebSocket  # noqa: E402
 
+answer_long_lines()  # under daphne: a request line past 16 KB is a 414, not a dropped connection
 http_app = ASGIStaticFilesHandler(django_asgi_app) if settings.SIDEWISP_SERVE_STATIC else django_asgi_app
 
 # Outermost: the client address and scheme every layer below sees (sidewisp.web.proxies).

@@ -55,6 +55,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Every query string checked once, before any view or admin filter reads it (issue 29 §2): 414, or 400 in words.
+    "sidewisp.web.refusals.QueryStringMiddleware",
     # A view that lost the database answers 503 in words, saying whether anything was done (issue 19 §2).
     "sidewisp.web.refusals.DatabaseUnreachableMiddleware",
     # Last, as django-axes asks: it turns a lock-out into the lock-out page.
@@ -279,6 +281,9 @@ SIDEWISP_LEASE_SECONDS = env_int("SIDEWISP_LEASE_SECONDS", 30, minimum=3)
 # issue 19 §1: an outbox intent sent but not applied by a worker this long after is sent again (receipts.notify.outbox);
 # metrics and the "unapplied" alert rule count work still unapplied this long after its promise.
 SIDEWISP_INTENT_APPLY_SECONDS = env_int("SIDEWISP_INTENT_APPLY_SECONDS", 20, minimum=1)
+# issue 29 item 5: a running observed run whose app sent no receipt for this long is shown "silent since …"
+# (not running, not failed), counted in /metrics and by "silent" alert rules; its next receipt ends that.
+SIDEWISP_SILENT_AFTER = env_int("SIDEWISP_SILENT_AFTER", 900, minimum=10)
 SIDEWISP_MODEL = env_str("SIDEWISP_MODEL", "scripted")
 # The graphs hosted runs drive (agents.host.registry): a JSON object of name → "path/to/file.py:attr" or
 # "package.module:attr" (or {"graph", "verifier", "wait_policies"}), or the path of a langgraph.json
@@ -366,6 +371,8 @@ CELERY_BEAT_SCHEDULE |= {
         "options": {"expires": 60.0},
     },
     # Window, overdue and heartbeat rules (verdict rules also react at once, in the recording transaction).
+    # Observed runs that stopped sending receipts are marked silent (receipts.ingest.silence).
+    "mark-silent-runs": {"task": "receipts.tasks.mark_silent_runs", "schedule": 5.0, "options": {"expires": 10.0}},
     "evaluate-alert-rules": {
         "task": "receipts.tasks.evaluate_alert_rules",
         "schedule": 5.0,

@@ -24,7 +24,6 @@ from sidewisp import forms, pages
 from sidewisp.ops import health
 from sidewisp.pages import PageScope, auditcsv, decidedpage
 from sidewisp.web.access import action_login_required, viewer_required
-from sidewisp.web.refusals import checked_query
 
 # Every URL that accepts POST is an operator action with a declared policy (a test enumerates the
 # URL patterns and fails on a POST URL missing here or in NOT_ACTIONS).
@@ -89,7 +88,6 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 @require_GET
 @viewer_required
-@checked_query
 def overview(request: HttpRequest) -> HttpResponse:
     window, team = request.GET.get("window", ""), request.GET.get("team", "")
     scope = PageScope("overview", query=urlencode({k: v for k, v in (("window", window), ("team", team)) if v}))
@@ -98,7 +96,6 @@ def overview(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @viewer_required
-@checked_query
 def runs(request: HttpRequest) -> HttpResponse:
     # A search for exactly one operation or handoff id opens it (the header search lands here).
     if url := pages.exact_match_url(request.GET, request.user):
@@ -111,7 +108,6 @@ def runs(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @viewer_required
-@checked_query
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(teams.visible_runs(request.user), pk=pk)  # another team's run: 404, like none
     context = pages.run_context(run, request.user, request.GET.get("page", 1))
@@ -120,7 +116,6 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @require_GET
 @viewer_required
-@checked_query
 def waits(request: HttpRequest) -> HttpResponse:
     mine = request.GET.get("mine") == "1"
     page, team = request.GET.get("page", 1), request.GET.get("team", "")
@@ -130,7 +125,6 @@ def waits(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @viewer_required
-@checked_query
 def false_completions(request: HttpRequest) -> HttpResponse:
     context = pages.false_context(request.user, request.GET.get("page", 1))
     return _page(request, "false_completions", context, PageScope("false", query=request.GET.urlencode()))
@@ -322,7 +316,6 @@ def run_create(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @login_required
-@checked_query
 def audit_log(request: HttpRequest) -> HttpResponse:
     if not actions.may_read_audit(request.user):
         raise PermissionDenied(actions.AUDIT_DENIAL)
@@ -333,7 +326,6 @@ def audit_log(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @login_required
-@checked_query
 def audit_csv(request: HttpRequest) -> StreamingHttpResponse:
     if not actions.may_read_audit(request.user):
         raise PermissionDenied(actions.AUDIT_DENIAL)

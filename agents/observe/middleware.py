@@ -65,6 +65,8 @@ BARRIER_NONE_NEEDED = "none"  # the run has no checkpointer
 _RETRIES_EXHAUSTED = re.compile(r"failed after (\d+) attempts")
 _MODEL_FAILED = re.compile(r"^Model call failed after (\d+) attempts")
 _CALL_LIMIT = "Tool call limit exceeded"
+# How HumanInTheLoopMiddleware answers a call its approver rejected (langchain.agents.middleware.human_in_the_loop).
+_REJECTED = "User rejected the tool call for "
 Kind = MiddlewareReport.Kind
 
 
@@ -218,7 +220,7 @@ class SidewispMiddleware(AgentMiddleware):
         self._steps.before_model(request, tool_names(request.tools))
         scope = self._scope()
         if scope is not None:
-            _submit_reports(scope, history_reports(request.messages, tool_names(request.tools)))
+            _submit_reports(scope, history_reports(request.messages, tool_names(request.tools), self._names()))
         response = handler(request)
         if scope is not None:
             _submit_reports(scope, model_failure_reports(_messages_of(response)))
@@ -230,7 +232,7 @@ class SidewispMiddleware(AgentMiddleware):
         self._steps.before_model(request, tool_names(request.tools))
         scope = self._scope()
         if scope is not None:
-            _submit_reports(scope, history_reports(request.messages, tool_names(request.tools)))
+            _submit_reports(scope, history_reports(request.messages, tool_names(request.tools), self._names()))
         response = await handler(request)
         if scope is not None:
             _submit_reports(scope, model_failure_reports(_messages_of(response)))
@@ -240,6 +242,11 @@ class SidewispMiddleware(AgentMiddleware):
         config = _config()
         operation_id = evidence.operation_id_of(config)
         return None if operation_id is None else (operation_id, self._agent_name(config))
+
+    def _names(self) -> frozenset[str]:
+        """The names this agent goes by: the one it was given and the one `create_agent` gave its messages."""
+        given = (self.agent, (_config().get("metadata") or {}).get("lc_agent_name"))
+        return frozenset(name for name in given if isinstance(name, str) and name)
 
     def _agent_name(self, config: dict) -> str:
         return self.agent or (config.get("metadata") or {}).get("lc_agent_name") or "agent"
@@ -294,14 +301,23 @@ def tool_names(tools: Sequence[Any] | None) -> frozenset[str]:
     return frozenset(names)
 
 
-def history_reports(messages: list[BaseMessage], tools: Collection[str] = ()) -> list[tuple[str, dict, str]]:
+def history_reports(
+    messages: list[BaseMessage], tools: Collection[str] = (), agent: Collection[str] = ()
+) -> list[tuple[str, dict, str]]:
     """(kind, detail, attempt) for every middleware effect visible in a model request.
 
     A tool is named only when it is one of `tools` (the agent's bound tools);
     any other name was made up by the model and is reported as UNKNOWN_TOOL.
+
+    Decisions are not faults: a call an approver rejected (or whose wait expired into a rejection) is answered
+    by HumanInTheLoopMiddleware with an error-status ToolMessage, which is the decision, shown on its wait, and
+    no tool error. A failed call is reported only by the agent that made it (`agent`: the names the reporting
+    agent goes by; the AI message that holds the call names one of them, or no one): in a swarm every agent
+    later sees the whole history, and one failure is one report.
     """
     reports: list[tuple[str, dict, str]] = []
     cleared: list[str] = []
+    callers = {call.get("id"): m.name for m in messages if isinstance(m, AIMessage) for call in m.tool_calls if m.name}
     for message in messages:
         if isinstance(message, HumanMessage) and message.additional_kwargs.get("lc_source") == "summarization":
             detail = {"messages_after": len(messages)}
@@ -312,8 +328,10 @@ def history_reports(messages: list[BaseMessage], tools: Collection[str] = ()) ->
         if text == CLEARED_PLACEHOLDER:
             cleared.append(message.tool_call_id)
             continue
-        if message.status != "error":
+        if message.status != "error" or text.startswith(_REJECTED):
             continue
+        if agent and (caller := callers.get(message.tool_call_id)) is not None and caller not in agent:
+            continue  # another agent's call: that agent reports it
         attempt = f"tool-{evidence.digest(message.tool_call_id)}"
         tool = message.name if message.name in tools else UNKNOWN_TOOL
         if text.startswith(_CALL_LIMIT):

@@ -13,7 +13,11 @@ transfer the history shows, the parts the database lacks, with the tracker's own
   (a `Command(graph=PARENT)` ends it there) after an AI turn whose call is a known handoff, a tool
   that declares a receiver, or a call the update or a `Send` answers with a ToolMessage;
 - its gotos, its update's messages and the state after come from the parent's pending writes of
-  that step and its next checkpoint;
+  that step and its next checkpoint. LangGraph saves a task's writes and the next checkpoint on two
+  background threads and `durability="sync"` waits only for the checkpoint, so a process killed just
+  after it (as the observer hands the transfer's `reduced` to the writer) can leave a step with no
+  writes of the transferring task before a checkpoint that applied them: the transfer is then read
+  from that checkpoint (`_lost_writes`: the receiver it schedules, the messages it gained);
 - its destination started when the next step ran (a later checkpoint); when that step is the one
   the resumed run is about to run, the tracker awaits it in the live stream.
 
@@ -146,7 +150,10 @@ def derive(tracker: Tracker, found: dict[Namespace, list[Step]], known: dict[str
                 child = found.get((*ns, f"{name}:{task_id}"))
                 if not child or not child[-1].next:
                     continue  # not a subgraph, or one that ended on its own: no transfer left it
-                for transfer in _transfers(tracker, ns, name, task_id, child[-1], step.writes.get(task_id, []), known):
+                writes = step.writes.get(task_id) or []
+                if not writes and k + 1 < len(steps):
+                    writes = _lost_writes(tracker, ns, name, task_id, child[-1], step, steps[k + 1], known)
+                for transfer in _transfers(tracker, ns, name, task_id, child[-1], writes, known):
                     if k + 1 < len(steps):
                         out += _missing(tracker, transfer, steps, k, known)
                     else:
@@ -196,6 +203,36 @@ def _transfers(
         )
         for call in chosen
     ]
+
+
+def _lost_writes(
+    tracker: Tracker, ns: Namespace, name: str, task_id: str, last: Step, step: Step, after: Step, known: dict
+) -> list[tuple[str, Any]]:
+    """The writes a transferring task made in `step` when they were not saved but the checkpoint after it was:
+    the branch to its receiver and the messages the step added (its update's).
+
+    The receiver is the one a called tool declares, when `after` schedules it; else, for a call whose
+    `created` is stored (the middleware saw it return a transfer) and whose ToolMessage the step added,
+    the one node `after` schedules. Anything else is not guessed.
+    """
+    agent = graph_at(tracker.graph, [node_of(segment) for segment in (*ns, f"{name}:{task_id}")])
+    turn = next((m for m in reversed(messages_in(last.values)) if isinstance(m, AIMessage) and m.tool_calls), None)
+    scheduled = list(dict.fromkeys([*after.next, *(node for node, _ in after.tasks)]))
+    before = {getattr(m, "id", None) for m in messages_in(step.values)}
+    gained = [m for m in messages_in(after.values) if getattr(m, "id", None) not in before]
+    answered = {m.tool_call_id for m in gained if isinstance(m, ToolMessage)}
+    targets = []
+    for call in turn.tool_calls if turn is not None else ():
+        tool = find_tool(agent, str(call.get("name")))
+        target = (handoff_target(tool) or {}).get("to") if tool is not None else None
+        created = "created" in known.get(evidence.handoff_id_for(tracker.operation_id, str(call.get("id"))), ())
+        if target is None and created and call.get("id") in answered and len(scheduled) == 1:
+            target = scheduled[0]
+        if target is not None and target in scheduled and target not in targets:
+            targets.append(target)
+    if len(targets) != 1:
+        return []  # none, or more than one the step could have taken
+    return [(f"{BRANCH}{targets[0]}", None), *(("messages", m) for m in gained)]
 
 
 def _missing(

@@ -6,11 +6,13 @@ Editing needs the model permissions (the admin role holds them, migration 0013):
 from __future__ import annotations
 
 from django import forms
-from django.contrib import admin
+from django.conf import settings
+from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 
 from receipts.admin.base import ReadOnlyAdmin, iso_time
 from receipts.models import AlertRule, Delivery, NotificationChannel
+from receipts.notify import destinations
 from receipts.verdicts import bundle, words
 
 
@@ -58,6 +60,14 @@ class NotificationChannelAdmin(admin.ModelAdmin):
     list_filter = ["kind", "active"]
     search_fields = ["name", "user__username", "group__name"]
     list_select_related = ["user", "group"]
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        # Saved all the same (an allowed network may be added later): the admin is told now, not at the first send.
+        if obj.url and (
+            warning := destinations.literal_address_warning(obj.url, settings.SIDEWISP_WEBHOOK_ALLOW_NETWORKS)
+        ):
+            self.message_user(request, warning, level=messages.WARNING)
 
 
 class AlertRuleForm(forms.ModelForm):

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from typing import TypedDict
 
 from receipts.ingest.due import due_of_verdict, in_progress_words
+from receipts.verdicts import bundle
+from receipts.verdicts.rules import classify_run
 
 FAILING = "failing"
 ATTENTION = "attention"
@@ -43,13 +45,14 @@ VERDICT_REASONS: dict[str, tuple[str, str]] = {
 REPORT_REASONS: dict[str, tuple[str, str]] = {
     "model_failed": (FAILING, "Model failed"),
     "retry_exhausted": (FAILING, "Retries exhausted"),
-    "no_handoff": (FAILING, "No handoff recorded"),
     "call_limit": (ATTENTION, "Call limit hit"),
     "tool_error": (ATTENTION, "Tool error"),
     "evidence_dropped": (ATTENTION, "Evidence dropped"),
     "value_redacted": (ATTENTION, "Value redacted"),
 }
 ALARM_KINDS = tuple(REPORT_REASONS)
+# A run that made no handoff is judged by its outcome (spec v1.3): "no handoff recorded" is a neutral fact.
+RUN_FALSE_COMPLETE = "run_false_complete"
 
 # A parked run's Run.error when the graph itself holds it (a destination held by `interrupt_before`), not a
 # stopped auto-continue: "held_before:sales" (node names only).
@@ -84,7 +87,8 @@ def _status_text(status: str, error: str) -> str:
 RUN_NEXT_MOVES: dict[str, str] = {
     "model_failed": "check the model provider (status, key, quota), then start the run again; its handoffs were sound",
     "retry_exhausted": "check the failing model or tool's provider, then start the run again; its handoffs were sound",
-    "no_handoff": "check that every agent records its handoffs (wrapped by the middleware) before trusting this run",
+    "run_false_complete": "reopen the task; do not trust the final message: the run made no handoff and its "
+    "outcome is not proven by a passing verification",
     "unverified": "check the outcome in the system of record before relying on it; the verifier did not prove it",
     "status_failed": "inspect the last agent's reports below, fix the cause, then start the run again; "
     "no handoff was left half-done",
@@ -149,13 +153,20 @@ def assess(
     reports: Iterable[tuple[str, Mapping | None, int]] = (),
     latest_verification: str | None = None,
     in_progress: Mapping[str, int] | None = None,
+    run_outcome: str | None = None,
+    run_verification: str | None = None,
 ) -> Health:
     """The run's health from its status and error, its handoffs' verdict counts, its middleware
     reports as (kind, detail, count) and, for a complete run, its latest verification result
     ("settled" when an operator settled the latest handoff's false completion).
 
     `in_progress` counts, per verdict, those of `verdicts` that are not final yet (`due_part`): each is a
-    reason of the in_progress level, never a failure."""
+    reason of the in_progress level, never a failure.
+
+    A complete run with no handoff is judged by its outcome alone (spec v1.3): `run_outcome` is check 7 on the
+    run (receipts.verdicts.classify_run) and `run_verification` its verification's result, if any: "HEALTHY"
+    adds no reason; anything else, a missing verification included, is a false completion. Having no
+    handoff is never a reason by itself."""
     pending = {v: n for v, n in (in_progress or {}).items() if n}
     verdicts = {v: left for v, n in (verdicts or {}).items() if (left := n - pending.get(v, 0)) > 0}
     reasons: list[Reason] = []
@@ -166,8 +177,11 @@ def assess(
         if kind in REPORT_REASONS and count:
             details, total = by_kind.get(kind, ([], 0))
             by_kind[kind] = ([*details, detail or {}], total + count)
-    if status == "complete" and not (verdicts or pending) and "no_handoff" not in by_kind:
-        by_kind["no_handoff"] = ([{}], 1)
+    if status == "complete" and not (verdicts or pending) and run_outcome != "HEALTHY":
+        text = "False complete: no handoff, and the outcome " + (
+            "verification did not pass" if run_verification else "is not verified"
+        )
+        reasons.append(_reason(FAILING, RUN_FALSE_COMPLETE, text))
     if status == "complete" and (verdicts or pending) and latest_verification not in ("pass", "settled"):
         text = "Outcome not verified" if latest_verification is None else "Outcome verification failed"
         reasons.append(_reason(FAILING, "unverified", text))
@@ -180,7 +194,24 @@ def assess(
     for kind, (level, text) in REPORT_REASONS.items():
         if kind in by_kind:
             details, total = by_kind[kind]
-            count = 1 if kind == "no_handoff" else total
-            reasons.append(_reason(level, kind, text + _report_names(kind, details), count))
+            reasons.append(_reason(level, kind, text + _report_names(kind, details), total))
     reasons.sort(key=lambda r: LEVELS.index(r["level"]))  # stable: worst first, in rule order
     return Health(worst(r["level"] for r in reasons), reasons)
+
+
+def run_outcome(status: str, final_status: str | None, verification: Mapping | None) -> dict:
+    """`assess`'s `run_outcome` and `run_verification` for a run with no handoff: check 7 on the run.
+
+    The run's own status decides whether it claims completion (a run that ended complete does, whatever
+    final status it stored); a verification that no longer parses counts as none (fail closed).
+    """
+    claim = "complete" if status == "complete" else (final_status or None)
+    try:
+        found = bundle.parse_part("verification", verification) if verification else None
+    except bundle.BundleError:
+        found = None
+    verdict = classify_run(claim, found)
+    return {
+        "run_outcome": verdict.verdict if verdict else None,
+        "run_verification": (verification or {}).get("result") if isinstance(verification, Mapping) else None,
+    }

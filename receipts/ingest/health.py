@@ -6,12 +6,13 @@ named reason:
 - its handoffs' verdicts (a failed boundary fails the run; an uncertain wait needs
   attention; a valid wait is waiting);
 - its task status: failed fails the run, parked needs attention, queued/running is
-  in progress, waiting is waiting; a run that ended complete with no handoff, or whose
-  latest outcome verification did not pass, fails (a tool-call limit of 0 ends runs
-  exactly like that);
-- what the other middleware reported: a dead model, exhausted retries and "no
-  handoff recorded" fail the run; a call limit hit, a tool error or dropped evidence
-  need attention; summaries and context edits are information only.
+  in progress, waiting is waiting; a run whose latest outcome verification did not pass
+  fails; a run that made no handoff is judged by its outcome alone (spec v1.3: check 7
+  on the run, from the verification and final status it keeps), and having no handoff
+  is never a reason by itself;
+- what the other middleware reported: a dead model and exhausted retries fail the run;
+  a call limit hit, a tool error or dropped evidence need attention; summaries, context
+  edits and "no handoffs" are information only.
 
 Levels, worst first: failing, attention, waiting, in_progress, healthy. A run is
 healthy only when there is no reason at all, so nothing that failed is ever green.
@@ -58,6 +59,7 @@ from receipts.ingest.assessment import (  # noqa: F401
     assess,
     held_before,
     run_next_move,
+    run_outcome,
     worst,
 )
 from receipts.ingest.due import (  # noqa: F401
@@ -73,11 +75,21 @@ from receipts.ingest.due import (  # noqa: F401
 )
 
 
-def inputs(run_id: int, status: str, error: str, *, handoffs, reports) -> dict:
+def inputs(
+    run_id: int,
+    status: str,
+    error: str,
+    *,
+    handoffs,
+    reports,
+    final_status: str = "",
+    verification: Mapping | None = None,
+) -> dict:
     """`assess`'s keyword arguments for one run: three indexed queries at most.
 
     `handoffs` and `reports` are the Handoff and MiddlewareReport model classes (a
-    migration passes its historical ones).
+    migration passes its historical ones); `final_status` and `verification` are the run's
+    own outcome (kept when it has no handoff).
     """
     from django.db.models import Count, Value
 
@@ -113,6 +125,7 @@ def inputs(run_id: int, status: str, error: str, *, handoffs, reports) -> dict:
         "reports": list(found),
         "latest_verification": latest,
         "in_progress": in_progress,
+        **(run_outcome(status, final_status, verification) if not verdicts else {}),
     }
 
 
@@ -169,11 +182,14 @@ def refresh(run, *, now: datetime | None = None, publish: bool = True) -> bool:
     from receipts.models import Handoff, MiddlewareReport, Run
 
     stored = (
-        Run.objects.filter(pk=run.pk).values("status", "error", "health", "health_reasons", *SUMMARY_FIELDS).first()
+        Run.objects.filter(pk=run.pk)
+        .values("status", "error", "health", "health_reasons", "final_status", "verification", *SUMMARY_FIELDS)
+        .first()
     )
     if stored is None:
         return False
-    facts = inputs(run.pk, stored["status"], stored["error"], handoffs=Handoff, reports=MiddlewareReport)
+    outcome = {"final_status": stored["final_status"], "verification": stored["verification"]}
+    facts = inputs(run.pk, stored["status"], stored["error"], handoffs=Handoff, reports=MiddlewareReport, **outcome)
     found = assess(**facts)
     kept = summary(run.pk, facts["verdicts"], handoffs=Handoff, in_progress=facts["in_progress"])
     run.health, run.health_reasons = found.level, found.reasons
@@ -283,6 +299,7 @@ def _facts(row: Mapping, verdicts: dict, in_progress: dict, settled: set[int], r
         "reports": reports,
         "latest_verification": latest,
         "in_progress": in_progress,
+        **(run_outcome(row["status"], row["final_status"], row["verification"]) if not verdicts else {}),
     }
 
 
@@ -314,6 +331,8 @@ def _stored_many(runs: Iterable[int]) -> dict[int, dict]:
         "error",
         "health",
         "health_reasons",
+        "final_status",
+        "verification",
         *SUMMARY_FIELDS,
         newest_verdict=Subquery(newest.values("verdict")[:1]),
         newest_due=Subquery(newest.annotate(due=due).values("due")[:1]),

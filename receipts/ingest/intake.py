@@ -11,8 +11,8 @@ An entry is either
 - a **part**: `{"kind": "part", "operation_id", "handoff_id", "part", "value", "attempt"}`
   (`part` one of spec §1's parts or `final_status`). `handoff_id` may be null for
   the run outcome parts (wait, verification, final_status): the part is then
-  attached to the run's latest handoff, and dropped when the run has none
-  (fail closed: an outcome with no handoff proves nothing).
+  attached to the run's latest handoff; a run with none keeps its verification and
+  final status itself (spec v1.3: it is judged by its outcome) and drops a wait.
 - a **report**: `{"kind": "report", "operation_id", "agent", "report", "detail", "attempt"}`
   (a middleware report: `report` is a `MiddlewareReport.Kind`).
 - a **settle**: `{"kind": "settle", "operation_id", "handoff_id"}`: the step in which the
@@ -38,7 +38,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from receipts.ingest import batches, lifecycle, recording, redactions, settling, setwise
+from receipts.ingest import batches, lifecycle, recording, redactions, settling, setwise, silence
 from receipts.models import FINAL_STATUS_PART, RECEIPT_PARTS, MiddlewareReport, Run
 from receipts.verdicts import bundle
 
@@ -206,6 +206,8 @@ def apply(entries: Sequence[Entry]) -> list[bool]:
                 _note_redacted_ids(entry)
             stored += setwise.record_parts(parts) if parts else [_apply_one(other)]
         _report_redacted(redacted)
+        runs = batches.current().runs
+        silence.heard_from(runs[op] for op in dict.fromkeys(entry.operation_id for entry in entries) if op in runs)
         return stored
 
 
@@ -258,7 +260,7 @@ def _apply_one(entry: Entry) -> bool:
         return lifecycle.apply(entry)
     handoff_id = entry.handoff_id or batches.latest_handoff_id(entry.operation_id)
     if handoff_id is None:
-        return False
+        return setwise.keep_on_run(entry)
     result = recording.record(
         handoff_id=handoff_id,
         operation_id=entry.operation_id,

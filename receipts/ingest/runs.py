@@ -28,9 +28,9 @@ def set_status(run: Run, status: str, *, error: str = "", now: datetime | None =
     """
     now = now or timezone.now()
     run.status = status
-    run.heartbeat_at = now
+    run.heartbeat_at, run.silent_at = now, None  # a status the app sent: heard from (receipts.ingest.silence)
     run.error = error[:200]
-    fields = ["status", "heartbeat_at", "error", "updated_at"]
+    fields = ["status", "heartbeat_at", "silent_at", "error", "updated_at"]
     if status != Run.Status.QUEUED and run.started_at is None:
         run.started_at = now
         fields.append("started_at")

@@ -29,7 +29,7 @@ from receipts.ingest.parts import (
     validate_ids,
 )
 from receipts.ingest.sides import RunNotOwned, namespace, owner_problem
-from receipts.models import Handoff, Receipt, Run, VerdictChange
+from receipts.models import FINAL_STATUS_PART, Handoff, Receipt, Run, VerdictChange
 from receipts.verdicts import bundle
 
 logger = logging.getLogger(__name__)
@@ -82,6 +82,7 @@ def _checked(entries: Sequence, parse: _PartCache) -> list[_Part]:
     for index, entry in enumerate(entries):
         handoff_id = entry.handoff_id or _latest(entry.operation_id)
         if handoff_id is None:
+            keep_on_run(entry)  # a run with no handoff keeps its outcome itself (spec v1.3)
             continue
         value, part = parsed(entry.part, entry.value)
         if part is not None:
@@ -106,6 +107,32 @@ def _checked(entries: Sequence, parse: _PartCache) -> list[_Part]:
             raise bundle.BundleError("operation_id", "does not match the operation this handoff belongs to")
         parts.append(_Part(index, handoff_id, entry.operation_id, entry.part, value, entry.attempt))
     return parts
+
+
+def keep_on_run(entry) -> bool:
+    """Keep an outcome part (verification, final status) on its run, which has no handoff to carry it.
+
+    Spec v1.3 "Runs with no handoff": such a run is judged by its outcome (check 7 on the run). A wait stays
+    dropped (a run waits through a handoff's wait receipt); so does a part for a run this batch does not know.
+    True when the run's stored outcome changed; the run's health is refreshed at the end of the batch.
+    """
+    if entry.part not in ("verification", FINAL_STATUS_PART):
+        return False
+    run = batches.current().runs.get(entry.operation_id)
+    if run is None:
+        return False
+    if problem := owner_problem(run):
+        logger.warning("receipt refused: %s", problem)
+        raise RunNotOwned("operation_id", problem)
+    value, _ = parsed(entry.part, entry.value)
+    validate_ids("run-outcome", entry.operation_id, entry.attempt)
+    field = "verification" if entry.part == "verification" else "final_status"
+    if getattr(run, field) == value:
+        return False
+    setattr(run, field, value)
+    Run.objects.filter(pk=run.pk).update(**{field: value})
+    batches.refresh_health(run, None)
+    return True
 
 
 def _latest(operation_id: str) -> str | None:

@@ -29,13 +29,14 @@ class AppendOnlyQuerySet(models.QuerySet):
         self._check_pruning()
         return self._raw_delete(self.db)
 
-    def detach(self, **nulls: None) -> int:
-        """Clear the named foreign keys (retention keeps an entry whose run it prunes); nothing else changes."""
+    def detach(self, *, kept: dict | None = None, **nulls: None) -> int:
+        """Clear the named foreign keys (retention keeps an entry whose run it prunes); nothing else changes but
+        the `kept` columns, which record what a cleared key named (the pruned run's owner)."""
         self._check_pruning()
         if any(value is not None for value in nulls.values()):
             msg = "detach only clears foreign keys"
             raise AppendOnlyError(msg)
-        return super().update(**nulls)
+        return super().update(**nulls, **(kept or {}))
 
     def _check_pruning(self) -> None:
         if not _pruning.get():

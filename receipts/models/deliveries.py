@@ -93,6 +93,8 @@ class AlertRule(models.Model):
         HEARTBEAT = "heartbeat", "Worker heartbeat lost"
         # issue 19 §1: promised work (starts, resumes, re-verifications) no worker applied in time.
         UNAPPLIED = "unapplied", "Work no worker applied in time"
+        # issue 29 item 5: observed runs whose app sent no receipt for SIDEWISP_SILENT_AFTER.
+        SILENT = "silent", "Observed runs gone silent"
 
     name = models.CharField(max_length=100, unique=True)
     kind = models.CharField(max_length=10, choices=Kind.choices)

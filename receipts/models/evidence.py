@@ -117,6 +117,9 @@ class Run(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # issue 29 item 5: when a running observed run was found silent (no receipt for SIDEWISP_SILENT_AFTER
+    # since heartbeat_at; receipts.ingest.silence); cleared by its next receipt.
+    silent_at = models.DateTimeField(null=True, blank=True, editable=False)
     # The run-level health (receipts.ingest.health computes it, the one place that does): the worst of
     # its handoff verdicts, its task status and its middleware alarms, with each reason named.
     health = models.CharField(max_length=20, blank=True, db_index=True)
@@ -135,6 +138,13 @@ class Run(models.Model):
     # The verdict of the handoff that changed last.
     latest_verdict = models.CharField(max_length=40, blank=True, editable=False)
     # --- end pages at scale
+    # --- runs with no handoff (spec v1.3): the outcome parts a run with no handoff to carry them gives, kept
+    # on the run so that check 7 judges it (receipts.verdicts.rules.classify_run); a run with handoffs keeps
+    # them on its latest handoff as before and leaves these empty.
+    # Nullable so that adding them is an ALTER TABLE on SQLite too (a rebuild would trip the rollup's triggers).
+    final_status = models.CharField(max_length=20, null=True, blank=True, editable=False)  # noqa: DJ001
+    verification = models.JSONField(null=True, blank=True, editable=False)
+    # --- end runs with no handoff
 
     objects = RunQuerySet.as_manager()
 
@@ -158,6 +168,11 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return self.operation_id
+
+    @property
+    def is_silent(self) -> bool:
+        """A running observed run whose app sent nothing for SIDEWISP_SILENT_AFTER: shown "silent since"."""
+        return self.silent_at is not None and self.status == self.Status.RUNNING
 
 
 class Handoff(models.Model):
@@ -212,6 +227,8 @@ class Handoff(models.Model):
             # A run's handoffs, and "has a handoff with verdict V" (the runs list's verdict filter) from the
             # index alone.
             models.Index(fields=["run", "verdict"], name="handoff_run_verdict"),
+            # The overview's "In progress" tile (spec v1.2 Settled): the few handoffs not settled yet, by time.
+            models.Index(fields=["created_at"], condition=models.Q(settled_at__isnull=True), name="handoff_unsettled"),
         ]
         constraints = [
             models.UniqueConstraint(fields=["handoff_id", "source_name"], name="handoff_id_source"),

@@ -78,6 +78,12 @@ class AuditEntry(AppendOnlyModel):
     outcome = models.CharField(max_length=20, choices=Outcome.choices)
     # Ids and codes only.
     detail = models.JSONField(default=dict, blank=True)
+    # Issue 29 §1: when retention prunes the entry's run it clears the link and keeps what decided the run's team
+    # (its graph and source name), so the entry stays its team's for as long as it is kept. The team scope reads
+    # them as it reads a run's own (`teams.Scope.q("pruned_run_")`); an entry about no run has run_pruned False.
+    run_pruned = models.BooleanField(default=False, db_default=False, editable=False)
+    pruned_run_graph = models.CharField(max_length=100, blank=True, default="", db_default="", editable=False)
+    pruned_run_source_name = models.CharField(max_length=100, blank=True, default="", db_default="", editable=False)
 
     class Meta:
         ordering = ["-at", "-pk"]

@@ -1,9 +1,9 @@
 """Alert rules: conditions on the evidence, announced on a channel when they start and when they end.
 
-Four kinds (`AlertRule.Kind`): a verdict on an agent, more than N non-healthy handoffs in M minutes, a
-wait overdue, and worker heartbeats lost. Verdict rules react at once to `handoff_changed`, inside the
-recording transaction; every rule is also evaluated by Celery beat every few seconds (a window passing,
-a deadline passing or a worker stopping changes no handoff).
+The kinds (`AlertRule.Kind`): a verdict on an agent, more than N non-healthy handoffs in M minutes, a
+wait overdue, worker heartbeats lost, work no worker applied, and observed runs gone silent. Verdict rules
+react at once to `handoff_changed`, inside the recording transaction; every rule is also evaluated by
+Celery beat every few seconds (a window passing, a deadline passing or a worker stopping changes no handoff).
 
 Each rule keeps its state (firing, announced, when the last firing was sent). A firing is sent once per
 condition, unless the rule is muted or its cooldown since the last firing sent has not passed; it is sent
@@ -36,7 +36,7 @@ from django.utils import timezone
 from kombu.exceptions import KombuError
 from redis import RedisError
 
-from receipts.ingest import health
+from receipts.ingest import health, silence
 from receipts.ingest.signals import Change, handoffs_changed
 from receipts.models import AlertRule, Handoff, VerdictChange
 from receipts.notify import notifications, outbox
@@ -235,6 +235,8 @@ def condition_of(rule: AlertRule, now: datetime, *, workers: int | None = None) 
         return Condition(answering < expected, answering, f"{answering} of {expected} workers answering")
     if rule.kind == AlertRule.Kind.UNAPPLIED:
         return _unapplied(rule, now)
+    if rule.kind == AlertRule.Kind.SILENT:
+        return _silent(rule)
     if rule.kind == AlertRule.Kind.OVERDUE:
         found = _scoped(Handoff.objects.filter(wait_open=True, wait_deadline__lte=now), rule.agent)
         words = "waits overdue"
@@ -259,6 +261,17 @@ def _unapplied(rule: AlertRule, now: datetime) -> Condition:
     bound = settings.SIDEWISP_INTENT_APPLY_SECONDS
     words = f"{count} promised starts, resumes or re-verifications not applied by a worker within {bound} s"
     return Condition(count > rule.threshold, count, f"{words} (more than {rule.threshold})")
+
+
+def _silent(rule: AlertRule) -> Condition:
+    # issue 29 item 5: running observed runs whose app sent no receipt for SIDEWISP_SILENT_AFTER.
+    found = silence.silent_runs()
+    words = f"observed runs silent for {settings.SIDEWISP_SILENT_AFTER} s or more"
+    if rule.team_id is not None:
+        found = found.filter(teams.owns_q(teams.Team.objects.filter(pk=rule.team_id)))
+        words += f" of team {rule.team.slug}"
+    count = found.count()
+    return Condition(count > rule.threshold, count, f"{count} {words} (more than {rule.threshold})")
 
 
 def recently_turned(verdicts: tuple[str, ...], agent: str, *, since: datetime) -> QuerySet[Handoff]:

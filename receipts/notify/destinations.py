@@ -4,7 +4,9 @@ An admin types a channel's URL, and the deliveries then tell whether it answered
 rules that would let anyone with the admin reach the cloud metadata service, Redis, PostgreSQL or the
 private network from the worker, and read the result back as a port scan. So:
 
-- at save time a URL must be `http://` or `https://`, with a host and no `user:password@`;
+- at save time a URL must be `http://` or `https://`, with a host and no `user:password@`; a host that is a
+  literal address send time would refuse (`http://10.0.0.5/`, `http://[::1]/`, `http://2130706433/`) or
+  `localhost` is saved with a warning saying so (`literal_address_warning`, issue 29 §7);
 - at send time its host is resolved once and every address it resolves to must be public (not
   loopback, link-local, private, shared, multicast, reserved or unspecified, in its IPv4, IPv6,
   IPv4-mapped, 6to4 or NAT64 form), or inside a network the operator allows
@@ -48,6 +50,34 @@ def url_problem(url: str) -> str:
     if not parts.hostname:
         return "must name a host"
     return ""
+
+
+def literal_address_warning(url: str, allowed: Iterable[Network] = ()) -> str:
+    """When `url` names its host by an address that send time refuses (or as localhost): a warning that says so.
+
+    "" for a host name (only resolving it at send time can tell) and for an allowed or public address.
+    """
+    try:
+        host = (urlsplit(url.strip()).hostname or "").rstrip(".")
+    except ValueError:
+        return ""
+    if host == "localhost" or host.endswith(".localhost"):
+        address = "127.0.0.1"
+    else:
+        try:
+            address = str(ipaddress.ip_address(host.split("%", 1)[0]))
+        except ValueError:
+            try:  # the forms the resolver reads as IPv4 too: 2130706433, 127.1, 0x7f.0.0.1
+                address = socket.inet_ntoa(socket.inet_aton(host))
+            except OSError:
+                return ""
+    if address_allowed(address, allowed):
+        return ""
+    return (
+        "The URL names an internal address (loopback, private, link-local or another one that is not public): "
+        "it was saved, but every delivery to it will be refused when it is sent, unless "
+        "SIDEWISP_WEBHOOK_ALLOW_NETWORKS allows that network."
+    )
 
 
 def target(url: str) -> SplitResult:

@@ -16,9 +16,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import Q, QuerySet
+from django.db.models import Max, Min, Q, QuerySet
 from django.utils.dateparse import parse_datetime
 
+from receipts.ingest import due as run_due
 from receipts.models import (
     AuditEntry,
     Decision,
@@ -79,6 +80,7 @@ class Entry:
     # For an operator action: the worker delivery that carried out the work it promised (its result).
     carried_by: TaskDelivery | None = None
     facts: dict = field(default_factory=dict)
+    due: str = ""  # a verdict entry in progress: the part its verdict waited for (`_date_verdicts`)
 
     @property
     def pk(self) -> int:
@@ -170,6 +172,7 @@ def page(run: Run, *, handoff: Handoff | None = None, older: Cursor | None = Non
     candidates.sort(key=lambda e: e.cursor, reverse=True)
     entries = candidates[:size]
     _attach_results(entries)
+    _date_verdicts(entries)
     more = len(candidates) > size
     return Page(entries, entries[-1].cursor if more else None, handoff=handoff, first=older is None)
 
@@ -218,6 +221,34 @@ def _attach_results(entries: Iterable[Entry]) -> None:
         return
     for delivery in TaskDelivery.objects.filter(promised_by_id__in=actions).order_by("started_at", "pk"):
         actions[delivery.promised_by_id].carried_by = delivery  # the latest delivery wins
+
+
+def _date_verdicts(entries: Iterable[Entry]) -> None:
+    """Give each verdict entry `due`: the part its verdict was still waiting for then ("" when it was final).
+
+    Settled verdicts (spec v1.2) on the history too: a failing verdict recorded while its due part had not
+    arrived and its handoff was unsettled was *in progress*, never a verdict; the handoff's latest change
+    is what the run page shows now (receipts.ingest.due.due_part). Two queries, none without verdict entries.
+    """
+    verdicts = [e for e in entries if e.kind == "verdict" and e.handoff is not None]
+    if not verdicts:
+        return
+    handoffs = {e.handoff.pk for e in verdicts}
+    first: dict[tuple[int, str], datetime] = {}
+    arrivals = Receipt.objects.filter(handoff__in=handoffs, part__in=set(run_due.DUE_PARTS.values()))
+    for row in arrivals.order_by().values("handoff_id", "part").annotate(first=Min("recorded_at")):
+        first[(row["handoff_id"], row["part"])] = row["first"]
+    latest = VerdictChange.objects.filter(handoff__in=handoffs).order_by().values("handoff_id").annotate(last=Max("pk"))
+    last = {row["handoff_id"]: row["last"] for row in latest}
+    for entry in verdicts:
+        change, handoff = entry.row, entry.handoff
+        if last.get(handoff.pk) == change.pk:
+            entry.due = run_due.due_part(handoff) or ""
+            continue
+        part = run_due.DUE_PARTS.get(change.verdict)
+        arrived = first.get((handoff.pk, part)) if part else None
+        unsettled = handoff.settled_at is None or change.at < handoff.settled_at
+        entry.due = part if part and unsettled and (arrived is None or change.at < arrived) else ""
 
 
 def _datetime(text: str) -> datetime | None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.db import connection, transaction
-from django.db.models import Case, Count, IntegerField, Max, Sum, Value, When
+from django.db.models import Case, Count, IntegerField, Max, QuerySet, Sum, Value, When
 
 from receipts.models import Handoff, Run, VerdictBucket
 from receipts.org.teams import EVERYTHING, Scope
@@ -34,6 +34,7 @@ class WindowCounts:
 
     by_verdict: dict[str, int] = field(default_factory=dict)
     by_bucket: list[dict[str, int]] = field(default_factory=list)
+    extra: dict[str, int] = field(default_factory=dict)  # the rows `window_counts` was also asked for
 
 
 def floor_hour(at: datetime) -> datetime:
@@ -47,14 +48,23 @@ def trend_edges(since: datetime, now: datetime, buckets: int) -> list[datetime]:
     return [since, *(floor_hour(since + width * i) for i in range(1, buckets))]
 
 
-def window_counts(since: datetime, edges: list[datetime], *, seen: Scope = EVERYTHING) -> WindowCounts:
+def window_counts(
+    since: datetime, edges: list[datetime], *, seen: Scope = EVERYTHING, also: QuerySet | None = None
+) -> WindowCounts:
     """Handoffs created at or after `since` by verdict, whole and per interval of `edges`, of the runs `seen`
-    sees; two queries."""
+    sees; two queries. `also`, (verdict, n) rows of handoffs, is sent with the first and comes back in `extra`
+    (the overview's handoffs in progress, at no query of their own)."""
     first_hour = floor_hour(since) + (HOUR if floor_hour(since) < since else timedelta(0))
     counts = WindowCounts(by_bucket=[{} for _ in edges])
     head = seen.apply(Handoff.objects.filter(created_at__gte=since, created_at__lt=first_hour), "run__")
-    for verdict, n in head.order_by().values_list("verdict").annotate(n=Count("pk")):
-        _add(counts, 0, verdict, n)
+    rows = head.order_by().values_list("verdict").annotate(n=Count("pk"), side=Value(0, IntegerField()))
+    if also is not None:
+        rows = rows.union(also.annotate(side=Value(1, IntegerField())), all=True)
+    for verdict, n, side in rows:
+        if side:
+            counts.extra[verdict] = counts.extra.get(verdict, 0) + n
+        else:
+            _add(counts, 0, verdict, n)
     # The database sums each interval's hours (at most SPARK_BUCKETS x verdicts rows come back, not an hour each).
     interval = Case(
         *(When(bucket__gte=edge, then=Value(n)) for n, edge in reversed(list(enumerate(edges)))),

@@ -14,7 +14,8 @@ What goes, per kind (days from RetentionPolicy):
 - deliveries: notification deliveries sent or given up more than `deliveries_days` ago, and the worker task
   deliveries and applied outbox intents of runs that ended that long ago;
 - runs that ended more than `runs_days` ago, with their handoffs and everything recorded about them. Their
-  audit entries stay (ids and text kept) and lose only the link: the foreign key is cleared by an UPDATE;
+  audit entries stay (ids and text kept) and lose only the link: the foreign key is cleared by an UPDATE, which
+  keeps the run's graph and source name on the entry (what decides its team: issue 29 §1);
 - audit entries older than `audit_days` (never fewer than `audit_minimum_days`), except those a kept task
   delivery still names.
 
@@ -34,7 +35,8 @@ from datetime import UTC, date, datetime, timedelta
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from receipts.ingest.runs import ENDED
@@ -279,7 +281,14 @@ def _delete(rows: QuerySet) -> int:
 
 
 def _detach(rows: QuerySet) -> int:
-    return rows.detach(run=None, handoff=None)
+    # The run the entry names, or its handoff's run: its owner stays on the entry (the team scope reads it).
+    def owner(field: str):
+        by_run = Run.objects.filter(pk=OuterRef("run_id")).values(field)[:1]
+        by_handoff = Handoff.objects.filter(pk=OuterRef("handoff_id")).values(f"run__{field}")[:1]
+        return Coalesce(Subquery(by_run), Subquery(by_handoff), Value(""))
+
+    kept = {"run_pruned": True, "pruned_run_graph": owner("graph"), "pruned_run_source_name": owner("source_name")}
+    return rows.detach(run=None, handoff=None, kept=kept)
 
 
 def _cascading_from_runs() -> list[type]:

@@ -6,6 +6,16 @@ May import: the standard library and its own modules; never: Django, receipts' o
 """
 
 from receipts.verdicts.bundle import Bundle, Contracts, Wait
-from receipts.verdicts.rules import BOUNDARIES, NEXT_MOVES, VERDICT_BOUNDARY, Verdict, classify
+from receipts.verdicts.rules import BOUNDARIES, NEXT_MOVES, VERDICT_BOUNDARY, Verdict, classify, classify_run
 
-__all__ = ["BOUNDARIES", "NEXT_MOVES", "VERDICT_BOUNDARY", "Bundle", "Contracts", "Verdict", "Wait", "classify"]
+__all__ = [
+    "BOUNDARIES",
+    "NEXT_MOVES",
+    "VERDICT_BOUNDARY",
+    "Bundle",
+    "Contracts",
+    "Verdict",
+    "Wait",
+    "classify",
+    "classify_run",
+]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
 
-from receipts.verdicts.bundle import Bundle, Contracts, Wait
+from receipts.verdicts.bundle import Bundle, Contracts, Verification, Wait
 
 BOUNDARIES = ("route", "control", "tool_protocol", "context", "destination", "wait", "outcome")
 
@@ -247,6 +247,31 @@ def classify(bundle: Bundle, contracts: Contracts, now: datetime) -> Verdict:
         if finding.verdict is not None:
             return _verdict(finding.verdict, finding.reason, statuses)
     return _verdict("HEALTHY", "every boundary that applies is proven by a receipt", statuses)
+
+
+def classify_run(final_status: str | None, verification: Verification | None) -> Verdict | None:
+    """Check 7 applied to a run that made no handoff (spec v1.3 "Runs with no handoff"); None when it does not apply.
+
+    Such a run is judged by its outcome alone: a completion claim with a passing verification is HEALTHY,
+    a completion claim without one is FALSE_COMPLETE. Anything but a completion claim is no verdict (the
+    run's own status says how it stands). With no destination, the verification only needs its time.
+    Every boundary but the outcome is "not_applicable": there was no handoff to check.
+    """
+    if final_status != "complete":
+        return None
+    statuses = dict.fromkeys(BOUNDARIES[:-1], "not_applicable")
+    if verification is None:
+        problem: str | None = "complete is claimed but the verification receipt is missing"
+    elif verification.result != "pass":
+        problem = "complete is claimed but verification.result is not pass"
+    elif verification.checked_at is None:
+        problem = "verification.checked_at is missing"
+    else:
+        problem = None
+    statuses["outcome"] = "fail" if problem else "pass"
+    if problem:
+        return _verdict("FALSE_COMPLETE", problem, statuses)
+    return _verdict("HEALTHY", "the run made no handoff; its completion is proven by a passing verification", statuses)
 
 
 def _verdict(verdict: str, reason: str, statuses: Mapping[str, str]) -> Verdict:

@@ -4,7 +4,10 @@ connect = check the user → subscribe to the hub with the page and the user's
 audience → accept; the hub sends the snapshot, then what changed. The socket
 itself only guards: every few seconds it re-checks the user (logged out,
 deactivated or no longer a viewer: closed; another role: moved to the topic
-of its new audience, with a snapshot), and it answers a page's resync.
+of its new audience, with a snapshot), and it answers a page's resync. A logout
+or a deactivation is not waited for: the hub is told (sidewisp.live.revocations)
+and the socket is sent nothing more, then closed (or, still allowed, re-sent a
+snapshot) at once.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from django.contrib.auth import get_user_model
 
 from sidewisp import pages
 from sidewisp.live import hub as live
+from sidewisp.live import revocations
 from sidewisp.ops import health
 
 logger = logging.getLogger(__name__)
@@ -40,6 +44,7 @@ class HealthConsumer(AsyncWebsocketConsumer):
     async def connect(self) -> None:
         self.topic: live.Topic | None = None
         self.watchers: list[asyncio.Task] = []
+        self.held = False  # sent nothing while its user is being checked or it is closing
         self.resyncs: list[float] = []
         page_scope = pages.PageScope.from_query_string(self.scope.get("query_string", b""))
         user = self.scope.get("user")
@@ -60,7 +65,32 @@ class HealthConsumer(AsyncWebsocketConsumer):
             await live.hub().unsubscribe(self, topic)
 
     async def deliver(self, html: str) -> None:
-        await self.send(text_data=html)
+        if not self.held:
+            await self.send(text_data=html)
+
+    def revoke(self, session: str) -> None:
+        """The hub was told this socket's user logged out or changed: nothing more is sent until checked."""
+        if self.held or self.topic is None:
+            return
+        self.held = True
+        self.watchers.append(asyncio.create_task(self._recheck(session)))
+
+    async def _recheck(self, session: str) -> None:
+        own = self.scope.get("session")
+        if session and own is not None and session == revocations.session_digest(own.session_key):
+            await self.close()  # this session logged out (it is flushed just after the signal)
+            return
+        audience = await _audience(self.topic.scope, self.scope.get("user"), own)
+        if audience is None:
+            await self.close()
+            return
+        self.held = False
+        hub = live.hub()
+        if audience != self.topic.audience:
+            await hub.unsubscribe(self, self.topic)
+            self.topic = hub.subscribe(self, self.topic.scope, audience)  # with a snapshot
+        else:
+            hub.resync(self, self.topic)  # what it was not sent meanwhile
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         # The only message a page sends: {"type": "resync"} after it saw a gap. Anything else,
@@ -76,6 +106,7 @@ class HealthConsumer(AsyncWebsocketConsumer):
             await asyncio.sleep(live.RESYNC_SECONDS)
             audience = await _audience(self.topic.scope, self.scope.get("user"), self.scope.get("session"))
             if audience is None:
+                self.held = True
                 await self.close()  # logged out, deactivated or no longer a viewer
                 return
             if audience != self.topic.audience:
@@ -91,7 +122,7 @@ class HealthConsumer(AsyncWebsocketConsumer):
         while True:
             await asyncio.sleep(SYSTEM_SECONDS)
             system = await sync_to_async(health.banner, thread_sensitive=False)()
-            if system != shown:
+            if system != shown and not self.held:
                 await self.send(text_data=health.render_banner_oob(system))
                 shown = system
 

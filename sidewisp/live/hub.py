@@ -13,7 +13,8 @@ started, and at most one render is in flight (changes arriving meanwhile are
 rendered when it ends; none is dropped). Renders run on threads of their own
 (`sidewisp.live.threads`), not on the single thread-sensitive one that Django's sync
 code shares; each keeps its database connection while busy. A newcomer
-(connect, resync) gets a snapshot cut from the topic's next render; every
+(connect, resync) gets a snapshot cut from the topic's next render once the hub is in the health group
+(an event published before would be lost unseen; Redis down: sent PROBE_SECONDS later); every
 other subscriber gets what changed since the previous one (list pages: the
 rows), so every subscriber of a topic always shows the same render. Every
 RESYNC_SECONDS an idle topic compares the database's change marker with the
@@ -48,6 +49,7 @@ from django.template.loader import render_to_string
 from receipts.ingest.broadcast import HEALTH_GROUP
 from receipts.org import teams
 from sidewisp import pages  # the renderer's names, looked up where they were (tests replace render_live)
+from sidewisp.live import revocations
 from sidewisp.live.threads import on_render_thread
 
 logger = logging.getLogger(__name__)
@@ -107,6 +109,7 @@ class Hub:
         self.probes = 0
         self._probe_back: asyncio.Event | None = None
         self._sends: set[asyncio.Task] = set()
+        self.listening = asyncio.Event()  # set once the listener is in the health group (`_listen`)
 
     # --- subscriptions ------------------------------------------------------------
 
@@ -155,11 +158,12 @@ class Hub:
 
     def _listen(self) -> None:
         if self.listener is None:
-            self.listener = asyncio.create_task(self._receive_events())
+            self.listening = asyncio.Event()  # this listener's own: one cancelled before never clears it
+            self.listener = asyncio.create_task(self._receive_events(self.listening))
         if self.prober is None:
             self.prober = asyncio.create_task(self._probe())
 
-    async def _receive_events(self) -> None:
+    async def _receive_events(self, listening: asyncio.Event) -> None:
         layer = get_channel_layer()
         channel = self.channel = None
         try:
@@ -168,6 +172,7 @@ class Hub:
                     if channel is None:  # the pub/sub layer subscribes to make one: Redis may be down then too
                         channel = self.channel = await layer.new_channel()
                     await layer.group_add(HEALTH_GROUP, channel)
+                    listening.set()
                     while True:
                         self.dispatch(await layer.receive(channel))
                 except asyncio.CancelledError:
@@ -176,6 +181,7 @@ class Hub:
                     logger.warning("live events interrupted: %s", type(exc).__name__)
                     await asyncio.sleep(RELISTEN_SECONDS)
         finally:
+            listening.clear()
             if channel is not None:
                 with contextlib.suppress(Exception):
                     await layer.group_discard(HEALTH_GROUP, channel)
@@ -186,6 +192,8 @@ class Hub:
             if message.get("n") == self.probes and self._probe_back is not None:
                 self._probe_back.set()
             return
+        if message.get("type") == revocations.USER_CHANGED:  # issue 29 §7: that user's sockets stop, are checked
+            return self._revoke(message.get("user"), str(message.get("session") or ""))
         if message.get("type") == "health.events":
             events = message.get("events") or []
         elif message.get("type") == "health.event":
@@ -195,6 +203,10 @@ class Hub:
         for event in events:
             if isinstance(event, dict):
                 self._note(event)
+
+    def _revoke(self, user_id: object, session: str) -> None:
+        for subscriber in [s for topic in self.topics.values() for s in topic.subscribers if s.user_id == user_id]:
+            getattr(subscriber, "revoke", lambda session: None)(session)
 
     def _note(self, event: dict) -> None:
         run, seq = event.get("run"), event.get("seq")
@@ -259,6 +271,9 @@ class Hub:
                 settle = 0.0
                 if wait > 0 and not topic.newcomers:
                     await asyncio.sleep(wait)
+                if topic.newcomers and not self.listening.is_set():
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self.listening.wait(), PROBE_SECONDS)
                 if topic.dirty:
                     topic.last_render = loop.time()
                 await self._render(topic)

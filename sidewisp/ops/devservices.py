@@ -206,7 +206,7 @@ def run() -> int:
         celery = [sys.executable, "-m", "celery", "-A", "sidewisp"]
         children = {
             "web": [sys.executable, "-m", "daphne", "-b", HOST, "-p", port, "sidewisp.asgi:application"],
-            "worker": [*celery, "worker", "-l", "INFO", "-c", os.environ.get("SIDEWISP_WORKER_CONCURRENCY", "2")],
+            "worker": [*celery, *worker_arguments(os.environ.get("SIDEWISP_WORKER_CONCURRENCY", "2"))],
             "beat": [*celery, "beat", "-l", "INFO", "-s", str(VAR_DIR / "celerybeat-schedule")],
         }
         supervisor = Supervisor(children, env=env)
@@ -218,6 +218,15 @@ def run() -> int:
         finally:
             supervisor.stop()
     return 0
+
+
+def worker_arguments(concurrency: str) -> list[str]:
+    """`celery -A sidewisp` + these: the worker `make run` starts (the README's worker command is the same).
+
+    Without gossip and mingle (issue 29 §7): nothing in Sidewisp uses them (workers are found with a ping), and
+    Celery's gossip raised AttributeError in the log after each Redis restart.
+    """
+    return ["worker", "-l", "INFO", "-c", concurrency, "--without-gossip", "--without-mingle"]
 
 
 class Supervisor:

@@ -5,10 +5,14 @@ database's deployment id (receipts.workers.deployment) to every task message thi
 beat's sweeps, retries. A worker (`DeploymentTask`, every task's base class) checks it before the task
 runs. A message of another deployment is rejected *with* requeue, never acked: it goes back to the
 queue for its owner's workers, and this worker logs one line naming the task and the foreign id (never
-the message's arguments). A message without the header (sent by a version before this check) is
-dropped with a log line: nobody can say which database its row ids mean, and what an operator promised
-is sent again by the outbox sweep, which counts work done only once a worker applied it. A worker that
-cannot read its own id yet (the database is not up) leaves the message in the queue as well.
+the message's arguments). The worker holds a refused message for a pause first, which doubles with each
+foreign message in a row (0.5 s, 1 s, 2 s … up to 8 s) and is back to 0.5 s once one of its own runs: a worker
+whose queue holds only another deployment's messages backs off rather than taking and requeueing them twice a
+second for ever (issue 29 §7); the owners' workers take them meanwhile. A message without the header (sent
+by a version before this check) is dropped with a log line: nobody can say which database its row ids mean,
+and what an operator promised is sent again by the outbox sweep, which counts work done only once a worker
+applied it. A worker that cannot read its own id yet (the database is not up) leaves the message in the
+queue as well.
 """
 
 from __future__ import annotations
@@ -22,13 +26,15 @@ from django.db import DatabaseError
 
 HEADER = "sidewisp_deployment"
 # A refused message goes straight back to the queue: this pause keeps a worker whose queue holds only
-# other deployments' messages from spinning on them (its own messages wait at most this long).
+# other deployments' messages from spinning on them. It doubles with each refusal in a row, up to the most.
 REFUSAL_PAUSE_SECONDS = 0.5
+MOST_REFUSAL_PAUSE_SECONDS = 8.0
 # One log line per task and foreign deployment per this many seconds: a shared queue does not flood the log.
 LOG_EVERY_SECONDS = 60.0
 
 log = logging.getLogger(__name__)
 _logged: dict[tuple[str, str], float] = {}
+_refused_in_a_row = 0  # foreign messages this process refused since it last ran one of its own
 
 
 class ForeignMessage(Reject):
@@ -62,6 +68,7 @@ def check(task: str, named: object) -> None:
         time.sleep(REFUSAL_PAUSE_SECONDS)
         raise ForeignMessage("deployment id unreadable", requeue=True) from exc
     if named == own:
+        _backed_off(reset=True)
         return
     if not isinstance(named, str) or not named:
         _log_once(task, "", "task %s names no deployment (sent before deployments were named): dropped", task)
@@ -74,8 +81,18 @@ def check(task: str, named: object) -> None:
         deployment.short(named),
         deployment.short(own),
     )
-    time.sleep(REFUSAL_PAUSE_SECONDS)
+    time.sleep(_backed_off())
     raise ForeignMessage(f"deployment {deployment.short(named)}", requeue=True)
+
+
+def _backed_off(*, reset: bool = False) -> float:
+    """The pause before this refusal (0.5 s doubling per refusal in a row, at most 8 s); `reset`: one of ours ran."""
+    global _refused_in_a_row  # per worker process, like the log's memory
+    if reset:
+        _refused_in_a_row = 0
+        return 0.0
+    _refused_in_a_row += 1
+    return min(REFUSAL_PAUSE_SECONDS * 2 ** min(_refused_in_a_row - 1, 16), MOST_REFUSAL_PAUSE_SECONDS)
 
 
 def _log_once(task: str, named: str, message: str, *args: object) -> None:

@@ -1,12 +1,9 @@
 """The Prometheus endpoint: what the database and Redis hold, read at scrape time.
 
-A custom collector queries the database on every scrape (eight queries,
-however many handoffs there are: seven aggregates and the last retention run), so the numbers are the
-database's own and no process keeps counters of its own that a multi-process
-deployment would have to merge. What lives outside the database comes from
-Redis: the Celery queue's length, the heartbeats sidewisp.ops.health reads, and
-the count of health events that could not be published (`count_publish_failures`
-installs that counter) and the evidence writers' counters (`push_writer_counts`).
+A custom collector queries the database on every scrape (a fixed number of aggregates, however many handoffs
+there are), so the numbers are the database's own and no process keeps counters that a multi-process deployment
+would have to merge. What lives outside the database comes from Redis: the Celery queue's length, the heartbeats
+sidewisp.ops.health reads, the count of unpublished health events and the writers' and API's counters.
 
 Access is default deny (sidewisp.ops.metricsaccess).
 """
@@ -36,6 +33,7 @@ from prometheus_client.exposition import choose_encoder
 
 from agents.observe import writer
 from receipts import retention
+from receipts.ingest import silence
 from receipts.models import Handoff, MiddlewareReport, Receipt
 from receipts.notify import outbox
 from receipts.queries import dashboard
@@ -88,6 +86,7 @@ class SidewispCollector:
     def collect(self) -> Iterator[Metric]:
         yield self._handoffs()
         yield self._open_false_completions()
+        yield self._silent_runs()
         yield from self._waits()
         yield self._receipts()
         yield self._evidence_reports()
@@ -116,6 +115,14 @@ class SidewispCollector:
         for labels, n in sorted(counts.items()):
             metric.add_metric(labels, n)
         return metric
+
+    def _silent_runs(self) -> Metric:
+        # issue 29 item 5: observed runs still "running" whose app sent nothing for SIDEWISP_SILENT_AFTER.
+        return GaugeMetricFamily(
+            "sidewisp_runs_silent",
+            "Running observed runs whose app sent no receipt for SIDEWISP_SILENT_AFTER seconds.",
+            value=silence.silent_runs().count(),
+        )
 
     def _open_false_completions(self) -> Metric:
         # A settled false completion keeps its verdict in sidewisp_handoffs; this counts those still open.
@@ -325,9 +332,6 @@ def worker_seen_key() -> str:
     return f"system:worker-seen:{settings.CELERY_TASK_DEFAULT_QUEUE}"
 
 
-# --- counting event publish failures ---------------------------------------------------------
-
-
 def publish_failures_key() -> str:
     """The Redis counter of unpublished health events, under the deployment's queue name."""
     return f"{settings.CELERY_TASK_DEFAULT_QUEUE}:metrics:event_publish_failures"
@@ -336,9 +340,8 @@ def publish_failures_key() -> str:
 class PublishFailureCounter(logging.Handler):
     """Counts, in Redis, each warning `receipts.ingest.broadcast` logs: it logs one per publish it could not make.
 
-    A counter in Redis rather than in the process: every web and worker process adds to one number, and it
-    survives restarts. A failure while Redis itself is unreachable cannot be counted (sidewisp_redis_up
-    shows that outage instead).
+    In Redis, not the process: every process adds to one number that survives restarts. A failure while Redis
+    itself is unreachable cannot be counted (sidewisp_redis_up shows that outage instead).
     """
 
     def __init__(self) -> None:
@@ -355,9 +358,6 @@ def count_publish_failures() -> None:
     broadcast_logger = logging.getLogger("receipts.ingest.broadcast")
     if not any(isinstance(handler, PublishFailureCounter) for handler in broadcast_logger.handlers):
         broadcast_logger.addHandler(PublishFailureCounter())
-
-
-# --- the evidence writer's counters, from every worker process --------------------------------
 
 
 def refused_receipts_key() -> str:

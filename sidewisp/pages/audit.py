@@ -58,12 +58,15 @@ class AuditQuery:
 
 
 def audit_seen(entries, user: User):
-    """The audit entries `user` may read: those about their teams' runs, and those about no run (settings,
-    tokens, refused ids: no team's evidence); an admin reads every entry."""
+    """The audit entries `user` may read: those about their teams' runs (also once retention pruned the run:
+    the entry keeps its owner, issue 29 §1), and those about no run (settings, tokens, refused ids: no team's
+    evidence); an admin reads every entry."""
     seen = teams.scope_for(user)
     if seen.everything:
         return entries
-    return entries.filter((Q(run__isnull=False) & seen.q("run__")) | Q(run__isnull=True))
+    about_run = Q(run__isnull=False) & seen.q("run__")
+    about_pruned_run = Q(run__isnull=True, run_pruned=True) & seen.q("pruned_run_")
+    return entries.filter(about_run | about_pruned_run | Q(run__isnull=True, run_pruned=False))
 
 
 def audit_context(params: QueryDict | Mapping[str, str], user: User) -> dict:

@@ -63,6 +63,8 @@ class RunFilterForm(forms.Form):
         self.fields["verdict"].choices = [("", "Any verdict")] + [
             (v, labels.VERDICTS[v][1]) for v in dashboard.VERDICT_ORDER
         ]
+        # The overview's "In progress" tile: handoffs whose failing verdict is not final yet (spec v1.2 Settled).
+        self.fields["verdict"].choices.append((dashboard.IN_PROGRESS, labels.HEALTH["in_progress"][1]))
         self.fields["health"].choices += [(level, HEALTH_LABELS.get(level, level)) for level in run_health.LEVELS]
         self.fields["graph"].choices += [(name, name) for name in graphs]
         self.fields["route_version"].choices += [(version, version) for version in route_versions]

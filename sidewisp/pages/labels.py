@@ -65,7 +65,7 @@ REPORTS: dict[str, str] = {
     "model_failed": "Model failed",
     "evidence_dropped": "Evidence dropped",
     "value_redacted": "Value redacted",
-    "no_handoff": "No handoff recorded",
+    "no_handoff": "No handoffs",
     "no_verifier": "No verifier registered",
     "unseen_without_middleware": "Agent observed without SidewispMiddleware",
     "graph_error": "Graph error",
@@ -91,7 +91,7 @@ def report_text(kind: str, detail: dict | None) -> str:
             "characters or over 200 characters): it was stored as redacted: and a digest, and the rest was kept"
         )
     if kind == "no_handoff":
-        return "The run ended without recording any handoff"
+        return "The run made no handoff: it is judged by its outcome alone"
     if kind == "graph_error":
         return _graph_error_text(detail)
     if kind == "unobserved_stream":

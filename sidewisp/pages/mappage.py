@@ -78,10 +78,7 @@ class MapView:
 @require_GET
 @viewer_required
 def team_map(request: HttpRequest) -> HttpResponse:
-    try:
-        context = map_context(request.GET, request.user)
-    except teams.UnknownTeam as refused:  # a `?team=` that is not the user's (issue 22 §2)
-        return render(request, "sidewisp/bad_request.html", {"why": f"The parameter team: {refused}."}, status=400)
+    context = map_context(request.GET, request.user)  # a `?team=` not the user's: 400 (refusals middleware)
     query = urlencode({k: v for k, v in context["chosen"].items() if v})
     context["ws_url"] = PageScope("map", query=query).ws_url()
     partial = request.htmx and not request.htmx.boosted

@@ -23,6 +23,10 @@ def overview_context(user: User, window: str = "", team: str = "") -> dict:
     since = now - timedelta(seconds=labels.WINDOWS[window][1])
     health_counts, status_counts = dashboard.run_status_counts(since, seen=seen)
     stats = dashboard.window_stats(since, now, seen=seen)
+    counts = dashboard.overview_counts(since, counted=stats.by_verdict, seen=seen, pending=stats.in_progress)
+    # Settled verdicts (spec v1.2): a handoff in progress is no problem (yet), in the stats as on the tiles.
+    in_progress = dict(counts)[dashboard.IN_PROGRESS]
+    stats.problem_handoffs = max(stats.problem_handoffs - in_progress, 0)
     return {
         "team_switch": team_switch(user, seen, {"window": window} if window != labels.DEFAULT_WINDOW else {}),
         "team": seen.team,
@@ -32,7 +36,7 @@ def overview_context(user: User, window: str = "", team: str = "") -> dict:
         "status_counts": status_counts,
         "stats": stats,
         # The window's handoffs, like the "Over time" card (a long window's come with its stats, from the rollup).
-        "counts": dashboard.overview_counts(since, counted=stats.by_verdict, seen=seen),
+        "counts": counts,
         "window_label": labels.WINDOWS[window][0],
         "newest": dashboard.newest_handoffs(seen=seen),
         "soonest": with_offers(dashboard.open_waits(limit=dashboard.SOONEST_LIMIT, seen=seen), user),

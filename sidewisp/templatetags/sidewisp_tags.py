@@ -10,6 +10,7 @@ from django.utils import timezone
 from django.utils.timesince import timesince, timeuntil
 
 from receipts.ingest import health
+from receipts.queries.dashboard import IN_PROGRESS as IN_PROGRESS_TILE
 from sidewisp.pages import glossary, labels
 
 register = template.Library()
@@ -28,6 +29,15 @@ def verdict(code: str, run_health: str = "", handoff=None, due: str = "", linked
         icon, _, tone = labels.HEALTH[health.IN_PROGRESS]
         words, href = health.in_progress_words(due), glossary.entry_url("") if linked else ""
         return {"icon": icon, "label": words, "tone": tone, "code": code, "due": due, "href": href}
+    if code == IN_PROGRESS_TILE:  # the overview's tile of handoffs in progress
+        icon, label, tone = labels.HEALTH[health.IN_PROGRESS]
+        return {
+            "icon": icon,
+            "label": label,
+            "tone": tone,
+            "code": code,
+            "href": glossary.entry_url("") if linked else "",
+        }
     icon, label, tone = labels.VERDICTS.get(code, labels.UNKNOWN)
     if code == "HEALTHY" and run_health in ("failing", "attention"):
         icon, label, tone = labels.HANDOFF_OK_IN_BAD_RUN
@@ -53,6 +63,12 @@ def wait_verdict(handoff) -> dict:
 def due_part(handoff) -> str:
     """The part a handoff in progress waits for ("" once its verdict is final): receipts.ingest.health.due_part."""
     return health.due_part(handoff) or ""
+
+
+@register.filter
+def in_progress_words(part: str) -> str:
+    """ "In progress — waiting for the reduced receipt" for "reduced"."""
+    return health.in_progress_words(part)
 
 
 @register.filter

@@ -1,9 +1,13 @@
-"""Requests the pages cannot serve, answered in words: a refused query (400), an unreachable database (503).
+"""Requests the pages cannot serve, answered in words: a refused query (400), an address too long (414), an
+unreachable database (503).
 
-Every list page's query string passes `query_problem` (through `checked_query`) before any of it reaches a
-form, a filter or the database: a NUL or an unpaired surrogate anywhere, names included, and a position
-(`page`, `older`, `newer`) that is not a whole number in range are refused naming the parameter.
-PostgreSQL refuses NUL in text and integers past bigint, so each was a 500 before.
+Every request's query string passes `QueryStringMiddleware` before any of it reaches a view, a form, an admin
+filter or the database (issue 29 §2: one place, not a decorator per view): one longer than MAX_QUERY_BYTES is
+a 414; a NUL or an unpaired surrogate anywhere, names included, and a position (`page`, `older`, `newer`) that
+is not a whole number in range are a 400 naming the parameter (`query_problem`). PostgreSQL refuses NUL in
+text and integers past bigint, so each was a 500 before. A `?team=` that names none of the user's teams,
+raised by any view, is a 400 too. A request line longer than daphne reads (16 KB) never reaches Django: the
+server answers it 414 itself (`sidewisp.web.longlines`).
 
 `DatabaseUnreachableMiddleware` answers a request that lost the database (OperationalError,
 InterfaceError) with a 503 page saying so, and whether anything was done. An htmx request gets the words
@@ -15,10 +19,9 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable
-from functools import wraps
 
 from django.db import InterfaceError, OperationalError, connection, transaction
-from django.http import HttpRequest, HttpResponse, QueryDict
+from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.views import defaults
@@ -33,7 +36,10 @@ MAX_PAGE = 1_000_000
 MAX_ROW_ID = 2**63 - 1  # a cursor names a row id (bigint)
 POSITIONS = {"page": MAX_PAGE, "older": MAX_ROW_ID, "newer": MAX_ROW_ID}
 MAX_NAME_SHOWN = 40
+# No filter needs more: a 10 KB value still reaches the view, a longer query string is refused with a 414.
+MAX_QUERY_BYTES = 12 * 1024
 NOTICE_TARGET = "#request-notice"
+API_PREFIX = "/api/"
 # Set on a request once a write of its own committed: a database lost after that did not undo it.
 COMMITTED_ATTRIBUTE = "sidewisp_committed"
 
@@ -50,25 +56,33 @@ def query_problem(params: QueryDict) -> str:
     return ""
 
 
-def checked_query(view: Callable) -> Callable:
-    """`view`, answering a query string that `query_problem` refuses with a 400 that says why."""
+class QueryStringMiddleware:
+    """Every request's query string, checked once before any view reads it: too long (414) or refused (400)."""
 
-    @wraps(view)
-    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+    def __init__(self, get_response: Callable) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        size = len(request.META.get("QUERY_STRING", ""))
+        if size > MAX_QUERY_BYTES:
+            why = f"The address is too long: its query string is {size:,} bytes, over the limit of {MAX_QUERY_BYTES:,}."
+            return _refused(request, why, status=414)
         if why := query_problem(request.GET):
             return _refused(request, why)
-        try:
-            return view(request, *args, **kwargs)
-        except teams.UnknownTeam as refused:  # a `?team=` that is not the user's (issue 22 §2)
-            return _refused(request, f"The parameter team: {refused}.")
+        return self.get_response(request)
 
-    return wrapper
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if isinstance(exception, teams.UnknownTeam):  # a `?team=` that is not the user's (issue 22 §2)
+            return _refused(request, f"The parameter team: {exception}.")
+        return None
 
 
-def _refused(request: HttpRequest, why: str) -> HttpResponse:
+def _refused(request: HttpRequest, why: str, *, status: int = 400) -> HttpResponse:
+    if request.path.startswith(API_PREFIX):  # the API's callers read JSON, as its other refusals
+        return JsonResponse({"error": {"field": "query", "message": why}}, status=status)
     if _wants_fragment(request):
-        return _notice(render_to_string("sidewisp/_request_notice.html", {"why": why}), status=400)
-    return render(request, "sidewisp/bad_request.html", {"why": why}, status=400)
+        return _notice(render_to_string("sidewisp/_request_notice.html", {"why": why}), status=status)
+    return render(request, "sidewisp/bad_request.html", {"why": why}, status=status)
 
 
 def whole_number(value: str, limit: int) -> bool:

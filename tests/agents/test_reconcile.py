@@ -132,3 +132,57 @@ def test_a_run_killed_between_a_transfer_s_writes_and_its_checkpoint_records_it_
 
     assert outcome.status == "complete"
     assert handoffs(config) == [("alice", "bob", "HEALTHY", "parent")]
+
+
+class LosingSaver(InMemorySaver):
+    """Loses the root step's writes that carry a transfer (`branch:to:`), while saving the checkpoint after it.
+
+    LangGraph saves a task's writes and the next step's checkpoint on two background threads, and
+    `durability="sync"` waits only for the checkpoint: a worker killed once the checkpoint was saved (the
+    observer handing the transfer's `reduced` to the writer) can leave the step's writes unsaved.
+    """
+
+    losing = True
+    lost = 0
+
+    def put_writes(self, config, writes, task_id, task_path=""):
+        root = not config["configurable"].get("checkpoint_ns")
+        if self.losing and root and any(channel.startswith("branch:to:") for channel, _ in writes):
+            self.lost += 1  # LangGraph saves them again as the invocation ends: lost each time
+            return None
+        return super().put_writes(config, writes, task_id, task_path)
+
+
+def test_a_run_killed_after_a_transfer_s_checkpoint_but_before_its_writes_were_saved_records_it_on_resume(
+    team_contracts,
+):
+    saver = LosingSaver()
+    graph, config = teams.swarm(saver, hold=True), config_for("writes-lost")
+    crash_after_the_transfer(graph, config)
+    saver.losing = False  # the resumed run's saves all succeed
+    assert saver.lost  # the transfer's writes were lost, the checkpoint after it (bob next) was saved
+    assert graph.get_state(config).next == ("bob",)
+
+    outcome = observe(graph, None, config, verifier=PASS)
+
+    assert outcome.status == "complete"
+    assert handoffs(config) == [("alice", "bob", "HEALTHY", "parent")]
+
+
+def test_a_hand_written_transfer_whose_writes_were_lost_is_recorded_on_resume_too(team_contracts):
+    # No receiver declared: the middleware's `created` (recorded once the tool returned) names the handoff,
+    # and the checkpoint after it schedules one node, its receiver.
+    saver = LosingSaver()
+    by_hand = teams._transfer("transfer_by_hand", "bob")
+    graph, config = (
+        teams.swarm(saver, hold=True, transfer="transfer_by_hand", extra_tools=[by_hand]),
+        config_for("hand"),
+    )
+    crash_after_the_transfer(graph, config)
+    saver.losing = False
+    assert saver.lost and graph.get_state(config).next == ("bob",)
+
+    outcome = observe(graph, None, config, verifier=PASS)
+
+    assert outcome.status == "complete"
+    assert handoffs(config) == [("alice", "bob", "HEALTHY", "parent")]

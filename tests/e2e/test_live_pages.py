@@ -328,7 +328,7 @@ def test_the_page_asks_for_a_resync_when_a_runs_sequence_skips(page, server):
     page.on("websocket", lambda ws: ws.on("framesent", lambda payload: sent.append(str(payload))))
     log_in(page, server)
     page.goto(f"{server.url}/runs/{run_id}/")
-    wait_live(page)
+    wait_snapshot(page)  # the page's baseline: seq 5 (an open socket alone is not; the hub sends it listening)
     event = {
         "type": "run.changed",
         "run": run_id,

@@ -14,12 +14,20 @@ when the process dies, and a case can land in a slightly different place from on
 
 Each case starts its own worker (the kill point is its environment) and costs about the worker's start-up
 plus the lease of the killed child (`SIDEWISP_LEASE_SECONDS=3`, the smallest the settings allow).
+
+`make test-faults` runs each case `SIDEWISP_FAULT_REPEAT` times while `SIDEWISP_FAULT_LOAD` busy processes
+keep the CPU loaded (both unset in `make test`: each case once, unloaded): a race between the graph's
+threads, the checkpointer's and the evidence writer's that shows once in ten runs of a case shows there.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -58,6 +66,19 @@ BOUNDARIES = [
     "stored:verification:1",
     "stored:final_status:1",
 ]
+
+
+def _count(name: str, default: int) -> int:
+    value = os.environ.get(name, "").strip() or str(default)
+    if not value.isdigit():
+        msg = f"{name} must be a whole number (got {value!r})"
+        raise ValueError(msg)
+    return int(value)
+
+
+REPEAT = max(_count("SIDEWISP_FAULT_REPEAT", 1), 1)
+LOAD = _count("SIDEWISP_FAULT_LOAD", 0)
+CASES = [(boundary, n) for boundary in BOUNDARIES for n in range(1, REPEAT + 1)]
 # The run's last receipts and its end are handed to the evidence writer together (issue 20): a batch that
 # stored these parts usually stored the run's end too, and a kill after it finds the run complete.
 AFTER_THE_END = ("stored:verification:1", "stored:final_status:1")
@@ -90,6 +111,18 @@ def case_contracts(transactional_db, settings):
     document = team_contracts()
     import_document({**document, "routes": {**document["routes"], **CONTRACTS}})
     settings.SIDEWISP_GRAPHS = GRAPHS
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cpu_load() -> Iterator[None]:
+    """`SIDEWISP_FAULT_LOAD` processes that keep a CPU busy each, for the module's cases (none by default)."""
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(LOAD)]
+    try:
+        yield
+    finally:
+        for process in busy:
+            process.kill()
+            process.wait(timeout=10)
 
 
 @pytest.fixture
@@ -152,9 +185,13 @@ def test_an_uninterrupted_two_handoff_run_is_healthy_and_complete(celery_isolati
     assert run.deliveries == 1
 
 
-@pytest.mark.parametrize("boundary", BOUNDARIES, ids=[b.replace(":", "-") for b in BOUNDARIES])
+@pytest.mark.parametrize(
+    ("boundary", "repeat"),
+    CASES,
+    ids=[b.replace(":", "-") + (f"-x{n}" if REPEAT > 1 else "") for b, n in CASES],
+)
 def test_a_run_whose_worker_is_killed_at_a_receipt_boundary_ends_as_an_uninterrupted_run(
-    celery_isolation, problem_alert, tmp_path, boundary
+    celery_isolation, problem_alert, tmp_path, boundary, repeat
 ):
     once = tmp_path / "killed"
     env = {"SIDEWISP_FAULT_KILL": boundary, "SIDEWISP_FAULT_ONCE_FILE": str(once)}

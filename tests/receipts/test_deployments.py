@@ -262,3 +262,22 @@ def test_the_deployment_id_survives_a_flush_of_the_database(transactional_db):
 
 def _status(run: Run) -> str:
     return Run.objects.values_list("status", flat=True).get(pk=run.pk)
+
+
+def test_a_worker_refusing_foreign_messages_in_a_row_backs_off_until_one_of_its_own_runs(db, monkeypatch):
+    """Issue 29 §7: 0.5 s, 1 s, 2 s … at most 8 s between refusals, not twice a second for ever."""
+    pauses: list[float] = []
+    monkeypatch.setattr(envelope.time, "sleep", pauses.append)
+    envelope.check("agents.tasks.start_run", deployment.current_id())  # a clean start: the last one was ours
+    foreign = deployment.new_key()
+
+    def refuse(times: int) -> None:
+        for _ in range(times):
+            with pytest.raises(envelope.ForeignMessage):
+                envelope.check("agents.tasks.resume_run", foreign)
+
+    refuse(7)
+    assert pauses == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0]
+    envelope.check("agents.tasks.start_run", deployment.current_id())
+    refuse(2)
+    assert pauses[-2:] == [0.5, 1.0]  # one of its own ran: back to the short pause

@@ -72,12 +72,19 @@ def test_identical_call_limit_reports_are_one_reason_with_a_count():
     assert "Call limit hit (check_inventory) ×4" in texts(found)  # noqa: RUF001
 
 
-def test_a_complete_run_with_no_handoff_is_failing_once_however_it_is_told():
-    # A tool-call limit of 0: the run ends complete, nothing was handed off, the observer reports it.
+def test_a_complete_run_with_no_handoff_and_no_passing_verification_is_false_complete_not_no_handoff():
+    # Spec v1.3: a run with no handoff is judged by its outcome; "no handoff" is never the reason.
+    unproven = "False complete: no handoff, and the outcome is not verified"
     found = health.assess(status="complete", reports=[("no_handoff", {"status": "complete"}, 1)])
-    assert found.level == health.FAILING
-    assert texts(found) == ["No handoff recorded"]
-    assert texts(health.assess(status="complete")) == ["No handoff recorded"]
+    assert (found.level, texts(found)) == (health.FAILING, [unproven])
+    assert texts(health.assess(status="complete")) == [unproven]
+    failed = health.assess(status="complete", run_outcome="FALSE_COMPLETE", run_verification="fail")
+    assert texts(failed) == ["False complete: no handoff, and the outcome verification did not pass"]
+
+
+def test_a_complete_run_with_no_handoff_and_a_passing_verification_is_healthy():
+    found = health.assess(status="complete", reports=[("no_handoff", {}, 1)], run_outcome="HEALTHY")
+    assert (found.level, found.reasons) == (health.HEALTHY, [])
 
 
 def test_a_complete_run_whose_latest_verification_failed_is_failing():

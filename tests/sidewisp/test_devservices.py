@@ -104,3 +104,31 @@ def test_make_run_names_its_redis_and_its_databases_own_queue_and_says_open_once
     assert chosen["SIDEWISP_BASE_URL"] == f"http://127.0.0.1:{port}"
     assert (chosen["SIDEWISP_QUEUE"], chosen["DEBUG"], chosen["REDIS_URL"]) == (queue, "1", settings.REDIS_URL)
     assert chosen["DATABASE_URL"] == env["DATABASE_URL"]
+
+
+def test_the_worker_make_run_starts_runs_without_gossip_and_mingle(tmp_path, celery_isolation, transactional_db):
+    """Issue 29 §7: Celery's gossip logged AttributeError after each Redis restart; nothing here uses either."""
+    import socket as sockets
+
+    from django.conf import settings
+
+    from sidewisp.celery import app
+    from sidewisp.ops.devservices import worker_arguments
+    from tests.conftest import database_url_for_subprocess
+
+    name = f"devrun{os.getpid()}"
+    log = tmp_path / "worker.log"
+    command = [sys.executable, "-m", "celery", "-A", "sidewisp", *worker_arguments("1"), "-n", f"{name}@%h"]
+    env = {**os.environ, "SIDEWISP_QUEUE": celery_isolation, "DATABASE_URL": database_url_for_subprocess()}
+    with log.open("w") as out:
+        process = subprocess.Popen(command, cwd=settings.BASE_DIR, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        hostname = f"{name}@{sockets.gethostname()}"
+        wait_until(lambda: app.control.ping(destination=[hostname], timeout=0.5), what="the worker answers", timeout=90)
+        wait_until(lambda: "ready." in log.read_text(), what="the worker says it is ready", timeout=30)
+    finally:
+        process.terminate()
+        process.wait(30)
+    text = log.read_text()
+    assert "mingle:" not in text  # with mingle, the worker searches for neighbours at start and says so
+    assert "--without-gossip" in command and "--without-mingle" in command

@@ -251,6 +251,34 @@ def test_a_page_that_joins_gets_a_snapshot_while_the_others_get_only_the_change(
     run_async(body)
 
 
+def test_an_event_published_as_soon_as_a_page_has_its_snapshot_reaches_it_however_slowly_the_hub_joins(
+    viewer, monkeypatch
+):
+    # The snapshot is the page's baseline: an event after it but before the hub joined the health group was
+    # lost, so a page never saw the run's sequence skip (issue 29 item 6, the e2e resync test's flake).
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    group_add = layer.group_add
+
+    async def slow_group_add(group, channel):
+        await asyncio.sleep(0.5)  # Redis slow to answer the subscription
+        await group_add(group, channel)
+
+    monkeypatch.setattr(layer, "group_add", slow_group_add)
+    cookie = session_cookie(viewer)
+
+    async def body():
+        (communicator,) = await open_sockets("/ws/health/?page=false", cookie)
+        run = await database_sync_to_async(_false_complete_without_event)("h-early")
+        await broadcast._send(_event(run=run.pk, seq=1))
+        message = await receive_until(communicator, "h-early")
+        assert marker(message) == {"kind": "events", "seqs": [[run.pk, [1]]]}
+        await communicator.disconnect()
+
+    run_async(body)
+
+
 def _false_complete_without_event(handoff_id: str) -> Run:
     run = Run.objects.create(operation_id=f"op-{handoff_id}", thread_id=f"t-{handoff_id}")
     Handoff.objects.create(handoff_id=handoff_id, run=run, verdict="FALSE_COMPLETE")

@@ -12,7 +12,7 @@ from tests.sidewisp.conftest import make_hosted
 
 OBSERVED_DRIVE = "This run is driven by the app's own process."
 OBSERVED_VERIFIER = "Its outcome verifier runs in the app's process; Sidewisp cannot run it again."
-NO_HANDOFF = "No handoff was recorded for this run: nothing it did was proven."
+NO_HANDOFF = "No handoffs: this run made none, so it is judged by its outcome alone."
 APP_RESUMES = "The app's own process resumes this run: it receives the decision through await_decision."
 WORKERS_RESUME = "Sidewisp's workers resume this run from its checkpoint."
 
@@ -157,22 +157,24 @@ def test_without_a_runtime_no_decision_is_offered_and_the_confirm_page_has_no_fo
 # --- run-level warnings -----------------------------------------------------------------
 
 
-def test_a_run_without_any_handoff_says_nothing_it_did_was_proven(olga):
+def test_a_run_without_any_handoff_says_so_neutrally(olga):
+    # Spec v1.3: "no handoffs" is a neutral fact (judged by the outcome), never a warning of its own.
     run = Run.objects.create(operation_id="op-quiet", thread_id="th-quiet")
     MiddlewareReport.objects.create(run=run, agent="observer", kind="no_handoff", detail={}, attempt="end")
 
     body = page(olga, run.pk)
     listed = get(olga, reverse("sidewisp:runs"))
+    row = listed.split(f'id="run-row-{run.pk}"')[1].split("</li>")[0]
 
-    assert NO_HANDOFF in body
-    assert "no handoff recorded" in listed.split(f'id="run-row-{run.pk}"')[1].split("</li>")[0]
+    assert NO_HANDOFF in body and "nothing it did was proven" not in body
+    assert '<span class="muted" data-no-handoff>No handoffs</span>' in row and "⚠" not in row
 
 
 def test_a_run_with_handoffs_has_no_such_warning(olga, record_handoff):
     healthy = record_handoff("h-1", "op-1", "healthy")
 
     assert NO_HANDOFF not in page(olga, healthy.run_id)
-    assert "no handoff recorded" not in get(olga, reverse("sidewisp:runs"))
+    assert "data-no-handoff" not in get(olga, reverse("sidewisp:runs"))
 
 
 def test_dropped_evidence_is_written_out_with_its_part_and_field(olga):
@@ -215,4 +217,4 @@ def test_the_runs_list_shows_modes_and_warnings_in_a_constant_number_of_queries(
         body = get(viewer_client, reverse("sidewisp:runs"))
 
     assert "Hosted · graph support-desk" in body and ">Observed<" in body
-    assert "no handoff recorded" in body
+    assert "data-no-handoff>No handoffs<" in body

@@ -120,7 +120,8 @@ def test_an_unknown_run_is_a_404(viewer_client):
 def test_the_overview_counts_handoffs_per_verdict_with_links_to_the_runs_list(viewer_client):
     bulk_handoffs(10)
     body = viewer_client.get(reverse("sidewisp:overview")).content.decode()
-    assert f'href="{reverse("sidewisp:runs")}?verdict=FALSE_COMPLETE"' in body
+    # The link lists what the tile counted: the handoffs of its window (issue 28 §7).
+    assert f'href="{reverse("sidewisp:runs")}?verdict=FALSE_COMPLETE&amp;window=1h"' in body
     assert 'data-count="FALSE_COMPLETE">2<' in body
     assert 'data-count="HEALTHY">2<' in body
     assert 'data-count="ROUTE_REJECTED">0<' in body

@@ -28,11 +28,13 @@ from __future__ import annotations
 
 from receipts.queries.dashboard.counts import (
     COUNT_BOUND,
+    IN_PROGRESS,
     VERDICT_COUNT_BOUND,
     VERDICT_ORDER,
     BoundedCount,
     bounded_count,
     change_marker,
+    in_progress_counts,
     overview_counts,
     run_status_counts,
 )
@@ -82,6 +84,7 @@ __all__ = [
     "BOUNDARY_PARTS",
     "COUNT_BOUND",
     "DURATION_SAMPLE",
+    "IN_PROGRESS",
     "LIST_LIMIT",
     "NEWEST_LIMIT",
     "REPORT_LIMIT",
@@ -109,6 +112,7 @@ __all__ = [
     "false_completions",
     "false_completions_query",
     "handoff_view",
+    "in_progress_counts",
     "keyset_page",
     "missing_context_keys",
     "newest_handoffs",

@@ -29,6 +29,11 @@ VERDICT_ORDER = (
 assert set(VERDICT_ORDER) == set(VERDICTS)
 
 
+# The overview's tile (and the runs list's verdict filter value) for handoffs whose failing verdict is not final.
+IN_PROGRESS = "IN_PROGRESS"
+# The verdicts a handoff can hold while in progress (receipts.ingest.due).
+DUE_VERDICTS = (*run_health.DUE_PARTS, "UNCERTAIN")
+
 COUNT_BOUND = 1_000
 VERDICT_COUNT_BOUND = 10_000
 
@@ -63,28 +68,62 @@ def overview_counts(
     counted: Mapping[str, int] | None = None,
     *,
     seen: Scope = EVERYTHING,
+    pending: Mapping[str, int] | None = None,
 ) -> list[tuple[str, BoundedCount]]:
-    """(verdict, number of handoffs created since `since`, or ever) for every verdict, worst first; each
-    counted up to `bound`, one query (none when `counted` gives them: a long window's rollup counts).
+    """(tile, number of handoffs created since `since`, or ever) for every verdict, worst first, and IN_PROGRESS;
+    each counted up to `bound`, one query (none when `counted` and `pending` give them: a long window's rollup
+    counts and its handoffs in progress, `window_stats`).
 
     Each verdict's count reads at most `bound` + 1 entries of an index (the verdict index, or the window's
     `handoff_created_verdict`), so the overview does not scan every handoff; past the bound it says "10,000+".
+    Settled verdicts (spec v1.2): a handoff whose failing verdict still waits for a due part is counted on the
+    IN_PROGRESS tile (from the unsettled handoffs' index), never under that verdict.
     """
     if counted is not None:
-        return [(v, BoundedCount.of(counted.get(v, 0), bound)) for v in VERDICT_ORDER]
+        return _settled_counts(counted, in_progress_counts(since, seen=seen) if pending is None else pending, bound)
     # COUNT over a LIMITed subquery per verdict, all in one SELECT (the ORM cannot count a sliced subquery).
     found = Handoff.objects.all() if since is None else Handoff.objects.filter(created_at__gte=since)
     found = seen.apply(found, "run__")
+    unsettled = _in_progress(since, seen)
+    counts = [(v, found.filter(verdict=v)) for v in VERDICT_ORDER]
+    counts += [(f"{IN_PROGRESS}:{v}", unsettled.filter(verdict=v)) for v in DUE_VERDICTS]
     selects, params = [], []
-    for n, verdict in enumerate(VERDICT_ORDER):
-        sliced = found.filter(verdict=verdict).order_by().values("pk")[: bound + 1]
+    for n, (_, rows) in enumerate(counts):
+        sliced = rows.order_by().values("pk")[: bound + 1]
         sql, sql_params = sliced.query.sql_with_params()
         selects.append(f"(SELECT COUNT(*) FROM ({sql}) AS verdict_{n})")
         params.extend(sql_params)
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT {', '.join(selects)}", params)
-        counted = dict(zip(VERDICT_ORDER, cursor.fetchone(), strict=True))
-    return [(v, BoundedCount.of(counted[v], bound)) for v in VERDICT_ORDER]
+        values = dict(zip([name for name, _ in counts], cursor.fetchone(), strict=True))
+    pending = {v: values[f"{IN_PROGRESS}:{v}"] for v in DUE_VERDICTS}
+    return _settled_counts(values, pending, bound)
+
+
+def in_progress_counts(since: datetime | None = None, *, seen: Scope = EVERYTHING) -> dict[str, int]:
+    """Per verdict, the handoffs created since `since` whose failing verdict is not one yet (`due_condition`):
+    a part is still due and the handoff is unsettled. One query over the unsettled handoffs' index."""
+    return dict(in_progress_query(since, seen=seen))
+
+
+def in_progress_query(since: datetime | None = None, *, seen: Scope = EVERYTHING) -> QuerySet:
+    """(verdict, n) rows of `in_progress_counts`, for a caller that sends them with another query."""
+    return _in_progress(since, seen).order_by().values_list("verdict").annotate(n=Count("pk"))
+
+
+def _in_progress(since: datetime | None, seen: Scope) -> QuerySet[Handoff]:
+    found = Handoff.objects.filter(settled_at__isnull=True).filter(run_health.due_condition())
+    return seen.apply(found if since is None else found.filter(created_at__gte=since), "run__")
+
+
+def _settled_counts(
+    counted: Mapping[str, int], pending: Mapping[str, int], bound: int
+) -> list[tuple[str, BoundedCount]]:
+    """Settled verdicts (spec v1.2) on the tiles: a handoff in progress is counted as IN_PROGRESS, never under
+    the failing verdict it may still become; the IN_PROGRESS tile comes before the verdicts that wait or pass."""
+    tiles = [(v, BoundedCount.of(max(counted.get(v, 0) - pending.get(v, 0), 0), bound)) for v in VERDICT_ORDER]
+    at = VERDICT_ORDER.index("UNCERTAIN")
+    return [*tiles[:at], (IN_PROGRESS, BoundedCount.of(sum(pending.values()), bound)), *tiles[at:]]
 
 
 def run_status_counts(

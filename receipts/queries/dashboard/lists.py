@@ -12,6 +12,7 @@ from django.db.models.expressions import RawSQL
 from receipts.ingest import health as run_health
 from receipts.models import Handoff, Run, VerdictChange
 from receipts.org.teams import EVERYTHING, Scope
+from receipts.queries.dashboard.counts import IN_PROGRESS
 
 NEWEST_LIMIT = 10
 SOONEST_LIMIT = 10
@@ -93,10 +94,13 @@ def runs(filters: RunFilters, *, seen: Scope = EVERYTHING) -> QuerySet[Run]:
     """Runs matching `filters`, newest first, with their handoff counts and latest verdict."""
     found = seen.apply(Run.objects.all())
     handoffs = Handoff.objects.filter(run=OuterRef("pk"))
-    if filters.verdict:
+    if filters.verdict == IN_PROGRESS:
+        # The overview's "In progress" tile: runs with a handoff whose failing verdict is not final yet.
+        found = found.filter(Exists(_in_window(handoffs.filter(run_health.due_condition()), filters)))
+    elif filters.verdict:
         # A handoff in progress has no verdict yet: the row shows it in progress, so the filter does not list it.
         final = handoffs.filter(verdict=filters.verdict).exclude(run_health.due_condition())
-        found = found.filter(Exists(final))
+        found = found.filter(Exists(_in_window(final, filters)))
     if filters.verdict == "HEALTHY":
         # A healthy handoff does not make a failing run look fine: a filter that claims health never lists one.
         found = found.exclude(health__in=run_health.ALARMING)
@@ -107,9 +111,9 @@ def runs(filters: RunFilters, *, seen: Scope = EVERYTHING) -> QuerySet[Run]:
         found = found.filter(Exists(handoffs.filter(**route)))
     if filters.status:
         found = found.filter(status=filters.status)
-    if filters.since:
+    if filters.since and not filters.verdict:
         found = found.filter(created_at__gte=filters.since)
-    if filters.until:
+    if filters.until and not filters.verdict:
         found = found.filter(created_at__lt=filters.until)
     if filters.graph:
         found = found.filter(graph=filters.graph)
@@ -120,6 +124,16 @@ def runs(filters: RunFilters, *, seen: Scope = EVERYTHING) -> QuerySet[Run]:
     if filters.q:
         found = found.filter(pk__in=_matching_run_ids(filters.q))
     return found.order_by("-created_at", "-pk")
+
+
+def _in_window(handoffs: QuerySet[Handoff], filters: RunFilters) -> QuerySet[Handoff]:
+    """With a verdict, the time filters are the handoffs' (as the overview's tiles count them): a tile's link lists
+    the runs of exactly the handoffs it counted, even a run that began before the window."""
+    if filters.since:
+        handoffs = handoffs.filter(created_at__gte=filters.since)
+    if filters.until:
+        handoffs = handoffs.filter(created_at__lt=filters.until)
+    return handoffs
 
 
 def _matching_run_ids(q: str) -> QuerySet:

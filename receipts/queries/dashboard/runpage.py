@@ -95,7 +95,8 @@ def handoff_view(handoff: Handoff) -> HandoffView:
 def boundary_grids(handoffs: Iterable[Handoff]) -> list[list[BoundaryCell]]:
     """Per handoff, each boundary's status and when the receipt proving it arrived; one query.
 
-    The deciding boundary of a handoff in progress is "waiting" (for its due part), not "fail". Each handoff
+    The deciding boundary of a handoff in progress is "waiting" (for its due part), not "fail", and so is the wait
+    boundary of a handoff whose wait is open, whichever boundary decided its verdict. Each handoff
     gets `first_arrived` (part -> when its first receipt arrived), which dates a verdict in progress.
     """
     handoffs = list(handoffs)
@@ -118,6 +119,8 @@ def boundary_grids(handoffs: Iterable[Handoff]) -> list[list[BoundaryCell]]:
             status = handoff.boundaries.get(name, "not_reached")
             if due and name == handoff.boundary and status == "fail":
                 status = "waiting"
+            if name == "wait" and status == "not_reached" and handoff.wait_open:
+                status = "waiting"  # the open wait's card is below: its boundary is waiting, not unreached
             # A boundary after the deciding one was not judged: no receipt time to show for it.
             times = [] if status == "not_reached" else [arrived[k] for p in parts if (k := (handoff.pk, p)) in arrived]
             grid.append(BoundaryCell(name, status, max(times, default=None)))

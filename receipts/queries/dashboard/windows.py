@@ -15,7 +15,7 @@ from receipts.ingest import health as run_health
 from receipts.models import Handoff, Receipt
 from receipts.org.teams import EVERYTHING, Scope
 from receipts.queries import rollups
-from receipts.queries.dashboard.counts import VERDICT_ORDER
+from receipts.queries.dashboard.counts import VERDICT_ORDER, in_progress_query
 
 SPARK_BUCKETS = 12
 WINDOW_ROW_LIMIT = 20_000  # waits read per window: beyond it the figures cover the newest
@@ -36,6 +36,7 @@ class WindowStats:
     wait_p95: float | None = None
     waits_resolved: int = 0
     by_verdict: dict[str, int] | None = None  # a long window's handoffs per verdict (the rollup's), else None
+    in_progress: dict[str, int] | None = None  # with `by_verdict`: those of them in progress, per verdict
 
 
 # A window this long or longer reads its whole hours from the rollup (receipts.queries.rollups): its trend buckets
@@ -86,7 +87,8 @@ def _live_counts(stats: WindowStats, since: datetime, edges: list[datetime], see
 
 
 def _rolled_counts(stats: WindowStats, since: datetime, edges: list[datetime], seen: Scope) -> None:
-    counted = rollups.window_counts(since, edges, seen=seen)
+    counted = rollups.window_counts(since, edges, seen=seen, also=in_progress_query(since, seen=seen))
+    stats.in_progress = counted.extra
     problem = [v for v in VERDICT_ORDER if v not in run_health.UNPROBLEMATIC]
     stats.by_verdict = counted.by_verdict
     stats.handoffs = sum(counted.by_verdict.values())

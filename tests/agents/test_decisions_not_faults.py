@@ -1,0 +1,95 @@
+"""Decisions are not faults (issue 28 §5): an approver's rejection is shown as the decision it is, and a tool
+error is reported once, by the agent whose call failed, however many agents see it in the history later."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.urls import reverse
+from langchain.agents import create_agent
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph_swarm import create_handoff_tool, create_swarm
+
+from agents.host.scripted import Call, Say, Script, ScriptedChatModel
+from agents.observe import decisions
+from agents.observe.observer import observe
+from receipts import actions
+from receipts.models import Handoff, MiddlewareReport, Run
+from tests.agents import teams
+
+# The order was not placed: the verifier's own check fails, which after a rejection is what proves it.
+NOT_PLACED = lambda op: ("order_check", "fail", "v-1")  # noqa: E731
+
+
+def config_for(name: str) -> dict:
+    token = uuid.uuid4().hex[:8]
+    return {
+        "configurable": {"thread_id": f"th-{name}-{token}", "operation_id": f"op-{name}-{token}"},
+        "recursion_limit": 50,
+    }
+
+
+def ask(text: str = "hello") -> dict:
+    return {"messages": [HumanMessage(text)]}
+
+
+def test_a_rejected_approval_is_the_decision_not_a_tool_error(team_contracts, person, client):
+    owner = person("ops-lead", "approver")
+    config = config_for("reject")
+    graph = teams.swarm(
+        InMemorySaver(),
+        hitl=True,
+        bob_tools=[teams.place_order],
+        bob_steps=(Call("place_order", {"item": "widget"}), Say("I did not place the order")),
+    )
+    observe(graph, ask("buy a widget"), config, wait_policies=teams.WAIT_POLICIES, verifier=NOT_PLACED)
+    handoff = Handoff.objects.get(run__operation_id=config["configurable"]["operation_id"])
+    token = handoff.wait_part["resume_token_id"]
+    result = actions.decide(user=owner, handoff_id=handoff.pk, kind="reject", token=token, key="k-1", reason="no")
+    assert result.decision is not None, result.message
+
+    command = decisions.await_decision(handoff.run.operation_id, timeout=5, poll=0.05)
+    outcome = observe(graph, command, config, wait_policies=teams.WAIT_POLICIES, verifier=NOT_PLACED)
+
+    run = Run.objects.get(pk=handoff.run_id)
+    handoff.refresh_from_db()
+    assert outcome.status == "complete"
+    assert handoff.wait_part["resolution"] == "rejected"
+    assert not MiddlewareReport.objects.filter(run=run, kind=MiddlewareReport.Kind.TOOL_ERROR).exists()
+    assert (run.health, run.health_reasons) == ("healthy", [])
+    client.force_login(owner)
+    body = client.get(reverse("sidewisp:run-detail", args=[run.pk])).content.decode()
+    assert "Rejected" in body
+    assert "Tool error" not in body and "inspect the tool error" not in body
+
+
+def _swarm_with_a_failing_call():
+    """alice's first lookup has no query (the ToolNode answers it with an error ToolMessage), then she hands to
+    bob, who makes two model calls over the same history."""
+    alice = create_agent(
+        ScriptedChatModel(policy=Script((Call("lookup", {}), Call("transfer_to_bob"), Say("alice done")))),
+        tools=[teams.lookup, create_handoff_tool(agent_name="bob")],
+        middleware=[teams.observed()],
+        name="alice",
+    )
+    bob = create_agent(
+        ScriptedChatModel(policy=Script((Call("lookup", {"query": "q"}), Say("bob done")))),
+        tools=[teams.lookup, create_handoff_tool(agent_name="alice")],
+        middleware=[teams.observed()],
+        name="bob",
+    )
+    return create_swarm([alice, bob], default_active_agent="alice").compile(checkpointer=InMemorySaver())
+
+
+def test_a_tool_error_in_a_swarm_is_reported_once_by_the_agent_whose_call_failed(team_contracts):
+    config = config_for("swarm-error")
+
+    outcome = observe(_swarm_with_a_failing_call(), ask(), config, verifier=lambda op: ("check", "pass", "v-1"))
+
+    run = Run.objects.get(operation_id=config["configurable"]["operation_id"])
+    errors = list(MiddlewareReport.objects.filter(run=run, kind=MiddlewareReport.Kind.TOOL_ERROR))
+    assert outcome.status == "complete"
+    assert [(r.agent, r.detail) for r in errors] == [("alice", {"tool": "lookup"})]
+    (reason,) = [r for r in run.health_reasons if r["code"] == "tool_error"]
+    assert reason["text"] == "Tool error (lookup)"
