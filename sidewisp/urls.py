@@ -4,7 +4,7 @@ from django.urls import include, path
 
 from sidewisp import api, views
 from sidewisp.ops import metrics
-from sidewisp.pages import declarepage, history, mappage
+from sidewisp.pages import declarepage, glossary, history, mappage
 from sidewisp.pages.decidedpage import wait_decided
 from sidewisp.sso import views as sso
 
@@ -35,6 +35,7 @@ page_patterns = (
         path("runs/<int:pk>/declare/", declarepage.run_declare, name="run-declare"),  # issue 28 §8
         path("audit/", views.audit_log, name="audit"),
         path("audit.csv", views.audit_csv, name="audit-csv"),
+        path("glossary/", glossary.glossary, name="glossary"),  # issue 30 §4
     ],
     "sidewisp",
 )
