@@ -32,7 +32,7 @@ def _default_rule() -> int:
     from receipts.models import AlertRule
 
     Group.objects.get_or_create(name="ops-lead")  # the default approval owner, for the limits form
-    importlib.import_module("receipts.migrations.0033_vocab_default_alert_rules").add_defaults(apps, None)
+    importlib.import_module("receipts.migrations.0034_default_alert_rules").add_defaults(apps, None)
     return AlertRule.objects.get(kind="window").pk
 
 

@@ -20,7 +20,7 @@ from receipts.notify import alerts, notifications
 from receipts.verdicts import words
 
 REPO = Path(__file__).resolve().parents[2]
-DEFAULTS = importlib.import_module("receipts.migrations.0033_vocab_default_alert_rules")
+DEFAULTS = importlib.import_module("receipts.migrations.0034_default_alert_rules")
 SHOW = (
     "import json; from receipts.models import AlertRule as R; "
     "print(json.dumps([[r.name, r.kind, r.active, r.channel.name, r.channel.group.name] "

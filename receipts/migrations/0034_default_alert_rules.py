@@ -50,6 +50,6 @@ def remove_defaults(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("receipts", "0032_audit_keeps_team"), ("auth", "0012_alter_user_first_name_max_length")]
+    dependencies = [("receipts", "0033_reopen_decision_kind"), ("auth", "0012_alter_user_first_name_max_length")]
 
     operations = [migrations.RunPython(add_defaults, remove_defaults)]
