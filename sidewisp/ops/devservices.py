@@ -319,18 +319,6 @@ def missing_for_tests(pytest_args: list[str], *, chromium: Path = CHROMIUM) -> s
     return None
 
 
-# `make test` splits the suite over this many pytest-xdist worker processes (each with its own test database,
-# queue, channel prefix and cache prefix: tests/conftest.py), unless its ARGS say otherwise (`-n 0`: one process).
-TEST_WORKERS = "2"
-
-
-def with_workers(pytest_args: list[str]) -> list[str]:
-    """`pytest_args` with `-n TEST_WORKERS` in front, unless they choose a number of workers themselves."""
-    if any(arg == "-n" or arg.startswith(("-n", "--numprocesses")) for arg in pytest_args):
-        return pytest_args
-    return ["-n", TEST_WORKERS, *pytest_args]
-
-
 def test(pytest_args: list[str]) -> int:
     if missing := missing_for_tests(pytest_args):
         print(missing, file=sys.stderr, flush=True)
@@ -339,8 +327,7 @@ def test(pytest_args: list[str]) -> int:
         # Tests run with production-like settings (DEBUG off), which need a key.
         env = {"SECRET_KEY": "test-only-secret-key-not-for-production-use-0123456789", **os.environ, "REDIS_URL": url}
         env[devenv.SWITCH] = "off"  # a development run's settings never reach the tests
-        command = [sys.executable, "-m", "pytest", *with_workers(pytest_args)]
-        return subprocess.call(command, env=env, cwd=BASE_DIR)
+        return subprocess.call([sys.executable, "-m", "pytest", *pytest_args], env=env, cwd=BASE_DIR)
 
 
 def _interrupt(signum, frame) -> None:

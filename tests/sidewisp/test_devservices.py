@@ -135,11 +135,3 @@ def test_the_run_ends_with_how_many_tests_were_skipped_and_why():
     assert skip_summary([]) == "sidewisp: 0 tests skipped"
     line = skip_summary([skipped("needs PostgreSQL"), skipped("needs PostgreSQL"), skipped("no spec folder")])
     assert line == "sidewisp: 3 tests skipped: 2 because needs PostgreSQL; 1 because no spec folder"
-
-
-def test_make_test_runs_on_two_worker_processes_unless_its_args_choose():
-    from sidewisp.ops.devservices import with_workers
-
-    assert with_workers(["tests/receipts", "-x"]) == ["-n", "2", "tests/receipts", "-x"]
-    for chosen in (["-n", "0"], ["-n4"], ["--numprocesses=3"], ["-x", "-n", "auto"]):
-        assert with_workers(chosen) == chosen
