@@ -7,18 +7,16 @@ admin role could add contract versions, this page answered 403.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_live_pages import CHROMIUM, PASSWORD, Server, browser, expect, in_db_thread, shoot
+from tests.e2e.test_live_pages import PASSWORD, Server, browser, expect, in_db_thread, shoot
 
 __all__ = ["browser"]  # the Chromium fixture (executable_path=/usr/bin/chromium), used here
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"Debian chromium is not installed at {CHROMIUM}"),
 ]
 
 

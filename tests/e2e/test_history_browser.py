@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import os
 import uuid
-from pathlib import Path
 
 import pytest
 
 from tests.conftest import start_worker_process, wait_until
 from tests.e2e.test_actions_browser import action_server, browser, browser_page  # noqa: F401 - fixtures
-from tests.e2e.test_live_pages import CHROMIUM, LIVE_TIMEOUT_MS, PASSWORD, expect, in_db_thread, log_in, wait_live
+from tests.e2e.test_live_pages import LIVE_TIMEOUT_MS, PASSWORD, expect, in_db_thread, log_in, wait_live
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"Debian chromium is not installed at {CHROMIUM}"),
 ]
 
 WORK_TIMEOUT_MS = LIVE_TIMEOUT_MS * 6

@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
 from tests.conftest import handoff_parts
 from tests.e2e.conftest import PHONE, axe_violations
-from tests.e2e.test_live_pages import CHROMIUM, expect, in_db_thread, record_parts, wait_snapshot
+from tests.e2e.test_live_pages import expect, in_db_thread, record_parts, wait_snapshot
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"Debian chromium is not installed at {CHROMIUM}"),
 ]
 
 FAILING_ROUTE = ("triage", "support")  # declared, taken by a false completion
