@@ -220,8 +220,7 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 # --- Security headers (production values when DEBUG is off) ----------------
-# Opt-in: where TLS ends (this process or a proxy) is the deployment's choice.
-# A production configuration sets it (check --deploy warns otherwise).
+# Opt-in: where TLS ends (this process or a proxy) is the deployment's choice; check --deploy warns if unset.
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31536000)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
@@ -313,7 +312,6 @@ SIDEWISP_API_MAX_BODY_BYTES = env_int("SIDEWISP_API_MAX_BODY_BYTES", 1_000_000, 
 if SIDEWISP_API_MAX_BODY_BYTES > 2_621_440:  # Django refuses larger bodies first (DATA_UPLOAD_MAX_MEMORY_SIZE)
     msg = "SIDEWISP_API_MAX_BODY_BYTES must be at most 2621440"
     raise ImproperlyConfigured(msg)
-# --- end issue 14 §4
 
 
 # --- Metrics and traces (issue 14; README: Metrics and traces) ------------------------------------

@@ -17,10 +17,9 @@ topic compares the database's change marker with the one read before its last re
 again and sends everyone what changed since: events lost on the way (Redis down) are repaired without replacing what
 did not change.
 
-Every PROBE_SECONDS the hub sends itself a message through the channel layer (issue 19 §2: an open socket is not
-live updates). When it does not come back within PROBE_SECONDS, every page is told "Live updates paused" (its status
-line swapped, `sidewisp/_live_status.html`), and "Connected" again once one does; a socket that opens meanwhile is
-told at once.
+Every PROBE_SECONDS the hub sends itself a message through the channel layer (issue 19 §2): when it does not come
+back in time, every page is told "Live updates paused" (`sidewisp/_live_status.html`), and "Connected" again once one
+does; a socket that opens meanwhile is told at once.
 """
 
 from __future__ import annotations
