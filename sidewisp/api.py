@@ -124,7 +124,7 @@ def get_decision(request: HttpRequest, token: SourceToken, operation_id: str) ->
     run = _run(token, operation_id)
     if isinstance(run, JsonResponse):
         return run
-    offered = claims.unclaimed(run).first()
+    offered = claims.unclaimed(run).exclude(kind=Decision.Kind.REOPEN).first()  # a reopen is local only
     decision = None if offered is None else _offer(offered, run)
     return JsonResponse({"operation_id": run.operation_id, "decision": decision})
 
@@ -141,7 +141,12 @@ def claim_decision(request: HttpRequest, token: SourceToken, operation_id: str) 
     decision_id = body.get("decision") if isinstance(body, dict) else None
     if type(decision_id) is not int:
         return _error(400, "decision", "must be the id of a decision (a whole number)")
-    found = Decision.objects.select_related("handoff", "run").filter(run=run, pk=decision_id).first()
+    found = (
+        Decision.objects.select_related("handoff", "run")
+        .filter(run=run, pk=decision_id)
+        .exclude(kind=Decision.Kind.REOPEN)
+        .first()
+    )
     if found is None:
         return _error(404, "decision", "is not a decision on this run")
     if not sources.claim(token, found):

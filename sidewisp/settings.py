@@ -111,13 +111,15 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis: broker, channel layer, cache ----------------------------------
 REDIS_URL = env_url("REDIS_URL", "redis://127.0.0.1:6379/0", schemes=("redis", "rediss"))
-
+# One name isolates a deployment (or a test run, or one worker of a parallel test run) sharing a Redis with
+# others: its Celery queue and control exchange, its channel-layer prefix and its cache keys.
+CELERY_TASK_DEFAULT_QUEUE = env_str("SIDEWISP_QUEUE", "sidewisp")
 
 CACHES = {
     "default": {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": REDIS_URL,
-        "KEY_PREFIX": "sidewisp",
+        "KEY_PREFIX": CELERY_TASK_DEFAULT_QUEUE,
         "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
     }
 }
@@ -144,9 +146,7 @@ CELERY_BROKER_TRANSPORT = "sidewisp.ops.broker:Transport"
 # A broker blip leaves running graphs running: their ack may be lost, and the task then comes
 # back after the visibility timeout and finds its run settled. Cancelling would restart them all.
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
-# One name isolates a deployment (or a test run) sharing a Redis with others:
-# its task queue and its remote-control exchange (worker pings).
-CELERY_TASK_DEFAULT_QUEUE = env_str("SIDEWISP_QUEUE", "sidewisp")
+# The queue name isolates the deployment (set above): its remote-control exchange (worker pings) too.
 CELERY_CONTROL_EXCHANGE = CELERY_TASK_DEFAULT_QUEUE
 
 CHANNEL_LAYERS = {
@@ -220,8 +220,7 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 # --- Security headers (production values when DEBUG is off) ----------------
-# Opt-in: where TLS ends (this process or a proxy) is the deployment's choice.
-# A production configuration sets it (check --deploy warns otherwise).
+# Opt-in: where TLS ends (this process or a proxy) is the deployment's choice; check --deploy warns if unset.
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31536000)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
@@ -313,7 +312,6 @@ SIDEWISP_API_MAX_BODY_BYTES = env_int("SIDEWISP_API_MAX_BODY_BYTES", 1_000_000, 
 if SIDEWISP_API_MAX_BODY_BYTES > 2_621_440:  # Django refuses larger bodies first (DATA_UPLOAD_MAX_MEMORY_SIZE)
     msg = "SIDEWISP_API_MAX_BODY_BYTES must be at most 2621440"
     raise ImproperlyConfigured(msg)
-# --- end issue 14 §4
 
 
 # --- Metrics and traces (issue 14; README: Metrics and traces) ------------------------------------

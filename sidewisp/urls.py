@@ -4,7 +4,7 @@ from django.urls import include, path
 
 from sidewisp import api, views
 from sidewisp.ops import metrics
-from sidewisp.pages import declarepage, history, mappage
+from sidewisp.pages import declarepage, glossary, history, mappage
 from sidewisp.pages.decidedpage import wait_decided
 from sidewisp.sso import views as sso
 
@@ -26,6 +26,7 @@ page_patterns = (
         path("waits/<int:pk>/reassign/", views.wait_reassign, name="wait-reassign"),
         path("waits/<int:pk>/cancel/", views.wait_cancel, name="wait-cancel"),
         path("handoffs/<int:pk>/reopen/", views.task_reopen, name="task-reopen"),
+        path("handoffs/<int:pk>/verify/", views.task_verify, name="task-verify"),
         path("handoffs/<int:pk>/accept/", views.task_accept, name="task-accept"),
         path("handoffs/<int:pk>/resolve/", views.task_resolve, name="task-resolve"),
         path("runs/<int:pk>/stop/", views.run_stop, name="run-stop"),
@@ -34,6 +35,7 @@ page_patterns = (
         path("runs/<int:pk>/declare/", declarepage.run_declare, name="run-declare"),  # issue 28 §8
         path("audit/", views.audit_log, name="audit"),
         path("audit.csv", views.audit_csv, name="audit-csv"),
+        path("glossary/", glossary.glossary, name="glossary"),  # issue 30 §4
     ],
     "sidewisp",
 )

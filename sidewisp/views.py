@@ -32,6 +32,7 @@ ACTION_POLICIES: dict[str, actions.Policy] = {
     "sidewisp:wait-reassign": actions.REASSIGN_WAIT,
     "sidewisp:wait-cancel": actions.CANCEL_WAIT,
     "sidewisp:task-reopen": actions.REOPEN_TASK,
+    "sidewisp:task-verify": actions.VERIFY_TASK,
     "sidewisp:task-accept": actions.ACCEPT_TASK,
     "sidewisp:task-resolve": actions.RESOLVE_TASK,
     "sidewisp:run-stop": actions.STOP_RUN,
@@ -57,6 +58,7 @@ CONFIRMS: dict[str, actions.Policy] = {
     "reassign": actions.REASSIGN_WAIT,
     "cancel": actions.CANCEL_WAIT,
     "reopen": actions.REOPEN_TASK,
+    "verify": actions.VERIFY_TASK,
     "accept": actions.ACCEPT_TASK,
     "resolve": actions.RESOLVE_TASK,
     "stop": actions.STOP_RUN,
@@ -216,6 +218,17 @@ def task_reopen(request: HttpRequest, pk: int) -> HttpResponse:
         "reopen",
         pk,
         lambda d: actions.reopen(user=request.user, handoff_id=pk, key=d["key"], reason=d["reason"]),
+    )
+
+
+@require_POST
+@action_login_required
+def task_verify(request: HttpRequest, pk: int) -> HttpResponse:
+    return _act(
+        request,
+        "verify",
+        pk,
+        lambda d: actions.verify_again(user=request.user, handoff_id=pk, key=d["key"], reason=d["reason"]),
     )
 
 

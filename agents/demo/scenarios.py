@@ -19,6 +19,7 @@ from agents.demo.team import Transfer
 from agents.host import hosting
 from agents.host.scripted import Call, Fail, Say, Script, Step, last_result
 from agents.observe.handoffs import Fault
+from agents.observe.reopening import was_reopened
 from receipts.ingest import runs
 from receipts.models import Run
 
@@ -47,6 +48,18 @@ class Honest:
     def __call__(self, messages: Sequence[BaseMessage], tool_names: Sequence[str]) -> Step:
         step = self.script(messages, tool_names)
         return Say(self.declined) if isinstance(step, Say) and was_declined(messages, self.tool) else step
+
+
+@dataclass(frozen=True)
+class Reworked:
+    """A script for the first attempt, and another once an operator reopened the task (spec §5 v1.3): a
+    real agent told that its outcome verifier failed works on the task again."""
+
+    first: Script
+    after_reopen: Script
+
+    def __call__(self, messages: Sequence[BaseMessage], tool_names: Sequence[str]) -> Step:
+        return (self.after_reopen if was_reopened(messages) else self.first)(messages, tool_names)
 
 
 def transfer_arg(messages: Sequence[BaseMessage], key: str) -> str:
@@ -193,10 +206,13 @@ _CATALOGUE = [
     Scenario(
         name="false_complete",
         message="I would like two widgets, please.",
-        policies={"triage": TRIAGE_TO_SALES, "sales": Script((Say("Done! Your two widgets are ordered."),))},
+        policies={
+            "triage": TRIAGE_TO_SALES,
+            "sales": Reworked(Script((Say("Done! Your two widgets are ordered."),)), SALES_SMALL_ORDER),
+        },
         expected=("FALSE_COMPLETE",),
         verifier="order_exists",
-        description="sales says the order is placed without ever placing it",
+        description="sales says the order is placed without ever placing it; reopened, it places the order",
     ),
     Scenario(
         name="slow_supplier_purchase",

@@ -95,12 +95,25 @@ def resume(decision_id: int, carrier: deliveries.Carrier | None = None) -> str:
             Decision.objects.filter(pk=decision.pk).update(applications=F("applications") + 1)
             _taken(OutboxIntent.Kind.RESUME, decision.pk)
         run = decision.run
-        status = _driven(
-            run, OutboxIntent.Kind.RESUME, decision.pk, carrier, lambda: runner.resume_run(run, decision.as_resume())
-        )
+        reopened = decision.kind == Decision.Kind.REOPEN
+        status = _driven(run, OutboxIntent.Kind.RESUME, decision.pk, carrier, lambda: _apply(run, decision))
         Decision.objects.filter(pk=decision.pk).update(applied_at=timezone.now())
-        _audit_system("wait.resume", decision.run, decision.handoff, {"decision": decision.pk, "status": status})
+        action = "task.rework" if reopened else "wait.resume"
+        _audit_system(action, decision.run, decision.handoff, {"decision": decision.pk, "status": status})
         return status
+
+
+def _apply(run: Run, decision: Decision) -> str:
+    if decision.kind != Decision.Kind.REOPEN:
+        return runner.resume_run(run, decision.as_resume())
+    # What the verifier found when the task was reopened: its name and result, never its text.
+    found = decision.handoff.verification_part or {}
+    verifier, result = str(found.get("verifier") or "unknown"), str(found.get("result") or "fail")
+    try:
+        return runner.reopen_run(run, decision.resume_token_id, decision.handoff.receiver, verifier, result)
+    except ValueError as exc:  # the graph had not ended: nothing was driven; the audit entry says so
+        logger.warning("reopen of run %s not applied: %s", run.operation_id, exc)
+        return "not reopened"
 
 
 def reverify(run_id: int, carrier: deliveries.Carrier | None = None) -> str:

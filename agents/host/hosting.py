@@ -68,6 +68,24 @@ class HostingRuntime:
 
         return runner.has_verifier(run)
 
+    def can_reopen(self, run: Run) -> bool:
+        # A hosted run's destination works again, then its verifier runs (so it needs one); an observed run's
+        # app gets the reopen through await_decision and its observe verifies the new ending.
+        # An app on another host (a source, issue 19) claims over the API, which hands it approvals only.
+        return self.can_reverify(run) or (is_observed(run) and not run.source_name)
+
+    def reopener(self, run: Run) -> str:
+        if is_hosted(run):
+            return f"A Sidewisp worker gives the task back to its agent from the checkpoint (graph {run.graph})."
+        if is_observed(run) and run.source_name:
+            return "it runs in an app on another host, which Sidewisp's API hands approvals only, not reopens."
+        if is_observed(run):
+            return (
+                "The app's own process must resume it: await_decision(operation_id) hands it the reopen, "
+                "and observe gives the task back to its agent."
+            )
+        return "it has no graph that Sidewisp or an observing app drives."
+
     def resumer(self, run: Run) -> str:
         if is_hosted(run):
             return f"A Sidewisp worker resumes it from its checkpoint (graph {run.graph})."

@@ -1,4 +1,4 @@
-"""Drive one hosted Run's graph: start it, resume it after a decision, verify its outcome again.
+"""Drive one hosted Run's graph: start it, resume it after a decision, reopen it, verify its outcome again.
 
 The graph is the run's registered graph (agents.host.registry), built for the run
 with Sidewisp's checkpointer and a `Host` (the run's pinned limits, dry run,
@@ -30,6 +30,7 @@ from agents.models import LimitsVersion, RunLimits
 from agents.observe import Outcome, conclude, evidence, observe, writer
 from agents.observe.conclusion import final_message_of, verify
 from agents.observe.decisions import resume_value, validate_decision
+from agents.observe.reopening import reopen_command
 from agents.observe.transient import TRANSIENT
 from receipts.ingest import runs
 from receipts.ingest.recording import OBSERVER
@@ -103,6 +104,29 @@ def resume_run(run: Run, decision: dict) -> str:
             config,
             wait_policies=hosted.wait_policies,
             verifier=hosted.verifier,
+        )
+        _say_if_unverified(run, hosted, outcome)
+    return _finish(run, outcome)
+
+
+def reopen_run(run: Run, token: str, destination: str, verifier: str, result: str) -> str:
+    """Give a reopened false-complete task back to its `destination` agent (spec §5 v1.3) and drive the graph on.
+
+    From the run's last checkpoint, the graph gets `Command(goto=destination)` with a note naming the verifier
+    and its result (agents.observe.reopening); when the destination ends, `observe` verifies the outcome again
+    under the reopen's own attempt. Raises ValueError when the run's graph has not ended (nothing to reopen).
+    """
+    _check_hosted(run)
+    version = RunLimits.pin(run)
+    with built(run, version) as hosted:
+        config = graph_config(run)
+        snapshot = hosted.graph.get_state(config)
+        if snapshot.interrupts or snapshot.next:
+            msg = "the run's graph has not ended: there is no finished task to reopen"
+            raise ValueError(msg)
+        command = reopen_command(destination, verifier, result, token)
+        outcome = _observed(
+            run, hosted.graph, command, config, wait_policies=hosted.wait_policies, verifier=hosted.verifier
         )
         _say_if_unverified(run, hosted, outcome)
     return _finish(run, outcome)

@@ -22,6 +22,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from agents.host import provider
+from agents.observe.reopening import is_reopen_note
 
 SUMMARY_PREFIX = "SCRIPTED-SUMMARY"
 _SUMMARY_TOOLS = re.compile(rf"{SUMMARY_PREFIX} tools=([\w,]*)")
@@ -113,7 +114,8 @@ class ScriptedChatModel(BaseChatModel):
         return self.bind(tools=[convert_to_openai_tool(t) for t in tools], tool_choice=tool_choice, **kwargs)
 
     def _respond(self, messages: list[BaseMessage], tools: Sequence[dict] | None = None) -> AIMessage:
-        conversation = [m for m in messages if not isinstance(m, SystemMessage)]
+        # The prompt is not the conversation; a reopen note is (a script may answer it: agents.demo.scenarios).
+        conversation = [m for m in messages if not isinstance(m, SystemMessage) or is_reopen_note(m)]
         names = tuple(t["function"]["name"] for t in tools or ())
         step = self.policy(conversation, names)
         if isinstance(step, Fail):

@@ -15,6 +15,7 @@ from typing import Any
 
 from django import forms
 
+from agents.limits import wording
 from agents.limits.checks import Checks
 from agents.limits.document import LimitsError, resolve
 from agents.limits.setting import Setting, schema, setting_of_error, setting_value, with_setting
@@ -65,7 +66,7 @@ class LimitsSettingsForm(forms.Form):
         """The fields grouped by middleware section, in the schema's order."""
         grouped: dict[str, list[forms.BoundField]] = {}
         for setting in self.settings:
-            grouped.setdefault(setting.section, []).append(self[field_name(setting)])
+            grouped.setdefault(wording.section(setting.section), []).append(self[field_name(setting)])
         return list(grouped.items())
 
     def clean(self) -> dict[str, Any]:
@@ -101,16 +102,21 @@ class LimitsSettingsForm(forms.Form):
 
 
 def _field(setting: Setting, *, tools: list[str], errors: list[str]) -> forms.Field:
-    label = setting.key if "." in setting.path else setting.path
+    # issue 30 §5: a human label and help text (agents.limits.wording), the kind's hint after it.
+    label, said = wording.label(setting), wording.help_text(setting)
+
+    def helped(hint: str = "") -> str:
+        return " ".join(part for part in (said, hint) if part)
+
     if setting.kind == "bool":
-        return forms.BooleanField(label=label, required=False)
+        return forms.BooleanField(label=label, required=False, help_text=helped())
     if setting.kind == "int":
         empty = " Empty: no limit." if setting.nullable else ""
-        return forms.IntegerField(label=label, required=False, help_text=f"A whole number.{empty}")
+        return forms.IntegerField(label=label, required=False, help_text=helped(f"A whole number.{empty}"))
     if setting.kind == "number":
-        return forms.FloatField(label=label, required=False, help_text="A number (seconds or a factor).")
+        return forms.FloatField(label=label, required=False, help_text=helped("A number (seconds or a factor)."))
     if setting.kind == "choice":
-        return forms.ChoiceField(label=label, choices=[(c, c) for c in setting.choices])
+        return forms.ChoiceField(label=label, choices=[(c, c) for c in setting.choices], help_text=helped())
     if setting.kind in {"tools", "errors"}:
         known = tools if setting.kind == "tools" else errors
         empty = " Empty: every tool." if setting.nullable else ""
@@ -119,15 +125,20 @@ def _field(setting: Setting, *, tools: list[str], errors: list[str]) -> forms.Fi
             label=label,
             required=False,
             nullable=setting.nullable,
-            help_text=f"{NAMES_HELP}{empty} Known: {', '.join(known) or '—'}.",
+            help_text=helped(f"{NAMES_HELP}{empty} Known: {', '.join(known) or '—'}."),
         )
     if setting.kind == "lines":
-        return LinesField(label=label, required=False, help_text="One per line.")
+        return LinesField(label=label, required=False, help_text=helped("One per line."))
     if setting.kind == "json":
         return forms.JSONField(
-            label=label, required=False, widget=forms.Textarea(attrs={"rows": 3, "cols": 70, "spellcheck": "false"})
+            label=label,
+            required=False,
+            help_text=helped("JSON."),
+            widget=forms.Textarea(attrs={"rows": 3, "cols": 70, "spellcheck": "false"}),
         )
-    return forms.CharField(label=label, required=False, empty_value="", widget=forms.TextInput(attrs=WIDE))
+    return forms.CharField(
+        label=label, required=False, empty_value="", widget=forms.TextInput(attrs=WIDE), help_text=helped()
+    )
 
 
 def _shown(setting: Setting, value: Any) -> Any:

@@ -72,8 +72,12 @@ def conclude_run(
     persisted: bool,
     schemas: Mapping[str, Mapping] | None = None,
     declined: object = UNREAD,
+    attempt: str = "end",
 ) -> Outcome:
-    """Record the run's outcome as `snapshot` shows it and its final status, then flush: the run's one flush."""
+    """Record the run's outcome as `snapshot` shows it and its final status, then flush: the run's one flush.
+
+    `attempt` names the ending (a reopened run's is its own: agents.observe.reopening.ending_attempt).
+    """
     if snapshot.interrupts:
         for pending in snapshot.interrupts:
             record_wait(operation_id, pending, wait_policies, persisted=persisted, resolved=False)
@@ -84,7 +88,7 @@ def conclude_run(
         record_final(operation_id, "running", f"held-{evidence.digest(*snapshot.next)}")
         outcome = Outcome("parked", error=run_health.held_before(snapshot.next))  # not auto-continue stopped
     else:
-        outcome = _ending(operation_id, snapshot, verifier, declined)
+        outcome = _ending(operation_id, snapshot, verifier, declined, attempt)
     if not writer.remote():  # the server keeps a remote run's lifecycle
         pending = None
         if outcome.status == "waiting":
@@ -96,7 +100,9 @@ def conclude_run(
     return outcome
 
 
-def _ending(operation_id: str, snapshot: Snapshot, verifier: Verifier | None, declined: object) -> Outcome:
+def _ending(
+    operation_id: str, snapshot: Snapshot, verifier: Verifier | None, declined: object, attempt: str = "end"
+) -> Outcome:
     messages: list[BaseMessage] = list(snapshot.values.get("messages") or [])
     last = messages[-1] if messages else None
     failures = model_failure_reports([last]) if last is not None else []
@@ -105,13 +111,13 @@ def _ending(operation_id: str, snapshot: Snapshot, verifier: Verifier | None, de
         evidence.submit_report(operation_id, agent, *failures[0])
     if not isinstance(last, AIMessage) or last.tool_calls or failures:
         # No agent claimed completion (a transfer that led nowhere, or a dead model).
-        record_final(operation_id, "failed", "end")
+        record_final(operation_id, "failed", attempt)
         return Outcome("failed", error="NoCompletionClaim")
     if verifier is not None:
         final = message_text(last)
-        check = partial(verify, operation_id, verifier, attempt="end", final_message=final, declined=declined)
+        check = partial(verify, operation_id, verifier, attempt=attempt, final_message=final, declined=declined)
         evidence.guarded(operation_id, "verification", check)
-    record_final(operation_id, "complete", "end")
+    record_final(operation_id, "complete", attempt)
     return Outcome("complete")
 
 

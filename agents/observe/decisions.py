@@ -18,6 +18,7 @@ from django.conf import settings
 from langgraph.types import Command
 
 from agents.observe import evidence, remote
+from agents.observe.reopening import reopen_command
 from agents.observe.waits import gated_tools
 from receipts.models import Decision, Run
 from receipts.workers import claims
@@ -97,9 +98,12 @@ class PendingInterrupt:
 def await_decision(
     operation_id: str, *, timeout: float | None = None, poll: float = 0.5, pending: Sequence[Any] | None = None
 ) -> Command | None:
-    """Wait for an operator's decision on the run's wait and claim it: `Command(resume=...)`, or None on timeout.
+    """Wait for an operator's decision on the run and claim it: a `Command`, or None on timeout.
 
-    For observed runs: the app then calls `observe(graph, command, config)`. The
+    For observed runs: the app then calls `observe(graph, command, config)`. An approval, rejection or edit is
+    `Command(resume=...)`; a reopened false completion (spec §5 v1.3) is `Command(goto=<destination>,
+    update={"messages": [note]})` (agents.observe.reopening): the destination agent works on the task again from
+    the checkpoint and observe verifies its outcome again. The
     decision is claimed atomically, so two callers never both get it. Pass the
     graph's own `pending` interrupts (`graph.get_state(config).interrupts`);
     without them the interrupts are rebuilt from `Run.pending_call` (names only),
@@ -144,12 +148,24 @@ def _claim(operation_id: str, pending: Sequence[Any] | None) -> Command | None:
     if run is None:
         return None
     for decision in claims.unclaimed(run):
+        if decision.kind == Decision.Kind.REOPEN:
+            if claims.claim(decision, resumed_by="app"):
+                return reopen_of(decision)
+            continue
         if decision.kind == Decision.Kind.EDIT and pending is None:
             raise ValueError(_EDIT_NEEDS_PENDING)
         if claims.claim(decision, resumed_by="app"):
             interrupts = list(pending) if pending is not None else remembered_interrupts(run)
             return Command(resume=resume_value(interrupts, decision.as_resume()))
     return None
+
+
+def reopen_of(decision: Decision) -> Command:
+    """The reopen's command: the destination of the false-complete handoff works again, told which verifier
+    failed and its result (agents.observe.reopening); `observe(graph, command, config)` verifies it again."""
+    found = decision.handoff.verification_part or {}
+    verifier, result = str(found.get("verifier") or "unknown"), str(found.get("result") or "fail")
+    return reopen_command(decision.handoff.receiver, verifier, result, decision.resume_token_id)
 
 
 def _claim_remote(operation_id: str, pending: Sequence[Any] | None) -> Command | None:

@@ -45,7 +45,7 @@ from langchain_core.runnables import Runnable
 from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from agents.observe import barrier, evidence, parking, reconcile, toolevents, tracking, writer
+from agents.observe import barrier, evidence, parking, reconcile, reopening, toolevents, tracking, writer
 from agents.observe.conclusion import asnapshot_of, conclude_run, gated_schemas, snapshot_of
 from agents.observe.failures import Culprit, raised
 from agents.observe.middleware import BARRIER_CHECKPOINTER, BARRIER_KEY, BARRIER_NONE_NEEDED, OBSERVED_KEY
@@ -253,6 +253,7 @@ def _driven(
         tracker.checkpointed,
         schemas,
         start.declined,
+        reopening.ending_attempt(graph_input),
     )
 
 
@@ -329,6 +330,7 @@ async def _adriven(
         tracker.checkpointed,
         schemas,
         start.declined,
+        reopening.ending_attempt(graph_input),
     )
 
 

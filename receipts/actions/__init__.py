@@ -20,7 +20,7 @@ and call one function here, always through this package (`actions.decide(...)`);
 
 The modules: `policy` (who may do what, denials, refusals, the audit of an attempt), `steps` (what an
 allowed action shares: row locks, wait parts, promised work), `waits` (decide, reassign, cancel),
-`deadlines` (the sweep), `completions` (reopen, accept, resolve a false completion), `control` (stop,
+`deadlines` (the sweep), `completions` (reopen, verify again, accept, resolve a false completion), `control` (stop,
 resume, retry a run), `start` (start a hosted run), `declare` (declare the routes a run showed as a contract
 version), `arguments` (edited tool arguments, plain Python).
 
@@ -30,7 +30,15 @@ receipts.notify.outbox; never: receipts.tasks, receipts.queries, sidewisp, agent
 
 from __future__ import annotations
 
-from receipts.actions.completions import Settlement, reopen, settle, settlement, settlements
+from receipts.actions.completions import (
+    Settlement,
+    reopen,
+    reopen_in_flight,
+    settle,
+    settlement,
+    settlements,
+    verify_again,
+)
 from receipts.actions.control import resume_auto_continue, retry, retry_refusal, stop_auto_continue
 from receipts.actions.deadlines import expire_overdue_waits
 from receipts.actions.declare import DECLARE_ROUTES, may_declare, run_drafts
@@ -62,6 +70,7 @@ from receipts.actions.policy import (
     START_RUN,
     STOP_RUN,
     STOPPABLE,
+    VERIFY_TASK,
     VIEW,
     Outcome,
     Policy,
@@ -113,6 +122,7 @@ __all__ = [
     "START_RUN",
     "STOPPABLE",
     "STOP_RUN",
+    "VERIFY_TASK",
     "VIEW",
     "Outcome",
     "Policy",
@@ -135,6 +145,7 @@ __all__ = [
     "needs",
     "reassign",
     "reopen",
+    "reopen_in_flight",
     "resume_auto_continue",
     "retry",
     "retry_refusal",
@@ -144,5 +155,6 @@ __all__ = [
     "settlements",
     "start_run",
     "stop_auto_continue",
+    "verify_again",
     "wait_owner_candidates",
 ]

@@ -1,4 +1,4 @@
-"""Operator actions on a false completion: reopen it (its outcome verifier runs again), accept it or resolve it."""
+"""Operator actions on a false completion: reopen it, verify it again, accept it or resolve it."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from receipts.actions.policy import (
     REOPEN_TASK,
     RESOLVE_TASK,
     SETTLEMENTS,
+    VERIFY_TASK,
     Outcome,
     Result,
     User,
@@ -25,37 +26,99 @@ from receipts.actions.policy import (
 )
 from receipts.actions.steps import locked_handoff, promise, sent_or_queued
 from receipts.ingest.recording import note_settlement
-from receipts.models import AuditEntry, Handoff, OutboxIntent, Run, VerdictChange
+from receipts.models import AuditEntry, Decision, Handoff, OutboxIntent, Run, VerdictChange
 from receipts.org import audit
 from receipts.workers import runtime
 
-# --- FALSE_COMPLETE: reopen ------------------------------------------------------------
+# --- FALSE_COMPLETE: reopen, or verify again -----------------------------------------------
+#
+# Reopen (spec §5 v1.3) gives the work back: a Decision of kind "reopen" on the false-complete handoff, which
+# the run's driver claims like an approval (a worker for a hosted run, the app's await_decision for an
+# observed one): the destination agent gets the task again from its last checkpoint with a note naming the
+# verifier and its result, and its outcome is verified again when it ends. Verify again only runs the verifier.
+
+IN_FLIGHT = "A reopen of this task is already under way; nothing changed."
 
 
 def reopen(*, user: User, handoff_id: object, key: str, reason: str) -> Result:
-    """Reopen a false-complete task: audit it and run its outcome verifier again through Celery."""
+    """Reopen a false-complete task: its destination agent works on it again, then it is verified again."""
     found = check(user, REOPEN_TASK, handoff_id)
     if not found.ok:
         return found
+    agent_runtime = runtime.current()
     with transaction.atomic():
         handoff = locked_handoff(found.handoff.pk)
         if replayed(REOPEN_TASK, handoff, key):
             return noop(user, REOPEN_TASK, handoff, key, "This task was already reopened; nothing changed.")
+        if reopen_in_flight(handoff.run):
+            return noop(user, REOPEN_TASK, handoff, key, IN_FLIGHT)
         refusal = ""
         if handoff.verdict != "FALSE_COMPLETE":
             refusal = f"Only a false completion can be reopened (this handoff is {handoff.verdict})."
-        elif not _has_verifier(handoff.run):
-            refusal = "This run has no outcome verifier to run again."
+        elif not handoff.receiver:
+            refusal = "This handoff names no destination agent to give the task back to."
+        elif not agent_runtime.can_reopen(handoff.run):
+            refusal = (
+                "This run has no outcome verifier to check the task once its agent has worked on it again."
+                if agent_runtime.can_drive(handoff.run)
+                else "Nothing can give this task back to its agent here: " + agent_runtime.reopener(handoff.run)
+            )
         if refusal:
             return refuse(user, REOPEN_TASK, handoff, key, refusal)
         entry = log_attempt(
             user, REOPEN_TASK.name, REOPEN_TASK, handoff, AuditEntry.Outcome.DONE, reason=reason, key=key
         )
+        decision = Decision.objects.create(
+            run=handoff.run,
+            handoff=handoff,
+            resume_token_id=f"reopen-{entry.pk}",
+            kind=Decision.Kind.REOPEN,
+            decided_by=user,
+        )
+        intent = promise(OutboxIntent.Kind.RESUME, decision.pk, handoff.run, entry)
+    if not agent_runtime.can_drive(handoff.run):
+        message = f"The task is reopened. {agent_runtime.reopener(handoff.run)}"
+    else:
+        message = sent_or_queued(
+            intent,
+            f"The task is reopened: {handoff.receiver} works on it again from its checkpoint, then it is verified.",
+            "The task is reopened. It is queued: a worker gives it back to its agent as soon as one is reachable.",
+        )
+    return Result(Outcome.DONE, message, handoff.run, handoff, decision=decision)
+
+
+def reopen_in_flight(run: Run) -> bool:
+    """A reopen of the run was decided and its driver has not taken it yet, or it is being worked on."""
+    reopens = Decision.objects.filter(run=run, kind=Decision.Kind.REOPEN)
+    if reopens.filter(applied_at__isnull=True).exists():
+        return True
+    return reopens.exists() and run.status in (Run.Status.QUEUED, Run.Status.RUNNING)
+
+
+def verify_again(*, user: User, handoff_id: object, key: str, reason: str) -> Result:
+    """Only run the false-complete task's outcome verifier again, through Celery; audited."""
+    found = check(user, VERIFY_TASK, handoff_id)
+    if not found.ok:
+        return found
+    with transaction.atomic():
+        handoff = locked_handoff(found.handoff.pk)
+        if replayed(VERIFY_TASK, handoff, key):
+            return noop(user, VERIFY_TASK, handoff, key, "This task was already verified again; nothing changed.")
+        refusal = ""
+        if handoff.verdict != "FALSE_COMPLETE":
+            refusal = f"Only a false completion can be verified again (this handoff is {handoff.verdict})."
+        elif not _has_verifier(handoff.run):
+            refusal = "This run has no outcome verifier to run again."
+        if refusal:
+            return refuse(user, VERIFY_TASK, handoff, key, refusal)
+        entry = log_attempt(
+            user, VERIFY_TASK.name, VERIFY_TASK, handoff, AuditEntry.Outcome.DONE, reason=reason, key=key
+        )
         intent = promise(OutboxIntent.Kind.REVERIFY, handoff.run_id, handoff.run, entry)
     message = sent_or_queued(
         intent,
-        "The task is reopened; its outcome verifier runs again.",
-        "The task is reopened. The re-verification is queued: it runs as soon as a worker is reachable.",
+        "Its outcome verifier runs again.",
+        "The verification is queued: it runs as soon as a worker is reachable.",
     )
     return Result(Outcome.DONE, message, handoff.run, handoff)
 

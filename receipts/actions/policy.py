@@ -65,6 +65,7 @@ DECIDE_WAIT = Policy("wait.decide", (DECIDE_OWN, DECIDE_ANY), "handoff", owner_r
 REASSIGN_WAIT = Policy("wait.reassign", (REASSIGN,), "handoff", doing="Reassigning this wait")
 CANCEL_WAIT = Policy("wait.cancel", (REASSIGN,), "handoff", reason_required=True, doing="Cancelling this wait")
 REOPEN_TASK = Policy("task.reopen", (REOPEN,), "handoff", reason_required=True, doing="Reopening this task")
+VERIFY_TASK = Policy("task.verify", (REOPEN,), "handoff", reason_required=True, doing="Verifying this task again")
 ACCEPT_TASK = Policy("task.accept", (RESOLVE,), "handoff", reason_required=True, doing="Accepting this task as is")
 RESOLVE_TASK = Policy("task.resolve", (RESOLVE,), "handoff", reason_required=True, doing="Marking this task resolved")
 STOP_RUN = Policy("run.stop", (CONTROL,), "run", reason_required=True, doing="Stopping this run's auto-continue")
@@ -76,6 +77,7 @@ POLICIES = (
     REASSIGN_WAIT,
     CANCEL_WAIT,
     REOPEN_TASK,
+    VERIFY_TASK,
     ACCEPT_TASK,
     RESOLVE_TASK,
     STOP_RUN,

@@ -15,8 +15,11 @@ from django import forms
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest
+from django.shortcuts import get_object_or_404
+from django.urls import path
 from django.utils.html import format_html
 
+from receipts.admin import contractform
 from receipts.admin.base import CHANGE_LIMITS, ImmutableAdmin, PrettyJSONField, ReviewedAddAdmin, iso_time
 from receipts.ingest import contracts
 from receipts.models import AuditEntry, ContractVersion, WaitReason
@@ -24,7 +27,7 @@ from receipts.org import audit
 from receipts.verdicts import bundle
 
 
-class ContractVersionForm(forms.ModelForm):
+class ContractVersionForm(contractform.ImportsDocument, forms.ModelForm):
     based_on = forms.ModelChoiceField(
         queryset=ContractVersion.objects.order_by("-created_at", "-pk"),
         required=False,
@@ -33,18 +36,20 @@ class ContractVersionForm(forms.ModelForm):
         # static/js/admin_based_on.js reloads the form with ?from=<id> (get_changeform_initial_data prefills).
         widget=forms.Select(attrs={"data-reload-param": "from"}),
     )
+    # issue 30 §5: routes and steps as rows (receipts.admin.contractform), the JSON in `document`.
     routes = PrettyJSONField(
-        widget=forms.Textarea(attrs={"rows": 24, "cols": 90, "spellcheck": "false"}),
-        help_text='{"sender": {"receiver": ["required", "context", "keys"]}}',
+        widget=contractform.RouteRows(),
+        help_text="Which agent may hand work to which, and the context keys the receiver needs.",
     )
     steps = PrettyJSONField(
         required=False,
-        widget=forms.Textarea(attrs={"rows": 8, "cols": 90, "spellcheck": "false"}),
+        widget=contractform.StepRows(),
         help_text=(
-            'Optional (spec §2): {"key": "current_step", "first": "the step before the key is set", '
-            '"tools": {"step": ["tool", "names"]}}'
+            "Optional (spec §2): the state key naming an agent's current step, the step before it is set, "
+            "and the tools each step's model call is given."
         ),
     )
+    document = contractform.document_field()
 
     class Meta:
         model = ContractVersion
@@ -104,6 +109,16 @@ class ContractVersionAdmin(ReviewedAddAdmin):
     def has_delete_permission(self, request, obj=None):
         return super().has_delete_permission(request, obj) and (obj is None or not obj.is_referenced())
 
+    def get_urls(self):  # issue 30 §5: a version as its JSON document, for export
+        export = self.admin_site.admin_view(self.export_view)
+        return [path("<int:pk>/export.json", export, name="receipts_contractversion_export"), *super().get_urls()]
+
+    def export_view(self, request, pk: int):
+        version = get_object_or_404(ContractVersion, pk=pk)
+        if not self.has_view_permission(request, version):
+            raise PermissionDenied
+        return contractform.export_response(request, version)
+
     # --- the add form and its review
 
     def add_view(self, request, form_url="", extra_context=None):
@@ -112,7 +127,7 @@ class ContractVersionAdmin(ReviewedAddAdmin):
         return super().add_view(request, form_url, extra_context)
 
     def get_fields(self, request, obj=None):
-        return ["based_on", "version", "routes", "steps", "note"] if obj is None else self.shown
+        return ["based_on", "version", "routes", "steps", "note", "document"] if obj is None else self.shown
 
     def get_readonly_fields(self, request, obj=None):
         return () if obj is None else self.shown

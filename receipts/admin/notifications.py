@@ -13,7 +13,7 @@ from django.core.exceptions import ValidationError
 from receipts.admin.base import ReadOnlyAdmin, iso_time
 from receipts.models import AlertRule, Delivery, NotificationChannel
 from receipts.notify import destinations
-from receipts.verdicts import bundle
+from receipts.verdicts import bundle, words
 
 
 class NotificationChannelForm(forms.ModelForm):
@@ -71,6 +71,13 @@ class NotificationChannelAdmin(admin.ModelAdmin):
 
 
 class AlertRuleForm(forms.ModelForm):
+    # issue 30 §4: the verdicts by their words (receipts.verdicts.words), HEALTHY not offered as an alert.
+    verdict = forms.TypedChoiceField(
+        required=False,
+        choices=[("", "— (not a verdict rule)"), *words.alert_choices()],
+        help_text="Verdict rules: the verdict that fires the alert once a handoff settles in it.",
+    )
+
     class Meta:
         model = AlertRule
         fields = [
@@ -86,6 +93,13 @@ class AlertRuleForm(forms.ModelForm):
             "active",
             "team",  # issue 22 §2
         ]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # The admin's date and time inputs have no label of their own (axe: every input is named).
+        parts = getattr(self.fields["muted_until"].widget, "widgets", [])
+        for widget, part in zip(parts, ("date", "time"), strict=False):
+            widget.attrs.setdefault("aria-label", f"Muted until: {part}")
 
     def clean_name(self) -> str:
         return _checked_text(self.cleaned_data["name"])
@@ -115,7 +129,7 @@ class AlertRuleAdmin(admin.ModelAdmin):
     list_display = [
         "name",
         "kind",
-        "verdict",
+        "verdict_words",
         "agent",
         "channel",
         "team",
@@ -128,6 +142,10 @@ class AlertRuleAdmin(admin.ModelAdmin):
     search_fields = ["name", "agent"]
     list_select_related = ["channel", "team"]
     readonly_fields = ["firing", "announced", "fired_at", "notices", "changed_at"]
+
+    @admin.display(description="verdict", ordering="verdict")
+    def verdict_words(self, rule: AlertRule) -> str:
+        return words.verdict_words(rule.verdict) if rule.verdict else "—"
 
 
 @admin.register(Delivery)

@@ -39,11 +39,13 @@ class MembershipInline(_TeamPart):
 class TeamGraphInline(_TeamPart):
     model = TeamGraph
     verbose_name = "graph the team owns"
+    verbose_name_plural = "graphs the team owns"  # Django's own plural would read "ownss"
 
 
 class TeamSourceInline(_TeamPart):
     model = TeamSource
     verbose_name = "remote source the team owns"
+    verbose_name_plural = "remote sources the team owns"
 
 
 @admin.register(Team)

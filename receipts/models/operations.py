@@ -21,6 +21,9 @@ class Decision(models.Model):
         APPROVE = "approve"
         REJECT = "reject"
         EDIT = "edit"
+        # A false completion reopened (spec §5 v1.3): the destination works again. Not an answer to a wait; its
+        # resume token is "reopen-<audit entry>", and the app or a worker claims it like any decision.
+        REOPEN = "reopen"
 
     run = models.ForeignKey(Run, related_name="decisions", on_delete=models.PROTECT)
     handoff = models.ForeignKey(Handoff, related_name="decisions", on_delete=models.PROTECT)
@@ -50,6 +53,9 @@ class Decision(models.Model):
             return {"type": "edit", "args": self.edited_args or {}}
         if self.kind == self.Kind.REJECT:
             return {"type": "reject", "message": self.message}
+        if self.kind == self.Kind.REOPEN:
+            msg = "a reopen is not a wait's decision: it is applied with agents.observe.reopening"
+            raise ValueError(msg)
         return {"type": "approve"}
 
 

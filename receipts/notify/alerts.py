@@ -42,6 +42,7 @@ from receipts.models import AlertRule, Handoff, VerdictChange
 from receipts.notify import notifications, outbox
 from receipts.org import teams
 from receipts.verdicts.bundle import VERDICTS
+from receipts.verdicts.words import verdict_words
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +243,7 @@ def condition_of(rule: AlertRule, now: datetime, *, workers: int | None = None) 
     else:
         verdicts = (rule.verdict,) if rule.kind == AlertRule.Kind.VERDICT else NON_HEALTHY
         found = recently_turned(verdicts, rule.agent, since=now - timedelta(minutes=rule.window_minutes))
-        what = rule.verdict if rule.kind == AlertRule.Kind.VERDICT else "non-healthy"
+        what = verdict_words(rule.verdict) if rule.kind == AlertRule.Kind.VERDICT else "non-healthy"
         words = f"{what} handoffs in {rule.window_minutes} min"
     if rule.team_id is not None:  # a team's rule counts that team's runs only (issue 22 §2)
         found = found.filter(teams.owns_q(teams.Team.objects.filter(pk=rule.team_id), "run__"))
@@ -316,6 +317,7 @@ def _announce(rule: AlertRule, notice: str, condition: Condition, now: datetime)
         "kind": rule.kind,
         "condition": condition.words,
         "verdict": rule.verdict,
+        "verdict_words": verdict_words(rule.verdict) if rule.verdict else "",
         "agent": rule.agent,
         "count": condition.count,
         "threshold": rule.threshold,

@@ -35,12 +35,21 @@ class DeliveryError(Exception):
 def send_email(channel: NotificationChannel, recipient: str, subject: str, text: str) -> None:
     """E-mail `text` to the channel's address, the recipient's, or the channel user's (the first there is)."""
     address = channel.email or _email_of(recipient) or (channel.user.email if channel.user else "")
-    if not address:
+    # issue 30 §5: a group's channel told of an alert (no recipient) writes to the members who have an address.
+    addresses = [address] if address else _emails_of_group(channel.group_id) if not recipient else []
+    if not addresses:
         raise DeliveryError("no e-mail address")
     try:
-        send_mail(subject, text, None, [address])
+        send_mail(subject, text, None, addresses)
     except (smtplib.SMTPException, OSError) as exc:
         raise DeliveryError(type(exc).__name__) from None
+
+
+def _emails_of_group(group_id: int | None) -> list[str]:
+    if group_id is None:
+        return []
+    members = get_user_model()._default_manager.filter(groups=group_id, is_active=True).exclude(email="")
+    return sorted(set(members.values_list("email", flat=True)))
 
 
 def _email_of(username: str) -> str:

@@ -49,7 +49,8 @@ def claim(decision: Decision, *, resumed_by: str, source: str | None = None) -> 
             detail["source"] = source
         audit.log(
             actor=None,
-            action="wait.resume",
+            # A reopen's claim is the task given back to its agent (agents.host.execution audits a worker's alike).
+            action="task.rework" if decision.kind == Decision.Kind.REOPEN else "wait.resume",
             object_type="run",
             object_id=decision.run_id,
             outcome=AuditEntry.Outcome.DONE,

@@ -60,6 +60,12 @@ class Runtime(Protocol):
     def can_drive(self, run: Run) -> bool:
         """A worker can drive this run on from its checkpoint (resume auto-continue)."""
 
+    def can_reopen(self, run: Run) -> bool:
+        """A reopened task can reach this run's graph: its destination works again, then it is verified."""
+
+    def reopener(self, run: Run) -> str:
+        """Who gives a reopened task back to its agent, as a sentence for the pages."""
+
     def resumer(self, run: Run) -> str:
         """Who resumes this run after a decision, as a sentence for the pages."""
 
@@ -88,6 +94,12 @@ class NoRuntime:
 
     def can_drive(self, run: Run) -> bool:
         return False
+
+    def can_reopen(self, run: Run) -> bool:
+        return False
+
+    def reopener(self, run: Run) -> str:
+        return "no agent runtime is installed."
 
     def resumer(self, run: Run) -> str:
         return "Nothing resumes this run: no agent runtime is installed."

@@ -1,32 +1,25 @@
 """The live pages' hub: one render per change and page, fanned out to every socket showing it.
 
-One hub per server process (per event loop) listens to the health group for
-all its sockets. A socket subscribes with its page (`pages.PageScope`) and its
-audience (`pages.audience`: what decides the offers in its fragments); sockets
-with the same page and audience form a topic and are sent one and the same
-render, never a render made for another audience.
+One hub per server process (per event loop) listens to the health group for all its sockets. A socket subscribes
+with its page (`pages.PageScope`) and its audience (`pages.audience`: what decides the offers in its fragments);
+sockets with the same page and audience form a topic and are sent one and the same render, never a render made for
+another audience.
 
-Per topic: a change that finds the topic idle is rendered SETTLE_SECONDS
-later (the parts recorded one by one with it come in the same render); what
-follows is collected and rendered COALESCE_SECONDS after the previous render
-started, and at most one render is in flight (changes arriving meanwhile are
-rendered when it ends; none is dropped). Renders run on threads of their own
-(`sidewisp.live.threads`), not on the single thread-sensitive one that Django's sync
-code shares; each keeps its database connection while busy. A newcomer
-(connect, resync) gets a snapshot cut from the topic's next render once the hub is in the health group
-(an event published before would be lost unseen; Redis down: sent PROBE_SECONDS later); every
-other subscriber gets what changed since the previous one (list pages: the
-rows), so every subscriber of a topic always shows the same render. Every
-RESYNC_SECONDS an idle topic compares the database's change marker with the
-one read before its last render and, when they differ, renders again and
-sends everyone what changed since: events lost on the way (Redis down) are
-repaired without replacing what did not change.
+Per topic: a change that finds the topic idle is rendered SETTLE_SECONDS later (the parts recorded one by one with
+it come in the same render); what follows is collected and rendered COALESCE_SECONDS after the previous render
+started, and at most one render is in flight (changes arriving meanwhile are rendered when it ends; none is
+dropped). Renders run on threads of their own (`sidewisp.live.threads`), not on the single thread-sensitive one that
+Django's sync code shares; each keeps its database connection while busy. A newcomer (connect, resync) gets a
+snapshot cut from the topic's next render once the hub is in the health group (an event published before would be
+lost unseen; Redis down: sent PROBE_SECONDS later); every other subscriber gets what changed since the previous one
+(list pages: the rows), so every subscriber of a topic always shows the same render. Every RESYNC_SECONDS an idle
+topic compares the database's change marker with the one read before its last render and, when they differ, renders
+again and sends everyone what changed since: events lost on the way (Redis down) are repaired without replacing what
+did not change.
 
-Every PROBE_SECONDS the hub sends itself a message through the channel layer
-(issue 19 §2: an open socket is not live updates). When it does not come back
-within PROBE_SECONDS, every page is told "Live updates paused" (its status line
-swapped, `sidewisp/_live_status.html`), and "Connected" again once one does; a
-socket that opens meanwhile is told at once.
+Every PROBE_SECONDS the hub sends itself a message through the channel layer (issue 19 §2): when it does not come
+back in time, every page is told "Live updates paused" (`sidewisp/_live_status.html`), and "Connected" again once one
+does; a socket that opens meanwhile is told at once.
 """
 
 from __future__ import annotations

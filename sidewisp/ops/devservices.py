@@ -310,7 +310,28 @@ def _say_open(address: str) -> Callable[[], None]:
     return lambda: print(f"sidewisp: open {address}  (Ctrl-C stops everything)", flush=True)
 
 
+# The browser tests (tests/e2e) drive Debian's Chromium; `make test` runs them, so it checks for it first.
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_INSTALL = "sudo apt-get install chromium"
+
+
+def missing_for_tests(pytest_args: list[str], *, chromium: Path = CHROMIUM) -> str | None:
+    """What the run needs and this machine lacks, as the one command that installs it (None: nothing).
+
+    Only an explicit `-m "not e2e"` leaves the browser tests out; a missing browser is never a skip."""
+    leaves_out_browsers = any("not e2e" in arg for arg in pytest_args)
+    if not leaves_out_browsers and not chromium.exists():
+        return (
+            f"sidewisp: the browser tests need Debian's Chromium at {chromium}, which is not installed: "
+            f"run `{CHROMIUM_INSTALL}` (.ci/run installs it), then `make test` again"
+        )
+    return None
+
+
 def test(pytest_args: list[str]) -> int:
+    if missing := missing_for_tests(pytest_args):
+        print(missing, file=sys.stderr, flush=True)
+        return 1
     with redis_url("test") as url:
         # Tests run with production-like settings (DEBUG off), which need a key.
         env = {"SECRET_KEY": "test-only-secret-key-not-for-production-use-0123456789", **os.environ, "REDIS_URL": url}

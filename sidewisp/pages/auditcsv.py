@@ -21,11 +21,14 @@ from django.db.models.functions import Coalesce, Concat, Left, NullIf
 from django.db.models.lookups import In
 from django.http import QueryDict
 
+from receipts.verdicts.words import VERDICT_WORDS
 from sidewisp.pages.audit import AuditQuery
 
-COLUMNS = ("at", "actor", "action", "object_type", "object_id", "run", "verdict", "outcome", "reason")
+# "verdict_words", last: the verdict as pages, alerts and notifications say it (issue 30 §4).
+COLUMNS = ("at", "actor", "action", "object_type", "object_id", "run", "verdict", "outcome", "reason", "verdict_words")
 # The text columns after `at`, as the ORM names them.
 FIELDS = ("actor_name", "action", "object_type", "object_id", "run__operation_id", "verdict", "outcome", "reason")
+_VERDICT_AT = FIELDS.index("verdict")  # its words are the last cell; an unknown code has none
 LIMIT = 10_000
 CHUNK_BYTES = 64 * 1024  # a streaming response writes each chunk once: a write per row costs more than the row
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -52,7 +55,8 @@ def _written(entries) -> Iterator[bytes]:
     writer = csv.writer(buffer)  # "\r\n" line ends: Python 3.11 quotes a lone "\r" only then
     writer.writerow(COLUMNS)
     for at, *values in entries.values_list("at", *FIELDS)[:LIMIT].iterator(chunk_size=2000):
-        writer.writerow([at.isoformat(timespec="microseconds"), *(safe(value or "") for value in values)])
+        words = VERDICT_WORDS.get(values[_VERDICT_AT] or "", "")
+        writer.writerow([at.isoformat(timespec="microseconds"), *(safe(value or "") for value in values), words])
         if buffer.tell() >= CHUNK_BYTES:
             yield buffer.getvalue().encode()
             buffer.seek(0)
@@ -79,7 +83,8 @@ def _cells() -> list:
         Func(F("at"), Value('YYYY-MM-DD"T"HH24:MI:SS.US'), function="to_char", output_field=CharField()),
         Value("+00:00"),
     )
-    return [at, *(_safe_sql(name) for name in FIELDS)]
+    words = Case(*(When(verdict=code, then=Value(text)) for code, text in VERDICT_WORDS.items()), default=None)
+    return [at, *(_safe_sql(name) for name in FIELDS), words]
 
 
 def _safe_sql(name: str):

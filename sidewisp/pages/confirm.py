@@ -34,13 +34,14 @@ ACTION_URLS = {
     "reassign": "sidewisp:wait-reassign",
     "cancel": "sidewisp:wait-cancel",
     "reopen": "sidewisp:task-reopen",
+    "verify": "sidewisp:task-verify",
     "accept": "sidewisp:task-accept",
     "resolve": "sidewisp:task-resolve",
     "stop": "sidewisp:run-stop",
     "resume": "sidewisp:run-resume",
     "retry": "sidewisp:run-retry",
 }
-SETTLING = ("reopen", "accept", "resolve")
+SETTLING = ("reopen", "verify", "accept", "resolve")
 
 
 def confirm_context(what: str, found: actions.Result, form) -> dict:
@@ -91,6 +92,8 @@ def _not_now(what: str, handoff: Handoff | None, decided: Decision | None, settl
         return "This wait is no longer open."
     if what in ("reassign", "cancel") and decided is not None:
         return "This wait is already decided; it is not reassigned or cancelled any more."
+    if what == "reopen" and actions.reopen_in_flight(handoff.run):
+        return "A reopen of this task is already under way: its agent is working on it, or is about to."
     if what in SETTLING:
         if settled is not None:
             return "This false completion is already settled."

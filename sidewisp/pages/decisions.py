@@ -63,6 +63,7 @@ def mark_expiring(handoffs: list[Handoff]) -> None:
 def decision_on(handoff: Handoff) -> Decision | None:
     """The decision that answered this wait (by its token), or, once the wait is closed, its latest one."""
     decisions = Decision.objects.select_related("decided_by").filter(handoff=handoff).order_by("-decided_at", "-pk")
+    decisions = decisions.exclude(kind=Decision.Kind.REOPEN)  # a reopen answers no wait
     token = (handoff.wait_part or {}).get("resume_token_id")
     if handoff.wait_open:
         return decisions.filter(resume_token_id=token).first() if token else None

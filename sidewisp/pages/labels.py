@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
-# verdict -> (icon, label, tone); the tone picks a colour, the icon and label carry the meaning.
-VERDICTS: dict[str, tuple[str, str, str]] = {
-    "HEALTHY": ("✔", "Healthy", "ok"),
-    "WAITING_ON_APPROVAL": ("◔", "Waiting on approval", "wait"),
-    "UNCERTAIN": ("?", "Uncertain", "warn"),
-    "FALSE_COMPLETE": ("✖", "False complete", "bad"),
-    "ROUTE_REJECTED": ("✖", "Route rejected", "bad"),
-    "STALE_CONTROL": ("✖", "Stale control", "bad"),
-    "OPEN_TOOL_PROTOCOL": ("✖", "Open tool protocol", "bad"),
-    "CONTEXT_INCOMPLETE": ("✖", "Context incomplete", "bad"),
-    "DESTINATION_NOT_STARTED": ("✖", "Destination not started", "bad"),
+from receipts.verdicts.words import VERDICT_WORDS, alert_choices
+
+# verdict -> (icon, label, tone); the tone picks a colour, the icon and label carry the meaning. The words are
+# receipts.verdicts.words' (notifications, alert rules and CSV say the same): this is the one place pages read.
+_VERDICT_LOOKS: dict[str, tuple[str, str]] = {
+    "HEALTHY": ("✔", "ok"),
+    "WAITING_ON_APPROVAL": ("◔", "wait"),
+    "UNCERTAIN": ("?", "warn"),
 }
+VERDICTS: dict[str, tuple[str, str, str]] = {
+    code: (icon, words, tone)
+    for code, words in VERDICT_WORDS.items()
+    for icon, tone in [_VERDICT_LOOKS.get(code, ("✖", "bad"))]
+}
+ALERT_VERDICT_CHOICES = alert_choices  # the alert-rule form's verdicts: by name, HEALTHY not offered
+
+
+def verdict_words(code: str) -> str:
+    """A verdict's words, as every page, alert, CSV and notification says it."""
+    return VERDICTS.get(code, UNKNOWN)[1] if code else UNKNOWN[1]
+
 
 BOUNDARIES: dict[str, str] = {
     "route": "Route",
@@ -130,6 +139,7 @@ CONFIRM_TITLES: dict[str, str] = {
     "reassign": "Reassign",
     "cancel": "Cancel the wait",
     "reopen": "Reopen the task",
+    "verify": "Verify again",
     "accept": "Accept as is",
     "resolve": "Mark resolved",
     "stop": "Stop auto-continue",
@@ -152,7 +162,12 @@ CAUSES: dict[str, str] = {
 }
 
 # A decision's kind, as the confirmation page of a decided wait says it.
-DECISIONS: dict[str, str] = {"approve": "approved", "reject": "rejected", "edit": "approved with edited arguments"}
+DECISIONS: dict[str, str] = {
+    "approve": "approved",
+    "reject": "rejected",
+    "edit": "approved with edited arguments",
+    "reopen": "reopened (the task goes back to its agent)",
+}
 
 # Run health level (receipts.ingest.health) -> (icon, label, tone); only "healthy" is ever green.
 HEALTH: dict[str, tuple[str, str, str]] = {

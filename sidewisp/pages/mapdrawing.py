@@ -7,22 +7,16 @@ itself is a template (`teammap/_map.html`): this module gives it coordinates, wo
 
 from __future__ import annotations
 
-import itertools
-import math
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from receipts.queries import teammap
 from receipts.queries.teammap import ROOT, Route, TeamMap
-from sidewisp.pages import labels
+from sidewisp.pages import labels, maplabels
+from sidewisp.pages.maplabels import LABEL_H, label_width
 from sidewisp.pages.maplayout import BOX_PAD, BOX_TITLE_H, Point, layout
 
 MARGIN = 12
-LABEL_CHAR_W = 6.6  # a 12 px label's average character
-LABEL_H = 15
-LABEL_CELL = 60
-LABEL_SHARES = (0.5, 0.35, 0.65, 0.25, 0.75, 0.15, 0.85)  # where along its arrow a label may go, best first
 
 # The arrows' states, worst first (the table of routes lists them in this order), and their words.
 STATE_ORDER = (
@@ -80,11 +74,23 @@ class DrawnBox(DrawnNode):
 class DrawnArrow:
     route: Route
     points: list[Point]
-    label_x: float
+    label_x: float  # the centre of its words
     label_y: float
     text: str
     title: str
     href: str = ""
+    verdicts: str = ""  # its handoffs by verdict, for the table: "9: 8 ✓ / 1 ✗ · 1 undeclared"
+    label_w: float = 0.0
+    leader: tuple[Point, Point] | None = None  # from its words to the arrow, when they had to sit beside it
+
+    @property
+    def baseline(self) -> float:
+        return round(self.label_y + 4, 1)
+
+    @property
+    def name(self) -> str:
+        """The accessible name: the words shown on the arrow first, then the route and its handoffs by verdict."""
+        return f"{self.text}; {self.title}"
 
     @property
     def state(self) -> str:
@@ -126,82 +132,34 @@ def draw(
 
 
 def _place_labels(drawing: Drawing) -> None:
-    # The busiest and worst routes first: their words get the best places.
-    labels_ = _Labels()
-    for node in drawing.nodes:
-        labels_.block(node.x, node.y, node.w, node.h)
-    for box in drawing.boxes:
-        labels_.block(box.x, box.y, box.w, BOX_TITLE_H)
-    for arrow in sorted(drawing.arrows, key=lambda a: (STATE_ORDER.index(a.state), -a.route.total, a.route.key)):
-        x, y = labels_.place(arrow.points, arrow.text)
-        arrow.label_x, arrow.label_y = round(x, 1), round(y + 4, 1)
+    """Every arrow's words where they cover no agent, no team's title and no other arrow's words
+    (`sidewisp.pages.maplabels`); the busiest and worst routes first, so their words sit on their arrows."""
+    obstacles = [(node.x, node.y, node.w, node.h) for node in drawing.nodes]
+    obstacles += [(box.x, box.y, box.w, BOX_TITLE_H) for box in drawing.boxes]
+    arrows = sorted(drawing.arrows, key=lambda a: (STATE_ORDER.index(a.state), -a.route.total, a.route.key))
+    wanted = [maplabels.Label(tuple(a.points), label_width(a.text)) for a in arrows]
+    for arrow, label, (x, y) in zip(arrows, wanted, maplabels.place(obstacles, wanted), strict=True):
+        arrow.label_x, arrow.label_y, arrow.label_w = x, y, label.w
+        arrow.leader = maplabels.leader((x, y), (label.w, label.h), arrow.points)
 
 
 def _fit_labels(drawing: Drawing) -> None:
-    """Widen the drawing (and move it right) until every arrow's words fit inside it: none is ever clipped."""
-    halves = [(arrow.label_x, label_width(arrow.text) / 2) for arrow in drawing.arrows]
-    left = min((x - half for x, half in halves), default=0.0)
-    right = max((x + half for x, half in halves), default=0.0)
-    shift = max(0.0, MARGIN / 2 - left)
-    if shift:
-        for item in (*drawing.boxes, *drawing.nodes):
-            item.x = round(item.x + shift, 1)
-        for arrow in drawing.arrows:
-            arrow.points = [(round(x + shift, 1), y) for x, y in arrow.points]
-            arrow.label_x = round(arrow.label_x + shift, 1)
-    drawing.width = round(max(drawing.width + shift, right + shift + MARGIN / 2), 1)
-
-
-def label_width(text: str) -> float:
-    return len(text) * LABEL_CHAR_W + 4
-
-
-def _along(points: list[Point], share: float) -> Point:
-    """The point `share` of the way along the path."""
-    lengths = [math.hypot(b[0] - a[0], b[1] - a[1]) for a, b in itertools.pairwise(points)]
-    rest = sum(lengths) * share
-    for (a, b), length in zip(itertools.pairwise(points), lengths, strict=True):
-        if rest <= length and length:
-            t = rest / length
-            return (a[0] + (b[0] - a[0]) * t, a[1] + (b[1] - a[1]) * t)
-        rest -= length
-    return points[len(points) // 2]
-
-
-class _Labels:
-    """Where the arrows' words go: the first place along its arrow that covers no node and no other label.
-
-    A grid of LABEL_CELL squares keeps each try to the few rectangles near it (200 labels stay cheap)."""
-
-    def __init__(self) -> None:
-        self.cells: dict[tuple[int, int], list[tuple[float, float, float, float]]] = defaultdict(list)
-
-    def block(self, x: float, y: float, w: float, h: float) -> None:
-        for cell in self._cells(x, y, w, h):
-            self.cells[cell].append((x, y, x + w, y + h))
-
-    def place(self, points: list[Point], text: str) -> Point:
-        w, h = label_width(text), LABEL_H
-        for share in LABEL_SHARES:
-            cx, cy = _along(points, share)
-            x, y = cx - w / 2, cy - h / 2
-            if not self._taken(x, y, w, h):
-                self.block(x, y, w, h)
-                return cx, cy
-        return _along(points, 0.5)
-
-    def _taken(self, x: float, y: float, w: float, h: float) -> bool:
-        return any(
-            x < right and left < x + w and y < bottom and top < y + h
-            for cell in self._cells(x, y, w, h)
-            for left, top, right, bottom in self.cells.get(cell, ())
-        )
-
-    @staticmethod
-    def _cells(x: float, y: float, w: float, h: float):
-        for i in range(int(x // LABEL_CELL), int((x + w) // LABEL_CELL) + 1):
-            for j in range(int(y // LABEL_CELL), int((y + h) // LABEL_CELL) + 1):
-                yield (i, j)
+    """Grow the drawing (and move it right and down) until every arrow's words fit inside it: none is clipped."""
+    rects = [(a.label_x - a.label_w / 2, a.label_y - LABEL_H / 2, a.label_w, LABEL_H) for a in drawing.arrows]
+    left = min((x for x, _, _, _ in rects), default=0.0)
+    top = min((y for _, y, _, _ in rects), default=0.0)
+    right = max((x + w for x, _, w, _ in rects), default=0.0)
+    bottom = max((y + h for _, y, _, h in rects), default=0.0)
+    dx, dy = max(0.0, MARGIN / 2 - left), max(0.0, MARGIN / 2 - top)
+    for item in (*drawing.boxes, *drawing.nodes):
+        item.x, item.y = round(item.x + dx, 1), round(item.y + dy, 1)
+    for arrow in drawing.arrows:
+        arrow.points = [(round(x + dx, 1), round(y + dy, 1)) for x, y in arrow.points]
+        arrow.label_x, arrow.label_y = round(arrow.label_x + dx, 1), round(arrow.label_y + dy, 1)
+        if arrow.leader:
+            arrow.leader = tuple((round(x + dx, 1), round(y + dy, 1)) for x, y in arrow.leader)
+    drawing.width = round(max(drawing.width + dx, right + dx + MARGIN / 2), 1)
+    drawing.height = round(max(drawing.height + dy, bottom + dy + MARGIN / 2), 1)
 
 
 def _flatten(placed, scope, origin, routes, drawing, route_href, agent_href, steps) -> None:
@@ -222,14 +180,40 @@ def _flatten(placed, scope, origin, routes, drawing, route_href, agent_href, ste
             continue
         points = [(round(ox + x, 1), round(oy + y, 1)) for x, y in points]
         text = arrow_text(route, steps=steps)
-        drawing.arrows.append(DrawnArrow(route, points, 0.0, 0.0, text, arrow_title(route), route_href(route)))
+        arrow = DrawnArrow(route, points, 0.0, 0.0, text, arrow_title(route), route_href(route), verdict_text(route))
+        drawing.arrows.append(arrow)
 
 
 def arrow_text(route: Route, *, steps: bool = False) -> str:
-    """The words on an arrow, colour aside: "3 ✓ / 1 ✗", "undeclared: 2 ✗", "9: 8 ✓ / 1 ✗ · 1 undeclared", "unused".
+    """The words on an arrow, colour aside: its handoffs in view and the share of them that failed, as in
+    "4 · 25% failed", "undeclared: 2 · 100% failed", "9 · 11% failed · 1 undeclared", "#2 1 · 0% failed", "unused".
 
     The handoff count comes first; "undeclared:" leads only when every handoff on the arrow is undeclared, so a
     label never reads as if all its handoffs were when one was."""
+    if not route.total:
+        return "unused"
+    text = f"{route.total} · {failure_rate(route.failing, route.total)} failed"
+    if route.undeclared == route.total:
+        text = f"undeclared: {text}"
+    elif route.undeclared:
+        text = f"{text} · {route.undeclared} undeclared"
+    return f"#{route.step} {text}" if steps and route.step else text
+
+
+def failure_rate(failing: int, total: int) -> str:
+    """The share that failed as a whole percentage, never rounded to 0% or 100% when it is not."""
+    if not total:
+        return "0%"
+    share = round(100 * failing / total)
+    if failing and not share:
+        return "<1%"
+    if failing < total and share == 100:
+        return ">99%"
+    return f"{share}%"
+
+
+def verdict_text(route: Route) -> str:
+    """The handoffs by verdict, for the table of routes: "3 ✓ / 1 ✗", "9: 8 ✓ / 1 ✗ · 1 undeclared", "unused"."""
     if not route.total:
         return "unused"
     parts = [f"{n} {mark}" for n, mark in _marks(route) if n]
@@ -240,7 +224,7 @@ def arrow_text(route: Route, *, steps: bool = False) -> str:
         text = f"undeclared: {text}"
     elif route.undeclared:
         text = f"{text} · {route.undeclared} undeclared"
-    return f"#{route.step} {text}" if steps and route.step else text
+    return text
 
 
 def _marks(route: Route) -> list[tuple[int, str]]:

@@ -26,6 +26,8 @@ BOX_PAD = 14
 BOX_TITLE_H = 22
 X_SPACE = 44
 Y_SPACE = 70  # room between layers for an arrow's label
+Y_SPACE_MAX = 200
+LABEL_ROOM = 14  # more room between two layers for each route past the third that crosses it
 COMPONENT_GAP = 36
 ROW_WIDTH = 1100  # separate parts of a team wrap onto the next row past this width
 PARALLEL_OFFSET = 6  # how far apart the two arrows of a route taken both ways are drawn
@@ -114,6 +116,9 @@ def _component(component, edges: dict) -> tuple[dict, dict, tuple[float, float]]
         layout.xspace, layout.yspace = X_SPACE, Y_SPACE
         layout.route_edge = route_with_lines
         layout.init_all(roots=[v for v in vertices if not v.e_in()], optimize=True)
+        # Layers crossed by many routes get more room between them: their arrows' words sit on the arrows.
+        per_gap = len(component.sE) / max(1, len(layout.layers) - 1)
+        layout.yspace = min(Y_SPACE_MAX, Y_SPACE + LABEL_ROOM * max(0.0, per_gap - 3))
         layout.draw()
     boxes = {v.data: (v.view.xy[0] - v.view.w / 2, v.view.xy[1] - v.view.h / 2, v.view.w, v.view.h) for v in vertices}
     paths = {pair: list(edge.view.points) for pair, edge in edges.items() if hasattr(edge.view, "points")}

@@ -30,7 +30,7 @@ class Offers:
     resumer: str  # who resumes the run after a decision, as a sentence
     observed: bool
     decide: bool  # a decision can reach the graph (the owner rule is per wait: handoff_links)
-    reverify: bool  # reopen a false completion
+    reverify: bool  # verify a false completion again (its verifier only)
     reverify_note: str
     controllable: bool  # auto-continue can be stopped and lifted (state rules aside)
     stop: bool
@@ -41,12 +41,17 @@ class Offers:
     retry_hint: str = ""  # the same, on the run page: only where a retry is the move and the user may do it
     finished: bool = False
     may: frozenset[str] = frozenset()  # the policy names this user's role permits here (owner rule aside)
+    reopen: bool = False  # give a false completion back to its agent (spec §5 v1.3)
+    reopen_note: str = ""
+    reopener: str = ""  # who gives a reopened task back to its agent, as a sentence
 
     def allows(self, what: str) -> bool:
         """Whether the action `what` (a confirmation page's name) can work on this run at all."""
         if what in actions.DECISION_KINDS:
             return self.decide
         if what == "reopen":
+            return self.reopen
+        if what == "verify":
             return self.reverify
         if what in ("stop", "resume"):
             return self.controllable and not self.finished
@@ -61,7 +66,9 @@ class Offers:
             return self.retry_note
         if what in ("stop", "resume") and self.finished:
             return "This run has ended: there is nothing to stop or continue."
-        return self.reverify_note if what == "reopen" else self.drive_note
+        if what == "reopen":
+            return self.reopen_note
+        return self.reverify_note if what == "verify" else self.drive_note
 
 
 def run_offers(run: Run, user: User, *, stoppable: bool = False, verdicts: set[str] | None = None) -> Offers:
@@ -96,6 +103,8 @@ def run_offers(run: Run, user: User, *, stoppable: bool = False, verdicts: set[s
         reverify_note = "Its outcome verifier runs in the app's process; Sidewisp cannot run it again."
     else:
         reverify_note = "No outcome verifier is registered for this run here; Sidewisp cannot run it again."
+    reopen = runtime.can_reopen(run)
+    reopen_note = "" if reopen else f"Nothing can give this task back to its agent here: {runtime.reopener(run)}"
     controllable = (drivable or observed) and not finished
     retry_candidate = _retry_candidate(run, verdicts)
     retry_note = actions.retry_refusal(run) if retry_candidate else _NOT_RETRIED
@@ -104,7 +113,10 @@ def run_offers(run: Run, user: User, *, stoppable: bool = False, verdicts: set[s
         observed=observed,
         decide=runtime.can_resume(run),
         reverify=reverify,
-        reverify_note=reverify_note if actions.REOPEN_TASK.name in may else "",
+        reverify_note=reverify_note if actions.VERIFY_TASK.name in may else "",
+        reopen=reopen,
+        reopen_note=reopen_note if actions.REOPEN_TASK.name in may else "",
+        reopener=runtime.reopener(run),
         controllable=controllable,
         stop=controls and run.auto_continue and stoppable and controllable,
         resume=controls and not run.auto_continue and controllable,
@@ -197,10 +209,15 @@ def handoff_links(h: Handoff, offers: Offers, user: User, *, settled: bool = Fal
         notes.append(Note("wait", undeliverable(h, offers, reassigns=reassigns)))
     elif h.verdict == "FALSE_COMPLETE" and not settled:
         if actions.REOPEN_TASK.name in offers.may:
-            if offers.reverify:
+            if offers.reopen:
                 link("reopen", "Reopen the task…")
             else:
-                notes.append(Note("reopen", offers.reverify_note))
+                notes.append(Note("reopen", offers.reopen_note))
+        if actions.VERIFY_TASK.name in offers.may:
+            if offers.reverify:
+                link("verify", "Verify again…")
+            else:
+                notes.append(Note("verify", offers.reverify_note))
         if actions.ACCEPT_TASK.name in offers.may:
             link("accept", "Accept as is…")
             link("resolve", "Mark resolved…")

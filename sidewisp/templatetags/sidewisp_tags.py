@@ -5,18 +5,19 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from django import template
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.timesince import timesince, timeuntil
 
 from receipts.ingest import health
 from receipts.queries.dashboard import IN_PROGRESS as IN_PROGRESS_TILE
-from sidewisp.pages import labels
+from sidewisp.pages import glossary, labels
 
 register = template.Library()
 
 
 @register.inclusion_tag("sidewisp/_verdict.html")
-def verdict(code: str, run_health: str = "", handoff=None, due: str = "") -> dict:
+def verdict(code: str, run_health: str = "", handoff=None, due: str = "", linked: bool = True) -> dict:
     """A handoff's verdict; given its run's health, a healthy handoff of an alarming run is not green.
 
     A verdict in progress (spec v1.2 Settled: `handoff` given and receipts.ingest.health.due_part names a part, or
@@ -26,14 +27,22 @@ def verdict(code: str, run_health: str = "", handoff=None, due: str = "") -> dic
     due = due or stored or (health.due_part(handoff) or "" if handoff is not None else "")
     if due:
         icon, _, tone = labels.HEALTH[health.IN_PROGRESS]
-        return {"icon": icon, "label": health.in_progress_words(due), "tone": tone, "code": code, "due": due}
+        words, href = health.in_progress_words(due), glossary.entry_url("") if linked else ""
+        return {"icon": icon, "label": words, "tone": tone, "code": code, "due": due, "href": href}
     if code == IN_PROGRESS_TILE:  # the overview's tile of handoffs in progress
         icon, label, tone = labels.HEALTH[health.IN_PROGRESS]
-        return {"icon": icon, "label": label, "tone": tone, "code": code}
+        return {
+            "icon": icon,
+            "label": label,
+            "tone": tone,
+            "code": code,
+            "href": glossary.entry_url("") if linked else "",
+        }
     icon, label, tone = labels.VERDICTS.get(code, labels.UNKNOWN)
     if code == "HEALTHY" and run_health in ("failing", "attention"):
         icon, label, tone = labels.HANDOFF_OK_IN_BAD_RUN
-    return {"icon": icon, "label": label, "tone": tone, "code": code}
+    href = glossary.entry_url(code) if linked and code else ""
+    return {"icon": icon, "label": label, "tone": tone, "code": code, "href": href}
 
 
 @register.inclusion_tag("sidewisp/_verdict.html")
@@ -46,7 +55,8 @@ def wait_verdict(handoff) -> dict:
     icon, label, tone = labels.WAIT_OUTCOMES[resolution]
     if resolution == "rejected" and story.decided_by:
         label = f"{label} by {story.decided_by}"
-    return {"icon": icon, "label": label, "tone": tone, "code": handoff.verdict, "outcome": resolution}
+    href = reverse("sidewisp:glossary") + "#wait-outcomes"
+    return {"icon": icon, "label": label, "tone": tone, "code": handoff.verdict, "outcome": resolution, "href": href}
 
 
 @register.filter
@@ -94,7 +104,7 @@ def boundary_label(name: str) -> str:
 
 @register.filter
 def verdict_label(code: str) -> str:
-    return labels.VERDICTS.get(code, labels.UNKNOWN)[1]
+    return labels.verdict_words(code)
 
 
 @register.inclusion_tag("sidewisp/_moment.html")

@@ -112,7 +112,7 @@ def test_an_approved_user_graph_resumes_on_the_worker_and_ends_healthy(owner, op
     assert runtime.current().can_reverify(_run(run))
 
 
-def test_a_rejected_payment_claimed_as_paid_is_a_false_completion_that_reopening_verifies_again(
+def test_a_rejected_payment_claimed_as_paid_is_a_false_completion_that_verify_again_keeps_false(
     owner, operator, desk_worker
 ):
     run = hosting.start("support_desk", INPUT)
@@ -122,7 +122,7 @@ def test_a_rejected_payment_claimed_as_paid_is_a_false_completion_that_reopening
     wait_until(lambda: _handoff(run).verdict == "FALSE_COMPLETE", what="the unpaid claim to show as false")
     checks = Receipt.objects.filter(handoff=_handoff(run), part="verification").count()
 
-    result = actions.reopen(user=operator, handoff_id=_handoff(run).pk, key=uuid.uuid4().hex, reason="check again")
+    result = actions.verify_again(user=operator, handoff_id=_handoff(run).pk, key=uuid.uuid4().hex, reason="again")
 
     assert result.outcome == "done"
     verified = lambda: Receipt.objects.filter(handoff=_handoff(run), part="verification").count()  # noqa: E731

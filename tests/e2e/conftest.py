@@ -22,6 +22,21 @@ DESKTOP = {"width": 1280, "height": 900}
 PEOPLE = {"viewer": "watcher", "operator": "operator", "approver": "ops-lead", "admin": "admin", "outsider": "outsider"}
 
 
+@pytest.hookimpl(trylast=True)  # after `-m` and `-k` deselected what they leave out
+def pytest_collection_modifyitems(config, items) -> None:
+    """Browser tests selected but no Chromium: stop before running anything, naming the command that installs it.
+
+    Never a skip: a run that leaves the page tests out is not the suite (`make test` checks first, .ci/run installs).
+    """
+    from tests.e2e.test_live_pages import CHROMIUM
+
+    if not Path(CHROMIUM).exists() and any(item.get_closest_marker("e2e") for item in items):
+        raise pytest.UsageError(
+            f"the browser tests (tests/e2e) need Debian's Chromium at {CHROMIUM}: "
+            "install it with `sudo apt-get install chromium` (or deselect them with `-m 'not e2e'`)"
+        )
+
+
 @dataclass(frozen=True)
 class Seeded:
     """What `seed_pages` recorded: primary keys the tests open pages for."""

@@ -6,17 +6,14 @@ that bypasses the CSP for this purpose only; the pages themselves keep it.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.e2e.conftest import PHONE, axe_violations
-from tests.e2e.test_live_pages import CHROMIUM, expect
+from tests.e2e.test_live_pages import expect
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"Debian chromium is not installed at {CHROMIUM}"),
 ]
 
 VIEWER_PAGES = [

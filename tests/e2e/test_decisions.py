@@ -3,17 +3,14 @@ without a countdown, and the owner's confirmation page showing what the agent as
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.e2e.test_actions_browser import action_server, browser, browser_page  # noqa: F401 - fixtures
-from tests.e2e.test_live_pages import CHROMIUM, PASSWORD, expect, in_db_thread, log_in, shoot
+from tests.e2e.test_live_pages import PASSWORD, expect, in_db_thread, log_in, shoot
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"Debian chromium is not installed at {CHROMIUM}"),
 ]
 
 

@@ -1,4 +1,4 @@
-"""The run's history in a real browser (issue 21 §1): a retry, a reopen and an edit each add a visible entry with
+"""The run's history in a real browser (issue 21 §1): a retry, a verify again and an edit each add a visible entry with
 its result, and the history grows live in a second window.
 
 daphne serves the app and a real Celery worker process drives the demo graph. Personas: ops-lead (an approver,
@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import os
 import uuid
-from pathlib import Path
 
 import pytest
 
 from tests.conftest import start_worker_process, wait_until
 from tests.e2e.test_actions_browser import action_server, browser, browser_page  # noqa: F401 - fixtures
-from tests.e2e.test_live_pages import CHROMIUM, LIVE_TIMEOUT_MS, PASSWORD, expect, in_db_thread, log_in, wait_live
+from tests.e2e.test_live_pages import LIVE_TIMEOUT_MS, PASSWORD, expect, in_db_thread, log_in, wait_live
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"Debian chromium is not installed at {CHROMIUM}"),
 ]
 
 WORK_TIMEOUT_MS = LIVE_TIMEOUT_MS * 6
@@ -120,7 +118,9 @@ def test_an_edit_adds_an_entry_naming_the_changed_argument_and_its_result_live_i
     context.close()
 
 
-def test_a_reopen_adds_an_entry_with_its_re_verification_and_verdict(worker, action_server, browser_page, browser):
+def test_a_verify_again_adds_an_entry_with_its_re_verification_and_verdict(
+    worker, action_server, browser_page, browser
+):
     from receipts import actions
 
     page, server = browser_page, action_server
@@ -144,14 +144,14 @@ def test_a_reopen_adds_an_entry_with_its_re_verification_and_verdict(worker, act
     context, watcher = _second_window(browser, server, run_id)
 
     log_in(page, server, "oncall")
-    page.goto(f"{server.url}/confirm/reopen/{_handoff(run_id)}/")
+    page.goto(f"{server.url}/confirm/verify/{_handoff(run_id)}/")
     page.fill("[name=reason]", "the customer says there is no order")
-    page.locator("button[data-confirm=reopen]").click()
+    page.locator("button[data-confirm=verify]").click()
     expect(page.locator("#result-title")).to_have_text("Done")
     page.get_by_role("link", name="See this action in the run's history").click()
-    expect(_entry_of(page, "task.reopen")).to_contain_text("oncall: task.reopen — Done")
+    expect(_entry_of(page, "task.verify")).to_contain_text("oncall: task.verify — Done")
 
-    live = _entry_of(watcher, "task.reopen")
+    live = _entry_of(watcher, "task.verify")
     expect(live.locator("[data-result]")).to_contain_text("ran the reverify", timeout=WORK_TIMEOUT_MS)
     expect(live.locator("[data-result]")).to_contain_text("fail, verdict False complete", timeout=WORK_TIMEOUT_MS)
     context.close()

@@ -6,17 +6,14 @@ At 390 x 844 the header is short, the confirm page's Approve button is on the fi
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.e2e.conftest import PHONE, axe_violations
-from tests.e2e.test_live_pages import CHROMIUM, expect, in_db_thread, shoot
+from tests.e2e.test_live_pages import expect, in_db_thread, shoot
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"Debian chromium is not installed at {CHROMIUM}"),
 ]
 
 HEADER_MAX = 110  # px of 844: two rows of 44 px targets and their gaps

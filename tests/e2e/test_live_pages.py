@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.db import connections
+from playwright import sync_api as playwright_sync
 
 from tests.conftest import database_url_for_subprocess, handoff_parts
 
@@ -41,9 +42,8 @@ LIVE_TIMEOUT_MS = 10_000
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"Debian chromium is not installed at {CHROMIUM}"),
 ]
-playwright_sync = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+
 expect = playwright_sync.expect
 
 

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from tests.e2e.test_live_pages import (
-    CHROMIUM,
     LIVE_TIMEOUT_MS,
     PASSWORD,
     Server,
@@ -35,7 +33,6 @@ from tests.faults.conftest import PrivateRedis
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"Debian chromium is not installed at {CHROMIUM}"),
 ]
 __all__ = ["browser", "page"]  # fixtures, used by name
 

@@ -7,17 +7,14 @@ the screen. Boxes are compared as the browser laid them out.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.e2e.conftest import DESKTOP, PHONE
-from tests.e2e.test_live_pages import CHROMIUM, expect, shoot
+from tests.e2e.test_live_pages import expect, shoot
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"Debian chromium is not installed at {CHROMIUM}"),
 ]
 
 # Per row: the named boxes (one per matching element), as the layout placed them.

@@ -6,13 +6,11 @@ for the socket's snapshot (which re-renders the fragments for the same user) bef
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.conftest import handoff_parts
 from tests.e2e import test_live_pages as live
-from tests.e2e.test_live_pages import CHROMIUM, PASSWORD, expect, in_db_thread, record_parts, wait_live
+from tests.e2e.test_live_pages import PASSWORD, expect, in_db_thread, record_parts, wait_live
 
 # The live pages' fixtures: a daphne server on the test database, a Chromium, a page with console capture.
 browser, server, page = live.browser, live.server, live.page
@@ -20,7 +18,6 @@ browser, server, page = live.browser, live.server, live.page
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"Debian chromium is not installed at {CHROMIUM}"),
 ]
 
 PEOPLE = {"watcher": "viewer", "ops-lead": "approver", "oncall": "operator"}

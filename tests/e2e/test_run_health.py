@@ -8,7 +8,6 @@ the open page within 10 s, pushed over the socket.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
@@ -29,7 +28,6 @@ from tests.e2e.test_live_pages import (  # noqa: F401 - browser, page and server
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"Debian chromium is not installed at {CHROMIUM}"),
 ]
 BANNER_TIMEOUT_MS = 10_000
 

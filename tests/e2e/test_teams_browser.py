@@ -3,17 +3,14 @@ team is a page that says why, and none of it has an axe-core WCAG 2 A/AA violati
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.e2e.conftest import PEOPLE, axe_violations
-from tests.e2e.test_live_pages import CHROMIUM, expect, in_db_thread
+from tests.e2e.test_live_pages import expect, in_db_thread
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"Debian chromium is not installed at {CHROMIUM}"),
 ]
 
 

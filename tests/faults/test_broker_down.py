@@ -105,12 +105,12 @@ def test_actions_taken_while_the_broker_is_down_are_applied_once_it_is_back(brok
         reverse("sidewisp:wait-decide", args=[wait.pk]),
         {"decision": "approve", "token": wait.wait_part["resume_token_id"]},
     )
-    reopened = _post(
-        operator, reverse("sidewisp:task-reopen", args=[false_complete.handoffs.get().pk]), {"reason": "late order"}
+    reverified = _post(
+        operator, reverse("sidewisp:task-verify", args=[false_complete.handoffs.get().pk]), {"reason": "late order"}
     )
     resumed = _post(operator, reverse("sidewisp:run-resume", args=[stopped.pk]), {"reason": "reconciled"})
     assert "The resume is queued" in approved
-    assert "The re-verification is queued" in reopened
+    assert "The verification is queued" in reverified
     assert "The run is queued" in resumed
     assert OutboxIntent.objects.filter(sent_at__isnull=True).count() == 3
     time.sleep(max(0.0, OUTAGE_SECONDS - (time.monotonic() - down)))  # the outage itself, not a wait for a condition
@@ -130,7 +130,7 @@ def test_actions_taken_while_the_broker_is_down_are_applied_once_it_is_back(brok
     assert decision.applications == 1
     assert Order.objects.filter(operation_id=waiting.operation_id).count() == 1
     assert Order.objects.filter(operation_id=stopped.operation_id).count() == 1
-    assert sorted(done.values_list("action", flat=True)) == ["run.resume", "task.reopen", "wait.approve"]
+    assert sorted(done.values_list("action", flat=True)) == ["run.resume", "task.verify", "wait.approve"]
     intents = OutboxIntent.objects.order_by("run_id")
     assert [(i.run_id, i.kind, i.sent_at is not None) for i in intents] == [
         (waiting.pk, "resume", True),

@@ -1,8 +1,8 @@
 """Operator actions end to end: real graphs, the real database, a real Celery worker process.
 
-Twenty concurrent approvals resume the graph once; a reopened task is verified
-again by a worker; a stopped run parks before its next step and continues from
-its checkpoint when auto-continue is resumed.
+Twenty concurrent approvals resume the graph once; a task is verified again by a
+worker ("verify again"; reopen is tests/agents/test_reopen.py); a stopped run parks
+before its next step and continues from its checkpoint when auto-continue is resumed.
 """
 
 from __future__ import annotations
@@ -86,29 +86,31 @@ def test_twenty_concurrent_approvals_resume_the_graph_exactly_once(owner, worker
     wait_until(lambda: AuditEntry.objects.filter(action="wait.resume").exists(), what="the worker's audit entry")
 
 
-def test_a_reopened_task_whose_order_now_exists_turns_healthy(operator, worker_process):
+def test_a_task_verified_again_whose_order_now_exists_turns_healthy(operator, worker_process):
     run = create_run("false_complete")
     runner.start_run(run)
     assert _verdict(run) == "FALSE_COMPLETE"
     Order.objects.create(operation_id=run.operation_id, order_id="o-late", sku="widget", quantity=2, amount=20)
 
-    result = actions.reopen(user=operator, handoff_id=run.handoffs.get().pk, key=uuid.uuid4().hex, reason="late")
+    result = actions.verify_again(user=operator, handoff_id=run.handoffs.get().pk, key=uuid.uuid4().hex, reason="late")
 
     assert result.outcome == "done"
     wait_until(lambda: _verdict(run) == "HEALTHY", what="the re-verified task to turn healthy")
     # The worker stores the verification before it writes its audit entry: wait for that too.
     wait_until(lambda: AuditEntry.objects.filter(action="task.reverify").exists(), what="the worker's audit entry")
     steps = list(AuditEntry.objects.order_by("pk").values_list("actor_name", "action", "outcome"))
-    assert steps == [("oncall", "task.reopen", "done"), ("system", "task.reverify", "done")]
+    assert steps == [("oncall", "task.verify", "done"), ("system", "task.reverify", "done")]
 
 
-def test_a_reopened_task_still_missing_its_order_stays_false_complete_with_a_newer_check(operator, worker_process):
+def test_a_task_verified_again_still_missing_its_order_stays_false_complete_with_a_newer_check(
+    operator, worker_process
+):
     run = create_run("false_complete")
     runner.start_run(run)
     handoff = run.handoffs.get()
     checked_before = handoff.verification_part["checked_at"]
 
-    actions.reopen(user=operator, handoff_id=handoff.pk, key=uuid.uuid4().hex, reason="customer asked")
+    actions.verify_again(user=operator, handoff_id=handoff.pk, key=uuid.uuid4().hex, reason="customer asked")
 
     wait_until(
         lambda: AuditEntry.objects.filter(action="task.reverify").exists(), what="the worker to verify the task again"

@@ -268,5 +268,5 @@ def test_a_new_version_starts_from_its_bases_steps_and_the_stored_one_shows_them
     page = client.get(CHANGE_URL.format(pk=stored.pk)).content.decode()
 
     assert 'value="steps/2"' in form
-    assert "&quot;provide_solution&quot;" in form
+    assert 'value="escalate, provide_solution"' in form  # issue 30 §5: the steps as rows
     assert "&quot;current_step&quot;" in page

@@ -121,6 +121,21 @@ def test_the_sweep_leaves_a_fresh_intent_to_the_on_commit_send(wait, owner, brok
     assert OutboxIntent.objects.get().attempts == 1
 
 
+def test_a_verify_again_with_the_broker_down_is_taken_and_sent_later(client, operator, scenario_handoff, queue):
+    task = scenario_handoff("false_complete", scenario="false_complete")
+    client.force_login(operator)
+
+    with point_celery_at(f"redis://127.0.0.1:{_free_port()}/0"):
+        response = client.post(
+            reverse("sidewisp:task-verify", args=[task.pk]), {"key": uuid.uuid4().hex, "reason": "no order"}
+        )
+    outbox.send_overdue(now=_later())
+
+    assert response.status_code == 200
+    assert "The verification is queued" in response.content.decode()
+    assert queue() == [("agents.tasks.reverify", [task.run_id])]
+
+
 def test_a_reopen_with_the_broker_down_is_taken_and_sent_later(client, operator, scenario_handoff, queue):
     task = scenario_handoff("false_complete", scenario="false_complete")
     client.force_login(operator)
@@ -132,8 +147,8 @@ def test_a_reopen_with_the_broker_down_is_taken_and_sent_later(client, operator,
     outbox.send_overdue(now=_later())
 
     assert response.status_code == 200
-    assert "The re-verification is queued" in response.content.decode()
-    assert queue() == [("agents.tasks.reverify", [task.run_id])]
+    assert "It is queued: a worker gives it back to its agent" in response.content.decode()
+    assert queue() == [("agents.tasks.resume_run", [Decision.objects.get(kind="reopen").pk])]
 
 
 def test_resuming_auto_continue_with_the_broker_down_is_taken_and_sent_later(client, operator, scenario_handoff, queue):

@@ -14,7 +14,8 @@ from receipts.workers import runtime
 @dataclass
 class FakeRuntime:
     """Answers like the real runtime: a hosted run of a registered graph can do everything; an observed
-    run can be decided (its app receives the decision) but neither re-verified nor driven by a worker."""
+    run can be decided and reopened (its app receives the decision or the reopen) but neither re-verified nor
+    driven by a worker."""
 
     graph_names: list[str] = field(default_factory=lambda: ["support-desk", "coder"])
     started: list[int] = field(default_factory=list)
@@ -33,6 +34,14 @@ class FakeRuntime:
 
     def can_drive(self, run: Run) -> bool:
         return self._hosted(run)
+
+    def can_reopen(self, run: Run) -> bool:
+        return self._hosted(run) or run.mode == Run.Mode.OBSERVED
+
+    def reopener(self, run: Run) -> str:
+        if self._hosted(run):
+            return "A Sidewisp worker gives the task back to its agent from the checkpoint."
+        return "The app's own process must resume it: await_decision hands it the reopen."
 
     def resumer(self, run: Run) -> str:
         if self._hosted(run):

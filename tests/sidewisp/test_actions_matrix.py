@@ -22,6 +22,7 @@ ALLOWED: dict[str, set[str]] = {
     "sidewisp:wait-reassign": {"operator", "admin"},
     "sidewisp:wait-cancel": {"operator", "admin"},
     "sidewisp:task-reopen": {"operator", "admin"},
+    "sidewisp:task-verify": {"operator", "admin"},
     "sidewisp:task-accept": {"operator", "admin"},
     "sidewisp:task-resolve": {"operator", "admin"},
     "sidewisp:run-stop": {"operator", "admin"},
@@ -64,7 +65,12 @@ def target(scenario_handoff):
             h = scenario_handoff("waiting", scenario="waiting_on_approval", owner="")
             assert h.verdict == "UNCERTAIN"
             return reverse(url_name, args=[h.pk]), {"owner": "ops-lead", "deadline_minutes": "60", "reason": "on call"}
-        if url_name in ("sidewisp:task-reopen", "sidewisp:task-accept", "sidewisp:task-resolve"):
+        if url_name in (
+            "sidewisp:task-reopen",
+            "sidewisp:task-verify",
+            "sidewisp:task-accept",
+            "sidewisp:task-resolve",
+        ):
             h = scenario_handoff("false_complete", scenario="false_complete")
             return reverse(url_name, args=[h.pk]), {"reason": "the customer says no order arrived"}
         if url_name == "sidewisp:run-declare":

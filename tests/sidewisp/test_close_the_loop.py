@@ -298,7 +298,7 @@ def test_each_role_sees_only_the_actions_it_may_take(as_, everything):
 
     assert offered("owner") == {"approve", "reject", "edit"}
     assert offered("other_approver") == set()
-    assert offered("operator") == {"reassign", "cancel", "reopen", "accept", "resolve", "stop", "retry"}
+    assert offered("operator") == {"reassign", "cancel", "reopen", "verify", "accept", "resolve", "stop", "retry"}
     assert offered("admin") == offered("operator") | {"approve", "reject", "edit"}
 
 

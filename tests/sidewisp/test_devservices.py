@@ -132,3 +132,34 @@ def test_the_worker_make_run_starts_runs_without_gossip_and_mingle(tmp_path, cel
     text = log.read_text()
     assert "mingle:" not in text  # with mingle, the worker searches for neighbours at start and says so
     assert "--without-gossip" in command and "--without-mingle" in command
+
+
+# --- issue 32 §5: `make test` stops before running anything when the browser is missing, naming the command ---
+
+
+def test_make_test_stops_naming_the_install_command_when_chromium_is_missing(tmp_path):
+    from sidewisp.ops import devservices
+
+    absent = tmp_path / "chromium"
+    said = devservices.missing_for_tests([], chromium=absent)
+
+    assert said is not None
+    assert devservices.CHROMIUM_INSTALL in said and "not installed" in said
+    assert devservices.missing_for_tests(["tests/e2e", "-x"], chromium=absent) == said
+    # Leaving the browser tests out on purpose needs no browser; a browser that is there needs nothing.
+    assert devservices.missing_for_tests(["-m", "not e2e"], chromium=absent) is None
+    absent.write_text("")
+    assert devservices.missing_for_tests([], chromium=absent) is None
+
+
+def test_the_run_ends_with_how_many_tests_were_skipped_and_why():
+    from types import SimpleNamespace
+
+    from tests.conftest import skip_summary
+
+    def skipped(reason: str) -> SimpleNamespace:
+        return SimpleNamespace(longrepr=("tests/x.py", 3, f"Skipped: {reason}"))
+
+    assert skip_summary([]) == "sidewisp: 0 tests skipped"
+    line = skip_summary([skipped("needs PostgreSQL"), skipped("needs PostgreSQL"), skipped("no spec folder")])
+    assert line == "sidewisp: 3 tests skipped: 2 because needs PostgreSQL; 1 because no spec folder"

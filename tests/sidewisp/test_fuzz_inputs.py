@@ -189,6 +189,10 @@ FORMS = {
         lambda w: reverse("sidewisp:task-reopen", args=[w["false"].pk]),
         lambda w: {"key": keys(), "reason": VALUES},
     ),
+    "verify again": (
+        lambda w: reverse("sidewisp:task-verify", args=[w["false"].pk]),
+        lambda w: {"key": keys(), "reason": VALUES},
+    ),
     "stop auto-continue": (
         lambda w: reverse("sidewisp:run-stop", args=[w["run"].pk]),
         lambda w: {"key": keys(), "reason": VALUES},

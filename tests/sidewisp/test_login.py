@@ -61,12 +61,14 @@ def test_every_declared_action_is_covered_by_the_anonymous_check():
         "sidewisp:wait-reassign",
         "sidewisp:wait-cancel",
         "sidewisp:task-reopen",
+        "sidewisp:task-verify",
         "sidewisp:task-accept",
         "sidewisp:task-resolve",
         "sidewisp:run-stop",
         "sidewisp:run-resume",
         "sidewisp:run-retry",
         "sidewisp:run-create",
+        "sidewisp:run-declare",
     }
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from receipts.queries.teammap import ROOT, RouteRow, build
-from sidewisp.pages.mapdrawing import arrow_text, draw, label_width
+from sidewisp.pages.mapdrawing import arrow_text, draw, label_width, verdict_text
 
 ROUTES = {"routes/1": {("triage", "sales")}}
 
@@ -19,13 +19,14 @@ def route_of(team, sender: str, receiver: str):
 def test_an_arrow_with_one_undeclared_handoff_of_nine_says_so_after_its_count():
     team = build([row("triage", "sales", "HEALTHY", count=8), row("triage", "sales", "TOOL_PROTOCOL", "")], ROUTES)
 
-    assert arrow_text(route_of(team, "triage", "sales")) == "9: 8 ✓ / 1 ✗ · 1 undeclared"
+    assert arrow_text(route_of(team, "triage", "sales")) == "9 · 11% failed · 1 undeclared"
+    assert verdict_text(route_of(team, "triage", "sales")) == "9: 8 ✓ / 1 ✗ · 1 undeclared"
 
 
 def test_an_arrow_whose_every_handoff_is_undeclared_leads_with_undeclared():
     team = build([row("triage", "billing", "HEALTHY", count=2)], ROUTES)
 
-    assert arrow_text(route_of(team, "triage", "billing")) == "undeclared: 2 ✓"
+    assert arrow_text(route_of(team, "triage", "billing")) == "undeclared: 2 · 0% failed"
 
 
 def test_every_arrow_label_fits_inside_the_drawing_even_when_wider_than_the_agents():

@@ -82,13 +82,22 @@ def test_the_decision_confirm_page_says_who_resumes_the_run(client, person, fake
 # --- actions only where they can work -----------------------------------------------------
 
 
-def test_an_observed_run_offers_no_reopen_and_says_why(olga, record_handoff):
+def test_an_observed_run_offers_no_verify_again_and_says_why(olga, record_handoff):
     false = record_handoff("h-1", "op-1", "false_complete")
 
     body = page(olga, false.run_id)
 
     assert OBSERVED_VERIFIER in body
-    assert confirm_url("reopen", false.pk) not in body
+    assert confirm_url("verify", false.pk) not in body
+
+
+def test_an_observed_runs_reopen_says_the_app_must_resume_it(olga, record_handoff):
+    false = record_handoff("h-1", "op-1", "false_complete")
+
+    confirm = get(olga, confirm_url("reopen", false.pk))
+
+    assert confirm_url("reopen", false.pk) in page(olga, false.run_id)
+    assert "The app's own process must resume it" in confirm
 
 
 def test_an_observed_run_can_be_stopped_but_not_driven_and_says_so(olga, record_handoff):

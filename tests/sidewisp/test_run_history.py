@@ -195,16 +195,16 @@ def test_a_retry_shows_who_why_and_the_new_attempt_and_how_it_ended(client, peop
     assert "<strong>complete</strong>" in item
 
 
-def test_a_reopen_shows_its_re_verification_and_verdict(client, people, scenario_handoff):
+def test_a_verify_again_shows_its_re_verification_and_verdict(client, people, scenario_handoff):
     false = scenario_handoff("false_complete", scenario="false_complete")
     client.force_login(people["operator"])
-    client.post(reverse("sidewisp:task-reopen", args=[false.pk]), {"key": key(), "reason": "customer says no order"})
-    entry = AuditEntry.objects.get(action="task.reopen", outcome="done")
+    client.post(reverse("sidewisp:task-verify", args=[false.pk]), {"key": key(), "reason": "customer says no order"})
+    entry = AuditEntry.objects.get(action="task.verify", outcome="done")
     _carry_out(OutboxIntent.objects.get(kind="reverify", run=false.run), "fail")
 
     item = _entry(text(client.get(history_url(false.run))), f"history-audit-{entry.pk}")
 
-    assert "oncall: <code>task.reopen</code> — Done" in item and "why: customer says no order" in item
+    assert "oncall: <code>task.verify</code> — Done" in item and "why: customer says no order" in item
     assert "ran the reverify (attempt 1" in item and "<strong>fail</strong>, verdict False complete" in item
 
 

@@ -133,6 +133,18 @@ def reference(specs, declared: dict[str, set[tuple[str, str]]]) -> dict[tuple[st
 
 
 def expected_label(counts: Counter) -> str:
+    """The arrow's words (issue 30 §2): its handoffs and the whole percentage of them that failed."""
+    share = round(100 * counts["failing"] / counts["total"])
+    rate = "<1%" if counts["failing"] and not share else f"{share}%"
+    rate = ">99%" if counts["failing"] < counts["total"] and share == 100 else rate
+    text = f"{counts['total']} · {rate} failed"
+    if counts["undeclared"] == counts["total"]:
+        return f"undeclared: {text}"
+    return f"{text} · {counts['undeclared']} undeclared" if counts["undeclared"] else text
+
+
+def expected_verdicts(counts: Counter) -> str:
+    """The route's handoffs by verdict, as the table of routes shows them."""
     marks = [(counts["healthy"], "✓"), (counts["waiting"], "◔"), (counts["in_progress"], "…"), (counts["failing"], "✗")]
     parts = [f"{n} {mark}" for n, mark in marks if n]
     text = " / ".join(parts) if len(parts) == 1 else f"{counts['total']}: {' / '.join(parts)}"
@@ -179,7 +191,12 @@ def test_every_arrow_shows_the_count_verdict_mix_and_state_of_a_python_recount(v
     Run.objects.all().delete()
     make_handoffs(specs)
 
-    drawn = arrows_by_route(read_map(viewer_client.get(f"{MAP}?window=7d").content.decode()))
+    page = viewer_client.get(f"{MAP}?window=7d").content.decode()
+    drawn = arrows_by_route(read_map(page))
+    table = {
+        (scope, route): cells
+        for route, scope, cells in re.findall(r'<tr data-route="([^"]*)" data-scope="([^"]*)">(.*?)</tr>', page, re.S)
+    }
 
     expected = reference(specs, declared_routes(contracts))
     taken = {key: arrow for key, arrow in drawn.items() if arrow["data-count"] != "0"}
@@ -188,6 +205,7 @@ def test_every_arrow_shows_the_count_verdict_mix_and_state_of_a_python_recount(v
     }
     for key, counts in expected.items():
         assert taken[key]["label"] == expected_label(counts), key
+        assert table[key].endswith(f"<td>{counts['total']}</td><td>{expected_verdicts(counts)}</td>"), key
         assert f"route-{expected_state(counts)}" in taken[key]["classes"], key
     assert all(
         "route-unused" in a["classes"] and a["label"] == "unused" for a in drawn.values() if a["data-count"] == "0"
@@ -218,7 +236,8 @@ def test_an_undeclared_route_is_drawn_in_the_failure_colour_with_its_words(viewe
 
     arrow = arrows_by_route(read_map(page))[("parent", "triage → coder")]
     assert "route-undeclared" in arrow["classes"]
-    assert arrow["label"] == "undeclared: 1 ✗"
+    assert arrow["label"] == "undeclared: 1 · 100% failed"
+    assert arrow["aria-label"].startswith("undeclared: 1 · 100% failed; triage → coder")  # the words shown, first
     assert "not declared by their route version" in arrow["aria-label"]
     css = _css()
     assert re.search(r"\.route-undeclared polyline[^{]*\{[^}]*stroke: var\(--bad\)", css)
@@ -371,8 +390,8 @@ def test_the_run_page_draws_the_path_its_run_took_in_order(viewer_client, record
 
     arrows = arrows_by_route(read_map(page))
     assert "The path this run took" in page
-    assert arrows[("parent", "triage → sales")]["label"] == "#1 1 ✓"
-    assert arrows[("parent", "sales → billing")]["label"] == "#2 1 ◔"
+    assert arrows[("parent", "triage → sales")]["label"] == "#1 1 · 0% failed"
+    assert arrows[("parent", "sales → billing")]["label"] == "#2 1 · 0% failed"
     assert arrows[("parent", "triage → support")]["label"] == "unused"
 
 

@@ -127,7 +127,8 @@ def _answer(response, name: str) -> str:
 
 
 @pytest.mark.parametrize(
-    "what", ["approve", "reject", "reassign", "cancel", "reopen", "accept", "resolve", "stop", "resume", "retry"]
+    "what",
+    ["approve", "reject", "reassign", "cancel", "reopen", "verify", "accept", "resolve", "stop", "resume", "retry"],
 )
 def test_a_confirmation_page_of_another_teams_object_is_not_found(client, people, scenario_handoff, alpha, beta, what):
     _in_team(people, beta)

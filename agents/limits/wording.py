@@ -1,0 +1,93 @@
+"""The limits form in words (issue 30 §5): a human label and help text for every setting, never a raw key.
+
+`agents.limits.setting.schema` gives the settings; this gives what the admin's form calls them. A setting
+missing here still gets a label made of its key (tests/agents/test_limits_wording.py checks none is).
+"""
+
+from __future__ import annotations
+
+from agents.limits.setting import Setting
+
+SECTIONS: dict[str, str] = {
+    "tool_call_limit": "Tool call limits",
+    "per_tool_limits": "Limits per tool",
+    "model_call_limit": "Model call limits",
+    "tool_retry": "Retrying a failed tool call",
+    "model_retry": "Retrying a failed model call",
+    "tool_errors": "Tool errors shown to the model",
+    "summarization": "Summarizing a long history",
+    "context_editing": "Clearing old tool results",
+    "approval": "Approval before sensitive tools",
+    "shell": "Shell in the run's workspace",
+    "file_search": "File search in the run's workspace",
+    "tool_search": "Tool search",
+    "dry_run": "Dry run",
+}
+
+# path -> (label, help text)
+WORDS: dict[str, tuple[str, str]] = {
+    "tool_call_limit.thread_limit": ("Tool calls per conversation", "The most tool calls in one conversation thread."),
+    "tool_call_limit.run_limit": ("Tool calls per run", "The most tool calls in one run of the agent."),
+    "tool_call_limit.exit_behavior": ("When the tool limit is reached", "Go on without it, raise an error, or end."),
+    "per_tool_limits": ("Limit per tool", 'A limit for single tools, e.g. {"refund": {"run_limit": 1}}.'),
+    "model_call_limit.thread_limit": ("Model calls per conversation", "The most model calls in one thread."),
+    "model_call_limit.run_limit": ("Model calls per run", "The most model calls in one run of the agent."),
+    "model_call_limit.exit_behavior": ("When the model limit is reached", "End the run, or raise an error."),
+    "tool_retry.max_retries": ("Tool retries", "How many times a failed tool call is tried again."),
+    "tool_retry.retry_on": ("Tool errors retried", "Only these errors are retried."),
+    "tool_retry.on_failure": ("When tool retries run out", "Tell the model the error, or raise it."),
+    "tool_retry.backoff_factor": ("Tool retry backoff", "Each wait is this many times the one before."),
+    "tool_retry.initial_delay": ("First tool retry after (s)", "Seconds before the first retry."),
+    "tool_retry.max_delay": ("Longest tool retry wait (s)", "No wait between retries is longer."),
+    "tool_retry.jitter": ("Randomize tool retry waits", "Spread retries so they do not all come at once."),
+    "model_retry.max_retries": ("Model retries", "How many times a failed model call is tried again."),
+    "model_retry.retry_on": ("Model errors retried", "Only these errors are retried."),
+    "model_retry.on_failure": ("When model retries run out", "Continue with an error message, or raise it."),
+    "model_retry.backoff_factor": ("Model retry backoff", "Each wait is this many times the one before."),
+    "model_retry.initial_delay": ("First model retry after (s)", "Seconds before the first retry."),
+    "model_retry.max_delay": ("Longest model retry wait (s)", "No wait between retries is longer."),
+    "model_retry.jitter": ("Randomize model retry waits", "Spread retries so they do not all come at once."),
+    "tool_errors.tools": ("Tools whose errors the model sees", "Their errors become a message to the model."),
+    "tool_errors.message": ("Message for a tool error", "What the model is told when a tool fails."),
+    "tool_errors.retried_message": ("Message after retries", "What the model is told when retries ran out."),
+    "summarization.trigger": ("Summarize when", 'When the history is summarized, e.g. {"tokens": 4000}.'),
+    "summarization.keep": ("Messages kept", 'What stays as it is after a summary, e.g. {"messages": 20}.'),
+    "summarization.model": ("Summarizing model", "The model that writes the summary."),
+    "context_editing.trigger": ("Clear tool results above (tokens)", "Old tool results are cleared past this size."),
+    "context_editing.keep": ("Tool results kept", "How many of the newest tool results stay."),
+    "context_editing.clear_at_least": ("Clear at least (tokens)", "Clear no fewer tokens than this at a time."),
+    "context_editing.exclude_tools": ("Tools never cleared", "Results of these tools always stay."),
+    "context_editing.placeholder": ("Placeholder text", "What a cleared result is replaced by."),
+    "context_editing.clear_tool_inputs": ("Clear tool inputs too", "Also clear the arguments of cleared calls."),
+    "approval.tools": ("Tools that need approval", 'Per tool: when it needs a person, e.g. {"refund": {}}.'),
+    "approval.owner": ("Who approves", "The user or group that decides a wait."),
+    "approval.backup_owner": ("Who approves next", "The wait goes to them when the first owner is late."),
+    "approval.deadline_minutes": ("Approval deadline (minutes)", "How long a wait may wait for a decision."),
+    "approval.on_expiry": ("When the deadline passes", "Reject the undecided wait, or escalate it."),
+    "shell.enabled": ("Shell enabled", "Give the agent a shell in the run's workspace."),
+    "shell.startup_commands": ("Commands at start", "Run in the workspace before the agent starts."),
+    "shell.command_timeout": ("Command timeout (s)", "A command running longer is stopped."),
+    "shell.max_output_lines": ("Output lines kept", "Longer output is cut to this many lines."),
+    "shell.max_output_bytes": ("Output bytes kept", "Longer output is cut to this many bytes."),
+    "shell.sandbox": ("Sandbox", "Where commands run."),
+    "shell.redaction": ("Redaction rules", "What is hidden from command output before the model sees it."),
+    "file_search.enabled": ("File search enabled", "Let the agent search files in the run's workspace."),
+    "file_search.max_file_size_mb": ("Largest file searched (MB)", "Larger files are skipped."),
+    "tool_search.enabled": ("Tool search enabled", "The model finds deferred tools by searching for them."),
+    "tool_search.deferred_tools": ("Tools found by search", "Not given up front: found when the model asks."),
+    "dry_run.emulate": ("Tools emulated in a dry run", "A dry run fakes these tools instead of calling them."),
+}
+
+
+def label(setting: Setting) -> str:
+    found = WORDS.get(setting.path)
+    return found[0] if found else setting.path.rsplit(".", 1)[-1].replace("_", " ").capitalize()
+
+
+def help_text(setting: Setting) -> str:
+    found = WORDS.get(setting.path)
+    return found[1] if found else ""
+
+
+def section(name: str) -> str:
+    return SECTIONS.get(name, name.replace("_", " ").capitalize())
