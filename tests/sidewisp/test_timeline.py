@@ -200,3 +200,35 @@ def test_the_timeline_grows_live_over_the_run_pages_socket(viewer, record_handof
         await communicator.disconnect()
 
     run_async(body)
+
+
+def test_a_bar_whose_entry_is_on_another_page_links_to_the_page_that_starts_at_it(record_handoff, viewer_client):
+    from tests.sidewisp.test_run_history import _reports
+
+    handoff = record_handoff("h-tl-far", "op-tl-far", "healthy")
+    _reports(handoff.run, 40)  # an hour older than the receipts: the first page (oldest first) is all reports
+    url = reverse("sidewisp:run-history", args=[handoff.run_id])
+    page = unescape(viewer_client.get(url).content.decode())
+
+    links = re.findall(r'<a class="tl-link" href="([^"]+)"', page)
+    assert links and all("?after=" in link for link in links)
+    for link in links:
+        path, _, anchor = link.partition("#")
+        target = unescape(viewer_client.get(path.replace("&amp;", "&")).content.decode())
+        assert re.search(rf'<li class="row history-entry" id="{anchor}"', target), link
+
+
+def test_the_history_says_each_step_in_words(contracts, viewer_client):
+    from receipts.ingest.recording import record
+    from tests.conftest import handoff_parts
+
+    part, value = handoff_parts("healthy")[0]  # the created receipt alone: its reduced is still due
+    handoff = record(handoff_id="h-tl-words", operation_id="op-tl-words", part=part, value=value).handoff
+    page = unescape(viewer_client.get(reverse("sidewisp:run-history", args=[handoff.run_id])).content.decode())
+
+    entries = re.findall(r'<li class="row history-entry".*?</li>', page, re.S)
+    in_progress = [e for e in entries if "data-in-progress" in e]
+    assert in_progress and not any("Verdict:" in e for e in in_progress)
+    assert "Transfer requested" in page and not re.search(r"attempt <code>|Receipt <code>", page)
+    text = re.sub(r"<[^>]+>", "", page)
+    assert not re.search(r"attempt [a-z]+-[a-z0-9]+", text)  # no "attempt complete-end"
