@@ -1,10 +1,12 @@
-"""A run's history: everything that happened to it, newest first, one page at a time, from stored rows.
+"""A run's history: everything that happened to it, oldest first (or newest first), a page at a time, from stored rows.
 
 Eight sources feed it: receipts as they arrived, verdict changes with their cause, decisions on waits and
 their application, operator and system actions (the audit log), middleware reports, outbox intents a
 worker applied, and worker deliveries. A page asks each source for at most `size + 1` rows older than its
 cursor (one query each, ordered by time), merges them in Python and keeps `size`: the query count does not
-grow with the history. The cursor is the last shown entry's (time, kind, pk), the order of the merge.
+grow with the history. The cursor is the last shown entry's (time, kind, pk), the order of the merge. Each
+entry has its sequence number in the whole history (1 is the oldest): one more query counts, across the
+sources at once, the entries older than the page's oldest.
 
 Only names, ids, codes, counts and times leave here: a decision's message and edited arguments are never
 read (deferred), receipts' payloads only for their named fields (a wait's owner, reason and resolution).
@@ -81,6 +83,7 @@ class Entry:
     carried_by: TaskDelivery | None = None
     facts: dict = field(default_factory=dict)
     due: str = ""  # a verdict entry in progress: the part its verdict waited for (`_date_verdicts`)
+    seq: int = 0  # its place in the whole history, 1 the oldest (set by `page`)
 
     @property
     def pk(self) -> int:
@@ -98,9 +101,11 @@ class Entry:
 @dataclass
 class Page:
     entries: list[Entry]
-    older: Cursor | None  # the cursor of the next (older) page, None at the beginning of the run
+    older: Cursor | None  # newest first: the cursor of the next (older) page, None at the beginning of the run
     handoff: Handoff | None = None
     first: bool = True
+    newer: Cursor | None = None  # oldest first: the cursor of the next (newer) page, None at the newest entry
+    newest_first: bool = True
 
 
 @dataclass(frozen=True)
@@ -159,22 +164,52 @@ SOURCES: dict[str, Source] = {
 }
 
 
-def page(run: Run, *, handoff: Handoff | None = None, older: Cursor | None = None, size: int = PAGE_SIZE) -> Page:
-    """The `size` newest entries of `run`'s history older than `older` (all of them when None)."""
+def page(
+    run: Run,
+    *,
+    handoff: Handoff | None = None,
+    older: Cursor | None = None,
+    size: int = PAGE_SIZE,
+    newer: Cursor | None = None,
+    newest_first: bool = True,
+) -> Page:
+    """Newest first: the `size` newest entries of `run`'s history older than `older` (all of them when None).
+    Oldest first (`newest_first=False`): the `size` oldest entries newer than `newer`."""
     size = max(1, min(size, MAX_PAGE_SIZE))
+    sign = "-" if newest_first else ""
     candidates: list[Entry] = []
     for kind, source in SOURCES.items():
         rows = source.rows(run, handoff)
         if rows is None:
             continue
-        rows = _before(rows, source.field, kind, older).order_by(f"-{source.field}", "-pk")[: size + 1]
+        rows = _before(rows, source.field, kind, older) if newest_first else _after(rows, source.field, kind, newer)
+        rows = rows.order_by(f"{sign}{source.field}", f"{sign}pk")[: size + 1]
         candidates += [_entry(kind, getattr(row, source.field), row) for row in rows]
-    candidates.sort(key=lambda e: e.cursor, reverse=True)
+    candidates.sort(key=lambda e: e.cursor, reverse=newest_first)
     entries = candidates[:size]
     _attach_results(entries)
     _date_verdicts(entries)
+    _number(run, handoff, entries)
     more = len(candidates) > size
-    return Page(entries, entries[-1].cursor if more else None, handoff=handoff, first=older is None)
+    last = entries[-1].cursor if more else None
+    if newest_first:
+        return Page(entries, last, handoff=handoff, first=older is None)
+    return Page(entries, None, handoff=handoff, first=newer is None, newer=last, newest_first=False)
+
+
+def _number(run: Run, handoff: Handoff | None, entries: list[Entry]) -> None:
+    """Each entry's sequence number: one query counts every source's entries before the page's oldest."""
+    if not entries:
+        return
+    oldest = min(e.cursor for e in entries)
+    counted = [
+        _before(rows, source.field, kind, oldest).order_by().values("pk")
+        for kind, source in SOURCES.items()
+        if (rows := source.rows(run, handoff)) is not None
+    ]
+    offset = counted[0].union(*counted[1:], all=True).count()
+    for n, entry in enumerate(sorted(entries, key=lambda e: e.cursor), start=offset + 1):
+        entry.seq = n
 
 
 def _before(rows: QuerySet, name: str, kind: str, older: Cursor | None) -> QuerySet:
@@ -187,6 +222,18 @@ def _before(rows: QuerySet, name: str, kind: str, older: Cursor | None) -> Query
     if kind == older.kind:
         return rows.filter(earlier | Q(**{name: older.at, "pk__lt": older.pk}))
     return rows.filter(earlier)
+
+
+def _after(rows: QuerySet, name: str, kind: str, newer: Cursor | None) -> QuerySet:
+    """The rows that come after `newer` in oldest-first (time, kind, pk) order."""
+    if newer is None:
+        return rows
+    later = Q(**{f"{name}__gt": newer.at})
+    if kind > newer.kind:
+        return rows.filter(later | Q(**{name: newer.at}))
+    if kind == newer.kind:
+        return rows.filter(later | Q(**{name: newer.at, "pk__gt": newer.pk}))
+    return rows.filter(later)
 
 
 def _entry(kind: str, at: datetime, row) -> Entry:
@@ -216,10 +263,13 @@ def _promiser(key: str) -> int | None:
 
 def _attach_results(entries: Iterable[Entry]) -> None:
     # One query for the page: what the workers did with the work each shown action promised.
+    # Asked even when the page shows no action (`[0]` matches none), so a page's query count does not depend on
+    # what it shows.
     actions = {e.pk: e for e in entries if e.kind == "audit"}
-    if not actions:
+    if not entries:
         return
-    for delivery in TaskDelivery.objects.filter(promised_by_id__in=actions).order_by("started_at", "pk"):
+    found = TaskDelivery.objects.filter(promised_by_id__in=list(actions) or [0]).order_by("started_at", "pk")
+    for delivery in found:
         actions[delivery.promised_by_id].carried_by = delivery  # the latest delivery wins
 
 
@@ -228,12 +278,14 @@ def _date_verdicts(entries: Iterable[Entry]) -> None:
 
     Settled verdicts (spec v1.2) on the history too: a failing verdict recorded while its due part had not
     arrived and its handoff was unsettled was *in progress*, never a verdict; the handoff's latest change
-    is what the run page shows now (receipts.ingest.due.due_part). Two queries, none without verdict entries.
+    is what the run page shows now (receipts.ingest.due.due_part). Two queries for any page with entries, even
+    one without verdict entries (`{0}` matches no handoff): a page's query count does not depend on what it shows.
     """
-    verdicts = [e for e in entries if e.kind == "verdict" and e.handoff is not None]
-    if not verdicts:
+    entries = list(entries)
+    if not entries:
         return
-    handoffs = {e.handoff.pk for e in verdicts}
+    verdicts = [e for e in entries if e.kind == "verdict" and e.handoff is not None]
+    handoffs = {e.handoff.pk for e in verdicts} or {0}
     first: dict[tuple[int, str], datetime] = {}
     arrivals = Receipt.objects.filter(handoff__in=handoffs, part__in=set(run_due.DUE_PARTS.values()))
     for row in arrivals.order_by().values("handoff_id", "part").annotate(first=Min("recorded_at")):

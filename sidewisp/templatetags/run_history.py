@@ -7,7 +7,7 @@ from django import template
 
 from receipts import actions
 from receipts.models import Run
-from sidewisp.pages import history
+from sidewisp.pages import history, history_words
 
 register = template.Library()
 
@@ -15,8 +15,23 @@ register = template.Library()
 @register.inclusion_tag("sidewisp/_history.html", takes_context=True)
 def run_history(context: template.Context, run: Run) -> dict:
     """The newest entries of `run`'s history, swapped live with the run page (out of band from the socket)."""
-    section = history.section_context(run, context.get("user"))
+    section = history.section_context(run, context.get("user"), section=True)
     return {**section, "oob": context.get("oob", False), "section": True}
+
+
+@register.filter
+def part_words(code: str) -> str:
+    return history_words.part(code)
+
+
+@register.filter
+def attempt_words(code: str) -> str:
+    return history_words.attempt(code)
+
+
+@register.filter
+def final_words(status: str) -> str:
+    return history_words.final(status)
 
 
 @register.inclusion_tag("sidewisp/_history_link.html", takes_context=True)

@@ -346,8 +346,11 @@ MAX_QUERIES = {
     "sidewisp:false-completions": 7,  # + the settlements in force (accepted or resolved)
     # + the pinned limits version (issue 6), the verdict history, the waits' stories (2), the team map (2: the
     # routes grouped in one query, their contract versions), the history (issue 21 §1: its eight sources, one
-    # query each, and the deliveries that carried out its actions)
-    "sidewisp:run-detail": 24,
+    # query each, and the deliveries that carried out its actions), + issue 30 §1: the timeline's receipts (one
+    # query) and the history's sequence numbers (one count across its sources); the two queries that date its
+    # verdict entries (issue 28 §7) and the deliveries query are now asked whatever the page shows, so the count
+    # does not depend on which entries it shows
+    "sidewisp:run-detail": 29,
 }
 
 

@@ -84,15 +84,24 @@ def edited_run(transactional_db, people, client, monkeypatch):
     return run, wait, response
 
 
-def test_the_history_shows_every_kind_of_entry_newest_first(edited_run, client):
+def entry_times(page: str) -> list[str]:
+    found = r'class="row history-entry"[^>]*>\s*<span class="cell-time">.*?<time[^>]*datetime="([^"]+)"'
+    return re.findall(found, page)
+
+
+def test_the_history_shows_every_kind_of_entry_oldest_first_and_newest_first_on_request(edited_run, client):
+    # issue 30 §1: oldest first by default (it was newest first), newest first is a toggle.
     run, _, _ = edited_run
 
     page = text(client.get(history_url(run)))
+    newest = text(client.get(history_url(run, order="newest")))
 
     shown = kinds(page)
     assert {"receipt", "verdict", "decided", "applied", "audit", "intent", "delivery"} <= set(shown)
-    times = re.findall(r'class="row history-entry"[^>]*>\s*<span class="cell-time"><time[^>]*datetime="([^"]+)"', page)
-    assert times and times == sorted(times, reverse=True)
+    times = entry_times(page)
+    assert times and times == sorted(times)
+    assert entry_times(newest) == sorted(times, reverse=True)
+    assert '<strong aria-current="true">oldest first</strong>' in page and 'order=newest">newest first</a>' in page
     assert "wait opened, owner <strong>ops-lead</strong>, reason <code>purchase_approval</code>" in page
     assert "Wait approved with edited arguments</strong> by ops-lead" in page
     assert "ops-lead: <code>wait.edit</code> — Done</strong>" in page and "why: one less" in page
@@ -251,18 +260,41 @@ def test_the_cursor_pages_through_every_entry_once_in_order(record_handoff):
     assert len(seen) == len({e.anchor for e in seen}) > 30
 
 
-def test_the_history_page_links_to_older_entries_by_cursor(record_handoff, viewer_client):
+def test_oldest_first_pages_through_every_entry_once_numbered_from_one(record_handoff):
+    handoff = record_handoff("h-pages", "op-pages", "healthy")
+    _reports(handoff.run, 30)
+    everything = history.page(handoff.run, size=1000).entries[::-1]
+
+    seen, cursor = [], None
+    while True:
+        page = history.page(handoff.run, newer=cursor, size=7, newest_first=False)
+        seen += page.entries
+        if page.newer is None:
+            break
+        cursor = history.Cursor.parse(str(page.newer))
+
+    assert [e.anchor for e in seen] == [e.anchor for e in everything]
+    assert [e.seq for e in seen] == list(range(1, len(everything) + 1))
+    assert [e.seq for e in everything] == list(range(1, len(everything) + 1))
+
+
+@pytest.mark.parametrize(("order", "link"), [("newest", "Older entries"), ("oldest", "Newer entries")])
+def test_the_history_page_links_to_the_next_entries_by_cursor(record_handoff, viewer_client, order, link):
     run = record_handoff("h-older", "op-older", "healthy").run
     _reports(run, 40)
 
-    first = text(viewer_client.get(history_url(run)))
-    older = re.search(r'<a href="([^"]+)" rel="next">Older entries', first).group(1)
-    second = text(viewer_client.get(older.replace("&amp;", "&")))
+    first = text(viewer_client.get(history_url(run, order=order)))
+    following = re.search(rf'<a href="([^"]+)" rel="next">{link}', first).group(1)
+    second = text(viewer_client.get(following.replace("&amp;", "&")))
 
     assert len(kinds(first)) == history.PAGE_SIZE
-    assert set(re.findall(r'id="(history-[a-z]+-\d+)"', first)).isdisjoint(
-        re.findall(r'id="(history-[a-z]+-\d+)"', second)
-    )
+    ids = [re.findall(r'id="(history-[a-z]+-\d+)"', page) for page in (first, second)]
+    assert set(ids[0]).isdisjoint(ids[1])
+    seqs = [int(n) for page in (first, second) for n in re.findall(r'data-seq="(\d+)"', page)]
+    total = len(history.page(run, size=history.MAX_PAGE_SIZE).entries)
+    # Numbered in the whole history, 1 the oldest, across pages.
+    expected = range(1, len(seqs) + 1) if order == "oldest" else range(total, total - len(seqs), -1)
+    assert total > history.PAGE_SIZE and seqs == list(expected)
 
 
 def test_a_cursor_it_did_not_write_is_refused(record_handoff, viewer_client):
@@ -290,8 +322,9 @@ def test_the_history_runs_as_many_queries_for_50_entries_as_for_5(record_handoff
     assert len(history.page(few, size=100).entries) <= 10 < 50 <= len(history.page(many, size=100).entries)
 
     for name in ("sidewisp:run-history", "sidewisp:run-detail"):
-        counts = [_queries(viewer_client, reverse(name, args=[run.pk])) for run in (many, few)]
-        assert counts[0] == counts[1], name
+        for query in ("", "?order=newest"):
+            counts = [_queries(viewer_client, reverse(name, args=[run.pk]) + query) for run in (many, few)]
+            assert counts[0] == counts[1], (name, query)
 
 
 # --- live: the run page's socket swaps the history section with the new entries --------------------------------

@@ -1,0 +1,166 @@
+"""A run's timeline (waterfall): one lane per agent, a bar for each agent turn, wait and handoff, from its receipts.
+
+`build` is pure: receipts as `Step`s in, `Timeline` out (lanes, bars, the span and the current moment). The
+stored receipts say when each step happened (their `recorded_at`), who sent and who received each handoff:
+
+- a handoff bar, in its sender's lane, from `created` (the transfer tool was called) until `destination`
+  (the receiver started), or `reduced` when the receiver never started;
+- a turn bar: the first sender's from the run's start until its first transfer; a receiver's from its start
+  (or the end of its wait) until its next transfer, its wait, or its `final_status` claim;
+- a wait bar, in its receiver's lane, from the `wait` receipt until the one that says it was decided.
+
+A step still open is drawn until `now` when the run is running (and marked open), else until the run's end.
+`for_run` reads the receipts in one query (at most MAX_RECEIPTS, oldest first).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+MAX_RECEIPTS = 2000
+KINDS = {"turn": "Turn", "wait": "Wait", "handoff": "Handoff"}
+IN_PROGRESS = "IN_PROGRESS"  # an unsettled handoff's verdict that still waits for a part (receipts.ingest.due)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One receipt as the timeline reads it."""
+
+    at: datetime
+    part: str  # created, reduced, destination, wait, verification, final_status
+    handoff_id: str
+    sender: str
+    receiver: str
+    verdict: str  # the handoff's verdict now, or IN_PROGRESS while a part it needs is still due
+    anchor: str  # the history entry it is (`history-receipt-<pk>`)
+    resolved: bool = False  # a wait receipt that says the wait was decided
+
+
+@dataclass
+class Bar:
+    kind: str  # turn, wait, handoff
+    lane: str  # the agent
+    start: datetime
+    end: datetime
+    verdict: str
+    anchor: str  # the history entry it starts at
+    end_anchor: str = ""  # the history entry it ends at ("" when it is still open)
+    handoff_id: str = ""
+    open: bool = False  # still going on at `now`
+
+    @property
+    def duration(self) -> timedelta:
+        return self.end - self.start
+
+
+@dataclass
+class Lane:
+    agent: str
+    bars: list[Bar] = field(default_factory=list)
+
+
+@dataclass
+class Timeline:
+    lanes: list[Lane]
+    start: datetime
+    end: datetime
+    now: datetime | None  # the current moment, on a running run only
+    times: dict[str, datetime] = field(default_factory=dict)  # each step's time, by its anchor
+
+    @property
+    def bars(self) -> list[Bar]:
+        return [bar for lane in self.lanes for bar in lane.bars]
+
+    def took(self) -> dict[str, Bar]:
+        """The bar that ends at each history entry (by anchor): what that entry closed and how long it took."""
+        return {bar.end_anchor: bar for bar in self.bars if bar.end_anchor}
+
+
+def build(steps: list[Step], *, start: datetime, end: datetime, running: bool) -> Timeline:
+    """The lanes and bars of `steps` (oldest first), between the run's `start` and `end` (`now` if running)."""
+    lanes: dict[str, Lane] = {}
+    turns: dict[str, tuple[datetime, str, str]] = {}  # agent -> (since, anchor, verdict) of its open turn
+    transfers: dict[str, tuple[Step, Bar | None]] = {}  # handoff id -> its created step, its closed bar
+    waits: dict[str, Bar] = {}  # handoff id -> its open wait
+
+    def lane(agent: str) -> Lane:
+        return lanes.setdefault(agent, Lane(agent))
+
+    def close_turn(agent: str, step: Step, verdict: str) -> None:
+        since, anchor, _ = turns.pop(agent, (None, "", ""))
+        if since is None and not any(b.kind == "turn" for b in lane(agent).bars) and not transfers_seen(agent):
+            since, anchor = start, step.anchor  # the first sender's turn began with the run
+        if since is not None:
+            lane(agent).bars.append(Bar("turn", agent, since, step.at, verdict, anchor, step.anchor, step.handoff_id))
+
+    def transfers_seen(agent: str) -> bool:
+        return any(s.receiver == agent for s, _ in transfers.values())
+
+    for step in sorted(steps, key=lambda s: s.at):
+        sender, receiver = step.sender or "unknown agent", step.receiver or "unknown agent"
+        if step.part == "created":
+            close_turn(sender, step, step.verdict)
+            transfers.setdefault(step.handoff_id, (step, None))
+        elif step.part in ("reduced", "destination"):
+            created, bar = transfers.get(step.handoff_id, (None, None))
+            if created is None:
+                continue
+            if bar is None:
+                bar = Bar("handoff", sender, created.at, step.at, step.verdict, created.anchor, step.anchor)
+                bar.handoff_id = step.handoff_id
+                lane(sender).bars.append(bar)
+                transfers[step.handoff_id] = (created, bar)
+            else:
+                bar.end, bar.end_anchor = step.at, step.anchor
+            if step.part == "destination":
+                turns[receiver] = (step.at, step.anchor, step.verdict)
+        elif step.part == "wait" and not step.resolved:
+            close_turn(receiver, step, step.verdict)
+            bar = Bar("wait", receiver, step.at, step.at, step.verdict, step.anchor, "", step.handoff_id, open=True)
+            lane(receiver).bars.append(bar)
+            waits[step.handoff_id] = bar
+        elif step.part == "wait":
+            bar = waits.pop(step.handoff_id, None)
+            if bar is not None:
+                bar.end, bar.end_anchor, bar.open = step.at, step.anchor, False
+            turns[receiver] = (step.at, step.anchor, step.verdict)
+        elif step.part == "final_status":
+            close_turn(receiver, step, step.verdict)
+
+    for agent, (since, anchor, verdict) in turns.items():
+        lane(agent).bars.append(Bar("turn", agent, since, end, verdict, anchor, "", open=running))
+    for bar in waits.values():
+        bar.end, bar.open = max(end, bar.start), running
+    last = max([end, start, *(b.end for lane_ in lanes.values() for b in lane_.bars)])
+    times = {step.anchor: step.at for step in steps}
+    return Timeline(list(lanes.values()), start, last, end if running else None, times)
+
+
+def for_run(run, now: datetime) -> Timeline:
+    """`run`'s timeline from its stored receipts (one query)."""
+    from receipts.ingest.due import due_part
+    from receipts.models import Receipt
+
+    rows = Receipt.objects.filter(handoff__run=run).select_related("handoff").order_by("recorded_at", "pk")
+    rows = list(rows[:MAX_RECEIPTS])
+    verdicts = {r.handoff_id: IN_PROGRESS if due_part(r.handoff) else r.handoff.verdict for r in rows}
+    steps = [
+        Step(
+            r.recorded_at,
+            r.part,
+            r.handoff.handoff_id,
+            r.handoff.sender,
+            r.handoff.receiver,
+            verdicts[r.handoff_id],
+            f"history-receipt-{r.pk}",
+            resolved=r.part == "wait" and isinstance(r.payload, dict) and r.payload.get("resolved") is True,
+        )
+        for r in rows
+    ]
+    start = run.started_at or run.created_at
+    if steps:
+        start = min(start, steps[0].at)
+    running = run.status in ("queued", "running", "waiting")
+    end = now if running else (run.finished_at or (steps[-1].at if steps else start))
+    return build(steps, start=start, end=max(end, start), running=running)

@@ -1,0 +1,234 @@
+"""The run's timeline (issue 30 §1): the pure model (steps in, lanes and bars out), its drawing, its place on the run
+page and its query count.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from html import unescape
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from receipts.models import Receipt
+from receipts.queries import timeline
+from receipts.queries.timeline import Step
+from sidewisp.pages import history_words
+from sidewisp.pages import timeline as drawing
+
+T0 = datetime(2026, 7, 30, 10, 0, 0, tzinfo=UTC)
+
+
+def at(ms: int) -> datetime:
+    return T0 + timedelta(milliseconds=ms)
+
+
+def step(ms: int, part: str, hid: str, sender: str, receiver: str, verdict: str = "HEALTHY", **kw) -> Step:
+    return Step(at(ms), part, hid, sender, receiver, verdict, f"history-receipt-{ms}", **kw)
+
+
+# triage hands h-1 to sales, which waits for a person, then hands h-2 to billing, which claims it is done.
+STEPS = [
+    step(1000, "created", "h-1", "triage", "sales"),
+    step(1010, "reduced", "h-1", "triage", "sales"),
+    step(1200, "destination", "h-1", "triage", "sales"),
+    step(3000, "wait", "h-1", "triage", "sales", "WAITING_ON_APPROVAL"),
+    step(9000, "wait", "h-1", "triage", "sales", "WAITING_ON_APPROVAL", resolved=True),
+    step(9500, "created", "h-2", "sales", "billing", "FALSE_COMPLETE"),
+    step(9600, "reduced", "h-2", "sales", "billing", "FALSE_COMPLETE"),
+    step(9700, "destination", "h-2", "sales", "billing", "FALSE_COMPLETE"),
+    step(12000, "final_status", "h-2", "sales", "billing", "FALSE_COMPLETE"),
+]
+
+
+def shape(tl: timeline.Timeline) -> list[tuple]:
+    return [(b.lane, b.kind, b.start, b.end, b.verdict, b.open) for b in tl.bars]
+
+
+def test_one_lane_per_agent_and_a_bar_per_turn_wait_and_handoff_in_order():
+    tl = timeline.build(STEPS, start=T0, end=at(12000), running=False)
+
+    assert [lane.agent for lane in tl.lanes] == ["triage", "sales", "billing"]
+    assert shape(tl) == [
+        ("triage", "turn", T0, at(1000), "HEALTHY", False),  # the first sender's turn began with the run
+        ("triage", "handoff", at(1000), at(1200), "HEALTHY", False),  # transfer called .. receiver started
+        ("sales", "turn", at(1200), at(3000), "WAITING_ON_APPROVAL", False),
+        ("sales", "wait", at(3000), at(9000), "WAITING_ON_APPROVAL", False),
+        ("sales", "turn", at(9000), at(9500), "FALSE_COMPLETE", False),  # its turn after the decision
+        ("sales", "handoff", at(9500), at(9700), "FALSE_COMPLETE", False),
+        ("billing", "turn", at(9700), at(12000), "FALSE_COMPLETE", False),
+    ]
+    assert tl.now is None  # a finished run has no "now" line
+
+
+def test_each_bar_starts_and_ends_at_its_entries_and_took_names_the_entry_that_closed_it():
+    tl = timeline.build(STEPS, start=T0, end=at(12000), running=False)
+
+    wait = next(b for b in tl.bars if b.kind == "wait")
+    assert (wait.anchor, wait.end_anchor) == ("history-receipt-3000", "history-receipt-9000")
+    assert tl.took()["history-receipt-9000"] is wait and wait.duration == timedelta(seconds=6)
+    assert tl.took()["history-receipt-1200"].kind == "handoff"
+    assert tl.times["history-receipt-9500"] == at(9500)
+
+
+def test_on_a_running_run_open_steps_reach_now_and_are_marked_open():
+    now = at(5000)
+    tl = timeline.build(STEPS[:4], start=T0, end=now, running=True)
+
+    wait = tl.bars[-1]
+    assert (wait.kind, wait.end, wait.open) == ("wait", now, True)
+    assert tl.now == now and tl.end == now
+
+
+def test_a_receiver_that_never_started_leaves_a_handoff_bar_until_its_reduced_receipt():
+    steps = [step(100, "created", "h-9", "a", "b", "DESTINATION_NOT_STARTED")]
+    steps.append(step(150, "reduced", "h-9", "a", "b", "DESTINATION_NOT_STARTED"))
+    tl = timeline.build(steps, start=T0, end=at(400), running=False)
+
+    assert [(b.kind, b.end) for b in tl.bars] == [("turn", at(100)), ("handoff", at(150))]
+    assert [lane.agent for lane in tl.lanes] == ["a"]  # b never ran: no lane of its own
+
+
+def test_no_steps_no_lanes():
+    tl = timeline.build([], start=T0, end=at(10), running=True)
+    assert tl.lanes == [] and tl.bars == []
+
+
+def test_the_drawing_places_bars_in_time_and_says_each_in_words():
+    tl = timeline.build(STEPS, start=T0, end=at(12000), running=False)
+    drawn = drawing.drawn(tl, lambda anchor: f"#{anchor}")
+
+    bars = [d for lane in drawn["lanes"] for d in lane["bars"]]
+    assert [d.bar.kind for d in bars] == [b.kind for b in tl.bars]
+    assert all(d.x >= drawing.LABEL_WIDTH and d.width >= drawing.MIN_BAR for d in bars)
+    assert sorted(d.x for d in bars) == [d.x for d in sorted(bars, key=lambda d: d.bar.start)]
+    wait = next(d for d in bars if d.bar.kind == "wait")
+    assert (wait.tone, wait.href) == ("wait", "#history-receipt-3000")
+    assert wait.text == "Wait in sales for a person (handoff h-1): 6.000 s · verdict Waiting on approval"
+    assert next(d for d in bars if d.bar.lane == "billing").tone == "bad"
+    assert drawn["now_x"] is None
+
+
+@pytest.mark.parametrize(
+    ("ms", "words"),
+    [(0, "0 ms"), (12, "12 ms"), (1234, "1.234 s"), (123_456, "2 min 3.456 s"), (3_723_000, "1 h 2 min")],
+)
+def test_durations_in_words_to_the_millisecond(ms, words):
+    assert drawing.duration(timedelta(milliseconds=ms)) == words
+
+
+@pytest.mark.parametrize(
+    ("code", "words"),
+    [("complete-end", "at the run's end"), ("verify-2", "attempt 2"), ("1", "attempt 1"), ("open-9f3a2c", "")],
+)
+def test_attempts_in_words(code, words):
+    assert history_words.attempt(code) == words
+
+
+def test_clock_and_since():
+    assert history_words.clock(at(1234)) == "2026-07-30 10:00:01.234 UTC"
+    assert history_words.since(at(1234), T0) == "+1.234 s"
+
+
+# --- on the page, from stored receipts -------------------------------------------------------------------------
+
+
+def _page(client, run) -> str:
+    response = client.get(reverse("sidewisp:run-detail", args=[run.pk]))
+    assert response.status_code == 200
+    return unescape(response.content.decode())
+
+
+def test_the_run_page_draws_a_bar_per_turn_and_handoff_from_the_stored_receipts(record_handoff, viewer_client):
+    handoff = record_handoff("h-tl", "op-tl", "healthy")
+    receipts = {r.part: r for r in Receipt.objects.filter(handoff=handoff)}
+
+    page = _page(viewer_client, handoff.run)
+
+    svg = re.search(r"<svg class=\"timeline-svg\".*?</svg>", page, re.S).group(0)
+    lanes = re.findall(r'<g class="tl-lane" data-lane="([^"]+)"', svg)
+    assert lanes == [handoff.sender, handoff.receiver]
+    bars = re.findall(r'href="#history-receipt-(\d+)"[^>]*><rect class="tl-bar tl-(\w+) tone-(\w+)', svg)
+    assert (str(receipts["created"].pk), "handoff", "ok") in bars
+    assert (str(receipts["destination"].pk), "turn", "ok") in bars
+    assert f'id="history-receipt-{receipts["destination"].pk}"' in page  # the bar's entry is on the page
+
+
+def _queries(client, run) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        _page(client, run)
+    return len(queries)
+
+
+def test_the_timeline_costs_the_same_queries_for_many_receipts_as_for_few(record_handoff, viewer_client):
+    few = record_handoff("h-few", "op-few", "healthy").run
+    many = record_handoff("h-many-0", "op-many", "healthy").run
+    for i in range(1, 12):
+        record_handoff(f"h-many-{i}", "op-many", "healthy")
+    assert Receipt.objects.filter(handoff__run=many).count() > 5 * Receipt.objects.filter(handoff__run=few).count()
+
+    assert _queries(viewer_client, many) == _queries(viewer_client, few)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_timeline_grows_live_over_the_run_pages_socket(viewer, record_handoff):
+    from channels.db import database_sync_to_async
+
+    from receipts.ingest.recording import record
+    from tests.sidewisp.test_consumer import ORIGIN, TIMEOUT, receive_until, run_async, session_cookie, socket
+
+    handoff = record_handoff("h-tl-live", "op-tl-live", "waiting")
+    cookie = session_cookie(viewer)
+
+    async def body():
+        communicator = socket(f"/ws/health/?page=run&run={handoff.run_id}", ORIGIN, cookie)
+        assert (await communicator.connect())[0]
+        first = await communicator.receive_from(timeout=TIMEOUT)
+        assert f'id="run-{handoff.run_id}-timeline"' in first and "tl-wait tone-" in first
+        decided = {**handoff.wait_part, "resolved": True, "resolution": "approved"}
+        await database_sync_to_async(record)(
+            handoff_id="h-tl-live", operation_id="op-tl-live", part="wait", value=decided, attempt="decided-1"
+        )
+        receipt = await database_sync_to_async(Receipt.objects.filter(handoff=handoff).latest)("recorded_at", "pk")
+        # The wait's end starts the receiver's next turn: a bar that links to the new entry.
+        message = await receive_until(communicator, f'href="#history-receipt-{receipt.pk}"')
+        assert f'id="run-{handoff.run_id}-timeline"' in message
+        assert f'href="#history-receipt-{receipt.pk}"' not in first
+        await communicator.disconnect()
+
+    run_async(body)
+
+
+def test_a_bar_whose_entry_is_on_another_page_links_to_the_page_that_starts_at_it(record_handoff, viewer_client):
+    from tests.sidewisp.test_run_history import _reports
+
+    handoff = record_handoff("h-tl-far", "op-tl-far", "healthy")
+    _reports(handoff.run, 40)  # an hour older than the receipts: the first page (oldest first) is all reports
+    url = reverse("sidewisp:run-history", args=[handoff.run_id])
+    page = unescape(viewer_client.get(url).content.decode())
+
+    links = re.findall(r'<a class="tl-link" href="([^"]+)"', page)
+    assert links and all("?after=" in link for link in links)
+    for link in links:
+        path, _, anchor = link.partition("#")
+        target = unescape(viewer_client.get(path.replace("&amp;", "&")).content.decode())
+        assert re.search(rf'<li class="row history-entry" id="{anchor}"', target), link
+
+
+def test_the_history_says_each_step_in_words(contracts, viewer_client):
+    from receipts.ingest.recording import record
+    from tests.conftest import handoff_parts
+
+    part, value = handoff_parts("healthy")[0]  # the created receipt alone: its reduced is still due
+    handoff = record(handoff_id="h-tl-words", operation_id="op-tl-words", part=part, value=value).handoff
+    page = unescape(viewer_client.get(reverse("sidewisp:run-history", args=[handoff.run_id])).content.decode())
+
+    entries = re.findall(r'<li class="row history-entry".*?</li>', page, re.S)
+    in_progress = [e for e in entries if "data-in-progress" in e]
+    assert in_progress and not any("Verdict:" in e for e in in_progress)
+    assert "Transfer requested" in page and not re.search(r"attempt <code>|Receipt <code>", page)
+    text = re.sub(r"<[^>]+>", "", page)
+    assert not re.search(r"attempt [a-z]+-[a-z0-9]+", text)  # no "attempt complete-end"
