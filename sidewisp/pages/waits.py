@@ -8,11 +8,12 @@ from urllib.parse import urlencode
 from django.core.paginator import Paginator
 from django.utils import timezone
 
-from receipts.actions import User
+from receipts.actions import DECIDE_ANY, DECIDE_OWN, User
 from receipts.models import AuditEntry, Handoff, Receipt
 from receipts.org import teams
 from receipts.queries import dashboard
 from sidewisp.pages.decisions import mark_expiring
+from sidewisp.pages.inbox import NOT_RECORDED, batch_tools, with_calls
 from sidewisp.pages.offers import with_offers
 from sidewisp.pages.scope import team_switch
 
@@ -29,7 +30,11 @@ def waits_context(user: User, *, mine: bool = False, page: object = 1, team: str
     return {
         "team_switch": team_switch(user, seen, {"mine": "1"} if mine else {}),
         "team": seen.team,
-        "waits": with_offers(waits, user),
+        "waits": with_calls(with_stories(with_offers(waits, user))),
+        "batch_tools": batch_tools(waits),
+        "inbox": True,
+        "may_decide": user.has_perm(DECIDE_OWN) or user.has_perm(DECIDE_ANY),
+        "not_recorded": NOT_RECORDED,
         "page_obj": page_obj,
         "query": urlencode({k: v for k, v in (("mine", "1" if mine else ""), ("team", team)) if v}),
         "resolved": resolved,
