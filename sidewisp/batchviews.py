@@ -60,4 +60,6 @@ def waits_batch_decide(request: HttpRequest) -> HttpResponse:
         "left_out": [o for o in outcomes if o.outcome not in ("done", "noop")],
         "now": timezone.now(),
     }
-    return render(request, "sidewisp/waits_batch_result.html", context)
+    # Denied every one (a role that decides none of them): answered as a denial, each audited as such.
+    denied = bool(outcomes) and all(o.outcome in ("denied", "not_found") for o in outcomes)
+    return render(request, "sidewisp/waits_batch_result.html", context, status=403 if denied else 200)

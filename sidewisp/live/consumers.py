@@ -99,13 +99,14 @@ class HealthConsumer(AsyncWebsocketConsumer):
     async def _watch_my_waits(self) -> None:
         # The tab title's count of the open waits this user owns, and the newest of them for the page's notifier
         # (issue 30 §7): per user, so per socket, not per topic; pushed when it changes (the page rendered it).
-        shown = await live.on_render_thread(_my_waits_now, self.user_id)
+        # The page is rendered without it (no query on every page): the first look is sent at once.
+        shown = None
         while True:
-            await asyncio.sleep(SYSTEM_SECONDS)
             mine = await live.on_render_thread(_my_waits_now, self.user_id)
             if mine != shown:
                 await self.send(text_data=mine)
                 shown = mine
+            await asyncio.sleep(SYSTEM_SECONDS)
 
     def _resync_allowed(self) -> bool:
         now = asyncio.get_running_loop().time()

@@ -57,7 +57,7 @@ def mine(user: User) -> list[Handoff]:
     if not user.is_authenticated:
         return []
     found = dashboard.open_waits_query(user.get_username(), seen=teams.scope_for(user, ""))
-    return list(found.order_by("-pk").only("pk", "handoff_id", "wait_owner")[: NOTIFIED_WAITS + 1])
+    return list(found.select_related(None).order_by("-pk").only("pk", "handoff_id")[:NOTIFIED_WAITS])
 
 
 def my_waits(user: User) -> dict:
@@ -81,13 +81,3 @@ def batchable(h: Handoff) -> bool:
 def batch_tools(handoffs: list[Handoff]) -> list[str]:
     """The tools of the rows that may be picked together (a batch is of one tool)."""
     return sorted({h.call.tool for h in handoffs if batchable(h)})
-
-
-def title_count(request) -> dict:
-    """Context processor: the open waits the logged-in viewer owns, for every page's tab title (issue 30 §7)."""
-    from receipts.actions import VIEW
-
-    user = getattr(request, "user", None)
-    if user is None or not user.is_authenticated or not user.has_perm(VIEW):
-        return {}
-    return {"my_waits": my_waits(user)}

@@ -30,7 +30,7 @@
 
   function readMarker() {
     const marker = document.getElementById("my-waits");
-    if (!marker) return;
+    if (!marker || marker.hasAttribute("data-unread")) return; // the page's placeholder: the socket sends the facts
     const count = parseInt(marker.dataset.count || "0", 10) || 0;
     document.title = (count > 0 ? "(" + count + ") " : "") + plainTitle();
     const links = Array.from(marker.querySelectorAll("a[data-wait]"));
