@@ -155,5 +155,9 @@ def apply(user, signed: str, key: str, reason: str) -> tuple[str, list[Outcome]]
             reason=reason,
             expected={"owner": wait["owner"], "deadline": wait["deadline"]},
         )
-        outcomes.append(Outcome(result.handoff, pk, result.outcome, result.message))
+        message = result.message
+        if result.outcome == "denied" and result.handoff is not None and result.handoff.wait_owner != wait["owner"]:
+            # Denied because the wait is someone else's now: say what changed (the denial is audited as such).
+            message = f"This wait was reassigned to {result.handoff.wait_owner or 'nobody'} meanwhile; nothing changed."
+        outcomes.append(Outcome(result.handoff, pk, result.outcome, message))
     return kind, outcomes
