@@ -138,7 +138,7 @@ def test_a_batch_decides_each_wait_once_and_names_the_one_reassigned_meanwhile(c
     assert set(Decision.objects.values_list("handoff_id", flat=True)) == {w.pk for w in waits[:3]}
     entries = AuditEntry.objects.filter(action="wait.approve")
     assert entries.filter(outcome="done").count() == 3
-    assert entries.filter(outcome="denied", handoff_id=waits[3].pk).count() == 1  # checked on its own, audited
+    assert entries.filter(outcome="denied", handoff_id=waits[3].pk).count() == 2  # each POST checks and audits it
     # A re-POST decides nothing again: each is named as already decided.
     assert again.status_code == 200 and again.content.decode().count("data-repeated=") == 3
     assert Decision.objects.count() == 3
