@@ -39,6 +39,7 @@ class HealthConsumer(AsyncWebsocketConsumer):
 
     async def connect(self) -> None:
         self.topic: live.Topic | None = None
+        self.delivered = asyncio.Event()  # the hub's snapshot went out: the page has its baseline
         self.watchers: list[asyncio.Task] = []
         self.resyncs: list[float] = []
         page_scope = pages.PageScope.from_query_string(self.scope.get("query_string", b""))
@@ -51,7 +52,8 @@ class HealthConsumer(AsyncWebsocketConsumer):
         await self.accept()
         self.topic = live.hub().subscribe(self, page_scope, audience)
         self.watchers = [asyncio.create_task(self._watch_user()), asyncio.create_task(self._watch_system())]
-        self.watchers.append(asyncio.create_task(self._watch_my_waits()))
+        if _asks_for_title_count(self.scope.get("query_string", b"")):  # the page's script asks (static/js/inbox.js)
+            self.watchers.append(asyncio.create_task(self._watch_my_waits()))
 
     async def disconnect(self, code: int) -> None:
         for task in self.watchers:
@@ -62,6 +64,7 @@ class HealthConsumer(AsyncWebsocketConsumer):
 
     async def deliver(self, html: str) -> None:
         await self.send(text_data=html)
+        self.delivered.set()
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         # The only message a page sends: {"type": "resync"} after it saw a gap. Anything else,
@@ -99,7 +102,9 @@ class HealthConsumer(AsyncWebsocketConsumer):
     async def _watch_my_waits(self) -> None:
         # The tab title's count of the open waits this user owns, and the newest of them for the page's notifier
         # (issue 30 §7): per user, so per socket, not per topic; pushed when it changes (the page rendered it).
-        # The page is rendered without it (no query on every page): the first look is sent at once.
+        # The page is rendered without it (no query on every page): the first look is sent right after the
+        # hub's snapshot (which stays the socket's first message).
+        await self.delivered.wait()
         shown = None
         while True:
             mine = await live.on_render_thread(_my_waits_now, self.user_id)
@@ -144,3 +149,8 @@ def _my_waits_now(user_id: int) -> str:
     if user is None or not user.has_perm(pages.VIEWER_PERMISSION):
         return ""
     return render_to_string("sidewisp/_my_waits.html", {"my_waits": my_waits(user), "oob": True})
+
+
+def _asks_for_title_count(raw: bytes) -> bool:
+    text = raw.decode("latin-1") if isinstance(raw, bytes) else str(raw)
+    return "title=1" in text.split("&")

@@ -64,7 +64,7 @@ def my_waits(user: User) -> dict:
     """What the tab title and the notifier read: the count of open waits `user` owns and the newest of them."""
     if not user.is_authenticated:
         return {"count": 0, "waits": []}
-    count = dashboard.open_wait_count(user.get_username(), seen=teams.scope_for(user, ""))
+    count = dashboard.open_waits_query(user.get_username(), seen=teams.scope_for(user, "")).count()
     waits = [
         {"pk": h.pk, "handoff_id": h.handoff_id, "url": reverse("sidewisp:confirm", args=["approve", h.pk])}
         for h in mine(user)[:NOTIFIED_WAITS]

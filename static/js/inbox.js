@@ -9,6 +9,12 @@
 "use strict";
 
 (function () {
+  // The live socket sends this user's count only when asked: the page's socket address asks for it (deferred
+  // scripts run before htmx connects on DOMContentLoaded).
+  document.querySelectorAll("[ws-connect]").forEach(function (el) {
+    el.setAttribute("ws-connect", el.getAttribute("ws-connect") + "&title=1");
+  });
+
   let known = null; // the wait ids the marker named last time (null: not read yet, nothing to notify)
 
   function plainTitle() {
