@@ -11,7 +11,7 @@ from receipts.actions import User
 from receipts.models import Handoff
 from receipts.org import teams
 from receipts.queries import dashboard
-from receipts.workers.runtime import PendingCall
+from receipts.workers.runtime import PendingCall, current
 
 NOT_RECORDED = "Tool call not recorded: the app did not send its tool name with the wait."
 # The newest of a user's open waits the socket names (for a notification when one opens).
@@ -26,6 +26,14 @@ class CallNames:
     arg_keys: tuple[str, ...]
 
 
+def pending_call(run) -> PendingCall | None:
+    """The run's pending call (names; values only where the runtime reads them), None when unreadable."""
+    try:
+        return current().pending_call(run)
+    except Exception:  # noqa: BLE001 - a list row says "not recorded" rather than failing the page
+        return None
+
+
 def call_names(handoff: Handoff, pending: PendingCall | None) -> CallNames | None:
     """The wait's pending call, or None when none is recorded for its current resume token."""
     if pending is None or not pending.tool:
@@ -38,8 +46,6 @@ def call_names(handoff: Handoff, pending: PendingCall | None) -> CallNames | Non
 
 def with_calls(handoffs: list[Handoff]) -> list[Handoff]:
     """Set `call` (CallNames or None) on each open wait: its run's pending call, read once per run."""
-    from sidewisp.pages.confirm import pending_call
-
     read: dict[int, PendingCall | None] = {}
     for h in handoffs:
         h.call = None
