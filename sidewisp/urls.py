@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from sidewisp import api, views
+from sidewisp import api, batchviews, views
 from sidewisp.ops import metrics
 from sidewisp.pages import declarepage, glossary, history, mappage
 from sidewisp.pages.decidedpage import wait_decided
@@ -21,6 +21,8 @@ page_patterns = (
         path("system/", views.system, name="system"),
         path("map/", mappage.team_map, name="map"),  # the team map (issue 21 §2)
         path("confirm/<str:what>/<int:pk>/", views.confirm, name="confirm"),
+        path("waits/batch/", batchviews.waits_batch, name="waits-batch"),  # issue 30 §7
+        path("waits/batch/decide/", batchviews.waits_batch_decide, name="waits-batch-decide"),
         path("waits/<int:pk>/decide/", views.wait_decide, name="wait-decide"),
         path("waits/<int:pk>/decided/", wait_decided, name="wait-decided"),  # where the decision's POST sends you
         path("waits/<int:pk>/reassign/", views.wait_reassign, name="wait-reassign"),

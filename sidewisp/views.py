@@ -29,6 +29,7 @@ from sidewisp.web.access import action_login_required, viewer_required
 # URL patterns and fails on a POST URL missing here or in NOT_ACTIONS).
 ACTION_POLICIES: dict[str, actions.Policy] = {
     "sidewisp:wait-decide": actions.DECIDE_WAIT,
+    "sidewisp:waits-batch-decide": actions.DECIDE_WAIT,  # each wait decided on its own (issue 30 §7)
     "sidewisp:wait-reassign": actions.REASSIGN_WAIT,
     "sidewisp:wait-cancel": actions.CANCEL_WAIT,
     "sidewisp:task-reopen": actions.REOPEN_TASK,

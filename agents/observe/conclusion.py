@@ -22,6 +22,7 @@ from agents.observe.runs import record_final, submit_run
 from agents.observe.tracking import Tracker
 from agents.observe.waits import UNREAD, declined_resolution, gated_tools, pending_call_of, record_wait
 from receipts.ingest import health as run_health
+from receipts.ingest import intake
 from receipts.models import Run
 
 logger = logging.getLogger(__name__)
@@ -89,13 +90,18 @@ def conclude_run(
         outcome = Outcome("parked", error=run_health.held_before(snapshot.next))  # not auto-continue stopped
     else:
         outcome = _ending(operation_id, snapshot, verifier, declined, attempt)
+    pending = None
+    if outcome.status == "waiting":
+        call = partial(pending_call_of, operation_id, snapshot.interrupts, schemas or {})
+        pending = evidence.guarded(operation_id, "run", call)
     if not writer.remote():  # the server keeps a remote run's lifecycle
-        pending = None
-        if outcome.status == "waiting":
-            call = partial(pending_call_of, operation_id, snapshot.interrupts, schemas or {})
-            pending = evidence.guarded(operation_id, "run", call)
         # After the run's receipts in the writer's FIFO: a wait is stored before the run says it waits.
         submit_run(operation_id, _STATUS[outcome.status], error=outcome.error, pending_call=pending, final=True)
+    elif pending is not None:
+        # Issue 30 §3: a remote wait carries its tool and argument key names (never values, nor declared ranges)
+        # so its approver does not approve blind; after the wait's receipts in the same FIFO.
+        names = {key: value for key, value in pending.items() if key != "arg_schema"}
+        writer.submit(intake.PendingEntry(operation_id, names))
     writer.flush()  # the run's one flush: its last receipts and its status are stored before observe returns
     return outcome
 

@@ -50,11 +50,13 @@ def decide(
     reason: str = "",
     edited_args: Mapping[str, object] | None = None,
     now: datetime | None = None,
+    expected: Mapping[str, str] | None = None,
 ) -> Result:
     """Answer an open wait with a decision bound to its resume token, then resume the graph after commit.
 
     The token is single use (one Decision per run and token): a replay, a second
-    tab or a racing approver gets a no-op that names who decided and when.
+    tab or a racing approver gets a no-op that names who decided and when. `expected` is the wait's owner and
+    deadline as the approver's page showed them (a batch decision, issue 30 §7): a wait changed since is refused.
     """
     if kind not in DECISION_KINDS:
         raise ValueError(f"kind must be one of {', '.join(DECISION_KINDS)}")
@@ -71,7 +73,9 @@ def decide(
             # Checked again under the row lock: a reassignment that committed first took the wait away.
             refusal = f"This wait was reassigned to {handoff.wait_owner or 'nobody'} meanwhile; nothing changed."
             return refuse(user, DECIDE_WAIT, handoff, key, refusal, action=action)
-        if refusal := _decision_refusal(handoff, kind, token, reason, edited_args, now):
+        if refusal := _changed_since(handoff, expected) or _decision_refusal(
+            handoff, kind, token, reason, edited_args, now
+        ):
             return refuse(user, DECIDE_WAIT, handoff, key, refusal, action=action)
         try:
             with transaction.atomic():
@@ -106,6 +110,20 @@ def decide(
         f"Wait {verb}. The resume is queued: the run resumes from its checkpoint as soon as a worker is reachable.",
     )
     return Result(Outcome.DONE, message, handoff.run, handoff, decision)
+
+
+def _changed_since(handoff: Handoff, expected: Mapping[str, str] | None) -> str:
+    """Why the wait is not the one the approver saw (reassigned, given a new deadline, closed); "" when it is."""
+    if expected is None:
+        return ""
+    if not handoff.wait_open:
+        return "This wait was closed meanwhile (decided, expired or cancelled); nothing changed."
+    if (handoff.wait_owner or "") != expected.get("owner", ""):
+        return f"This wait was reassigned to {handoff.wait_owner or 'nobody'} meanwhile; nothing changed."
+    deadline = iso(handoff.wait_deadline) if handoff.wait_deadline else ""
+    if deadline != expected.get("deadline", ""):
+        return f"This wait's deadline was changed meanwhile (now {deadline or 'none'}); nothing changed."
+    return ""
 
 
 def decision_for(handoff: Handoff, token: str, *, any_handoff: bool = False) -> Decision | None:

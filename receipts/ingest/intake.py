@@ -22,6 +22,8 @@ An entry is either
 - a **run** change (`RunEntry`, local only: `parse` does not read it, the API refuses it): the
   observer's change of its run's lifecycle (started, resumed, waiting, ended), applied by
   `receipts.ingest.lifecycle` in the same FIFO as the receipts, so a wait is stored before its run says waiting.
+- a **pending** call: `{"kind": "pending", "operation_id", "pending_call"}`, a remote app's wait's gated tool
+  and argument names (never values; `receipts.ingest.pendingcalls`), after the wait's receipts (issue 30 §3).
 
 `parse` validates the shape only (types, names, which keys); the contents are
 minimized and validated by `recording` as for every other receipt. Errors name
@@ -38,7 +40,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from receipts.ingest import batches, lifecycle, recording, redactions, settling, setwise, silence
+from receipts.ingest import batches, lifecycle, pendingcalls, recording, redactions, settling, setwise, silence
 from receipts.models import FINAL_STATUS_PART, RECEIPT_PARTS, MiddlewareReport, Run
 from receipts.verdicts import bundle
 
@@ -108,7 +110,19 @@ class RunEntry:
         _redact_ids(self, "operation_id", "thread_id", "graph")
 
 
-Entry = PartEntry | ReportEntry | SettleEntry | RunEntry
+@dataclass(frozen=True)
+class PendingEntry:
+    """A remote app's pending call of its run's wait, names only (issue 30 §3; receipts.ingest.pendingcalls)."""
+
+    operation_id: str
+    pending_call: Mapping
+    kind: Literal["pending"] = "pending"
+
+    def __post_init__(self) -> None:
+        _redact_ids(self, "operation_id")
+
+
+Entry = PartEntry | ReportEntry | SettleEntry | RunEntry | PendingEntry
 
 
 def to_json(entry: Entry) -> dict:
@@ -127,6 +141,8 @@ def to_json(entry: Entry) -> dict:
         }
     if isinstance(entry, SettleEntry):
         return {"kind": "settle", "operation_id": entry.operation_id, "handoff_id": entry.handoff_id}
+    if isinstance(entry, PendingEntry):
+        return {"kind": "pending", "operation_id": entry.operation_id, "pending_call": dict(entry.pending_call)}
     return {
         "kind": "report",
         "operation_id": entry.operation_id,
@@ -167,7 +183,9 @@ def parse(obj: object, where: str = "entry") -> Entry:
             return ReportEntry(operation_id, agent, report, detail, attempt)
         if kind == "settle":
             return SettleEntry(operation_id, bundle.parse_required_identifier(obj.get("handoff_id"), "handoff_id"))
-        raise bundle.BundleError("kind", 'must be "part", "report" or "settle"')
+        if kind == "pending":
+            return PendingEntry(operation_id, pendingcalls.parse(obj.get("pending_call")))
+        raise bundle.BundleError("kind", 'must be "part", "report", "settle" or "pending"')
     except bundle.BundleError as exc:
         raise bundle.BundleError(f"{where}.{exc.field}", exc.message) from None
 
@@ -258,6 +276,8 @@ def _apply_one(entry: Entry) -> bool:
         return settling.settle(handoff_id=entry.handoff_id, operation_id=entry.operation_id)
     if isinstance(entry, RunEntry):
         return lifecycle.apply(entry)
+    if isinstance(entry, PendingEntry):
+        return pendingcalls.store(entry.operation_id, entry.pending_call)
     handoff_id = entry.handoff_id or batches.latest_handoff_id(entry.operation_id)
     if handoff_id is None:
         return setwise.keep_on_run(entry)

@@ -43,6 +43,7 @@ class HealthConsumer(AsyncWebsocketConsumer):
 
     async def connect(self) -> None:
         self.topic: live.Topic | None = None
+        self.delivered = asyncio.Event()  # the hub's snapshot went out: the page has its baseline
         self.watchers: list[asyncio.Task] = []
         self.held = False  # sent nothing while its user is being checked or it is closing
         self.resyncs: list[float] = []
@@ -56,6 +57,8 @@ class HealthConsumer(AsyncWebsocketConsumer):
         await self.accept()
         self.topic = live.hub().subscribe(self, page_scope, audience)
         self.watchers = [asyncio.create_task(self._watch_user()), asyncio.create_task(self._watch_system())]
+        if _asks_for_title_count(self.scope.get("query_string", b"")):  # the page's script asks (static/js/inbox.js)
+            self.watchers.append(asyncio.create_task(self._watch_my_waits()))
 
     async def disconnect(self, code: int) -> None:
         for task in self.watchers:
@@ -67,6 +70,7 @@ class HealthConsumer(AsyncWebsocketConsumer):
     async def deliver(self, html: str) -> None:
         if not self.held:
             await self.send(text_data=html)
+            self.delivered.set()
 
     def revoke(self, session: str) -> None:
         """The hub was told this socket's user logged out or changed: nothing more is sent until checked."""
@@ -126,6 +130,20 @@ class HealthConsumer(AsyncWebsocketConsumer):
                 await self.send(text_data=health.render_banner_oob(system))
                 shown = system
 
+    async def _watch_my_waits(self) -> None:
+        # The tab title's count of the open waits this user owns, and the newest of them for the page's notifier
+        # (issue 30 §7): per user, so per socket, not per topic; pushed when it changes (the page rendered it).
+        # The page is rendered without it (no query on every page): the first look is sent right after the
+        # hub's snapshot (which stays the socket's first message).
+        await self.delivered.wait()
+        shown = None
+        while True:
+            mine = await live.on_render_thread(_my_waits_now, self.user_id)
+            if mine != shown:
+                await self.send(text_data=mine)
+                shown = mine
+            await asyncio.sleep(SYSTEM_SECONDS)
+
     def _resync_allowed(self) -> bool:
         now = asyncio.get_running_loop().time()
         self.resyncs = [t for t in self.resyncs if now - t < 60] + [now]
@@ -150,3 +168,20 @@ def _audience_now(scope: pages.PageScope, user, session) -> tuple | None:
     if pages.team_refused(scope, fresh):
         return None  # a `?team=` that is not (or no longer) theirs (issue 22 §2)
     return pages.audience(scope, fresh)
+
+
+def _my_waits_now(user_id: int) -> str:
+    """The header's `#my-waits` marker for this user as an out-of-band swap ("" when they may not see waits)."""
+    from django.template.loader import render_to_string
+
+    from sidewisp.pages.inbox import my_waits
+
+    user = get_user_model()._default_manager.filter(pk=user_id, is_active=True).first()
+    if user is None or not user.has_perm(pages.VIEWER_PERMISSION):
+        return ""
+    return render_to_string("sidewisp/_my_waits.html", {"my_waits": my_waits(user), "oob": True})
+
+
+def _asks_for_title_count(raw: bytes) -> bool:
+    text = raw.decode("latin-1") if isinstance(raw, bytes) else str(raw)
+    return "title=1" in text.split("&")

@@ -174,6 +174,25 @@ def offer_on_handoff(h: Handoff, offers: Offers, user: User, settlement: actions
     if "decided" not in h.__dict__:  # with_offers asks for a whole list at once
         h.decided = decisions_on_open_waits([h]).get(h.pk)
     h.links, h.notes = handoff_links(h, offers, user, settled=settlement is not None)
+    h.who_can = who_can(h, user) if h.wait_open and not h.links and not h.notes and not h.decided else ""
+
+
+def who_can(h: Handoff, user: User) -> str:
+    """Why `user` cannot act on this open wait, and who can (issue 30 §3: a wait never has neither buttons nor
+    words). Only for a wait the pages offer this user no action on and say nothing else about."""
+    if h.verdict == "WAITING_ON_APPROVAL":
+        if actions.may(user, actions.DECIDE_WAIT, h):
+            return ""  # offered (or a note already says why not)
+        why = "You are not its owner. " if user.has_perm(actions.DECIDE_OWN) else "Your role does not decide waits. "
+        return why + actions.denial(user, actions.DECIDE_WAIT, h)
+    who = h.wait_owner or "nobody yet"
+    verdict = labels.VERDICTS.get(h.verdict, labels.UNKNOWN)[1]
+    return (
+        f"Approve and reject are not offered: this wait is not valid ({verdict}"
+        f"{', ' + h.reason if h.reason else ''}), and your role does not reassign or cancel waits. "
+        + actions.needs("Assigning it an owner and a deadline, or cancelling it,", (actions.REASSIGN,))
+        + f" Its owner: {who}."
+    )
 
 
 def handoff_links(h: Handoff, offers: Offers, user: User, *, settled: bool = False) -> tuple[list[Link], list[Note]]:

@@ -6,13 +6,15 @@ from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from django.core.paginator import Paginator
+from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
-from receipts.actions import User
+from receipts.actions import DECIDE_ANY, DECIDE_OWN, User
 from receipts.models import AuditEntry, Handoff, Receipt
 from receipts.org import teams
 from receipts.queries import dashboard
 from sidewisp.pages.decisions import mark_expiring
+from sidewisp.pages.inbox import NOT_RECORDED, batch_tools, with_calls
 from sidewisp.pages.offers import with_offers
 from sidewisp.pages.scope import team_switch
 
@@ -22,14 +24,23 @@ WAITS_PER_PAGE = 25
 def waits_context(user: User, *, mine: bool = False, page: object = 1, team: str = "") -> dict:
     seen = teams.scope_for(user, team)
     username = user.get_username() if mine else None
-    page_obj = Paginator(dashboard.open_waits_query(username, seen=seen), WAITS_PER_PAGE)
+    # When each wait opened (its first wait receipt), in the list's own query (issue 30 §3: how long it waited).
+    first_wait = Receipt.objects.filter(handoff=OuterRef("pk"), part="wait").order_by("recorded_at", "pk")
+    listed = dashboard.open_waits_query(username, seen=seen).annotate(
+        opened_at=Subquery(first_wait.values("recorded_at")[:1])
+    )
+    page_obj = Paginator(listed, WAITS_PER_PAGE)
     page_obj = page_obj.get_page(page)
     waits = list(page_obj.object_list)
     resolved = resolved_waits(username, seen=seen)
     return {
         "team_switch": team_switch(user, seen, {"mine": "1"} if mine else {}),
         "team": seen.team,
-        "waits": with_offers(waits, user),
+        "waits": with_calls(with_offers(waits, user)),
+        "batch_tools": batch_tools(waits),
+        "inbox": True,
+        "may_decide": user.has_perm(DECIDE_OWN) or user.has_perm(DECIDE_ANY),
+        "not_recorded": NOT_RECORDED,
         "page_obj": page_obj,
         "query": urlencode({k: v for k, v in (("mine", "1" if mine else ""), ("team", team)) if v}),
         "resolved": resolved,

@@ -202,6 +202,43 @@ def test_a_remote_await_decision_resumes_the_graph_after_a_dashboard_decision(
     assert AuditEntry.objects.get(action="wait.resume").detail["source"] == "billing"
 
 
+def test_a_remote_wait_carries_its_tool_and_argument_names_to_the_inbox_and_back(
+    live_server, contracts, billing, client, owner, settings
+):
+    # Issue 30 §3: the remote app sends its wait's pending call as conclusion.py does (names only), the approver's
+    # inbox shows the tool and its argument names, and await_decision needs no `pending=` to resume.
+    from agents.observe.waits import pending_call_of
+
+    settings.SIDEWISP_REMOTE_URL, settings.SIDEWISP_REMOTE_TOKEN = live_server.url, billing
+    operation_id = "op-remote-names"
+    agent, config = approval_agent(), {"configurable": {"thread_id": "th-names"}}
+    agent.invoke({"messages": [HumanMessage("buy a widget")]}, config)
+    interrupts = agent.get_state(config).interrupts
+    entries = waiting_entries(operation_id)
+    call = pending_call_of(operation_id, interrupts)
+    handoff_token = call["resume_token_id"]
+    entries = [
+        intake.PartEntry(e.operation_id, e.handoff_id, e.part, {**e.value, "resume_token_id": handoff_token}, e.attempt)
+        if isinstance(e, intake.PartEntry) and e.part == "wait"
+        else e
+        for e in entries
+    ]
+    names = {key: value for key, value in call.items() if key != "arg_schema"}
+    remote.RemoteSink().write([*entries, intake.PendingEntry(operation_id, names)])
+
+    handoff = Handoff.objects.get(run__operation_id=operation_id)
+    client.force_login(owner)
+    inbox = client.get(reverse("sidewisp:waits")).content.decode()
+    row = inbox[inbox.index(f'id="wait-{handoff.pk}"') :]
+    assert "<code data-tool>place_order</code> with <code data-arg-key>item</code>" in row[: row.index("</li>")]
+    assert "widget" not in json.dumps(handoff.run.pending_call)  # a name, never the value
+    data = {"decision": "approve", "token": handoff.wait_part["resume_token_id"], "key": uuid.uuid4().hex}
+    assert client.post(reverse("sidewisp:wait-decide", args=[handoff.pk]), data, follow=True).status_code == 200
+    command = decisions.await_decision(operation_id, timeout=10, poll=0.05)  # no pending=: the server has names
+    result = agent.invoke(command, config)
+    assert [m.content for m in result["messages"] if isinstance(m, ToolMessage)] == ["ordered widget"]
+
+
 def test_a_remote_await_decision_without_any_interrupts_asks_for_them_and_claims_nothing(
     live_server, contracts, billing, client, owner, settings
 ):

@@ -19,6 +19,7 @@ ROLES = ("anonymous", "viewer", "operator", "owner", "other_approver", "admin")
 # Who may do what (spec §5 and the role groups): anything not listed is denied.
 ALLOWED: dict[str, set[str]] = {
     "sidewisp:wait-decide": {"owner", "admin"},
+    "sidewisp:waits-batch-decide": {"owner", "admin"},  # issue 30 §7: each wait decided on its own
     "sidewisp:wait-reassign": {"operator", "admin"},
     "sidewisp:wait-cancel": {"operator", "admin"},
     "sidewisp:task-reopen": {"operator", "admin"},
@@ -61,6 +62,11 @@ def target(scenario_handoff):
             h = scenario_handoff("waiting", scenario="waiting_on_approval", owner="ops-lead")
             data = {"decision": "approve", "token": h.wait_part["resume_token_id"]}
             return reverse(url_name, args=[h.pk]), data
+        if url_name == "sidewisp:waits-batch-decide":
+            from sidewisp.pages import batch
+
+            h = scenario_handoff("waiting", scenario="waiting_on_approval", owner="ops-lead")
+            return reverse(url_name), {"batch": batch.Batch("approve", "t", included=[batch.Item(h)]).signed}
         if url_name in ("sidewisp:wait-reassign", "sidewisp:wait-cancel"):
             h = scenario_handoff("waiting", scenario="waiting_on_approval", owner="")
             assert h.verdict == "UNCERTAIN"
