@@ -24,6 +24,17 @@ def contracts(db):
     return current_contracts()
 
 
+@pytest.fixture
+def no_enqueue(monkeypatch):
+    """For tests that drive the run in-process: what would have been enqueued, by task name."""
+    from agents import tasks
+
+    sent: list[tuple[str, int]] = []
+    for task in (tasks.start_run, tasks.resume_run, tasks.reverify):
+        monkeypatch.setattr(task, "delay", lambda pk, name=task.name: sent.append((name, pk)))
+    return sent
+
+
 @pytest.fixture(autouse=True)
 def fresh_graphs() -> Iterator[None]:
     """Every test builds its hosted graphs anew: one test's patched scenario never reaches another's run."""

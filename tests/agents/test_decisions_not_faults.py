@@ -3,11 +3,8 @@ error is reported once, by the agent whose call failed, however many agents see 
 
 from __future__ import annotations
 
-import uuid
-
 from django.urls import reverse
 from langchain.agents import create_agent
-from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph_swarm import create_handoff_tool, create_swarm
 
@@ -17,21 +14,10 @@ from agents.observe.observer import observe
 from receipts import actions
 from receipts.models import Handoff, MiddlewareReport, Run
 from tests.agents import teams
+from tests.agents.test_third_party import ask, config_for
 
 # The order was not placed: the verifier's own check fails, which after a rejection is what proves it.
 NOT_PLACED = lambda op: ("order_check", "fail", "v-1")  # noqa: E731
-
-
-def config_for(name: str) -> dict:
-    token = uuid.uuid4().hex[:8]
-    return {
-        "configurable": {"thread_id": f"th-{name}-{token}", "operation_id": f"op-{name}-{token}"},
-        "recursion_limit": 50,
-    }
-
-
-def ask(text: str = "hello") -> dict:
-    return {"messages": [HumanMessage(text)]}
 
 
 def test_a_rejected_approval_is_the_decision_not_a_tool_error(team_contracts, person, client):

@@ -35,17 +35,6 @@ def contracts(transactional_db):
     install_team_contracts()
 
 
-@pytest.fixture
-def no_enqueue(monkeypatch):
-    """For tests that drive the run in-process: what would have been enqueued, by task name."""
-    from agents import tasks
-
-    sent: list[tuple[str, int]] = []
-    for task in (tasks.start_run, tasks.resume_run, tasks.reverify):
-        monkeypatch.setattr(task, "delay", lambda pk, name=task.name: sent.append((name, pk)))
-    return sent
-
-
 def _verdict(run: Run) -> str:
     return run.handoffs.get().verdict
 
