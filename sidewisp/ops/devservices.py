@@ -6,8 +6,9 @@ settings. Every child it starts is stopped again on exit or Ctrl-C.
 `make run` says which Redis it uses (REDIS_URL, one found at the default
 address, or an embedded one) and which queue: unless SIDEWISP_QUEUE is set,
 a queue of this database's own, named after its deployment id, so two
-deployments on one Redis never take each other's tasks. It prints the
-address to open once the web server answers there.
+deployments on one Redis never take each other's tasks. Once the web server
+answers it ends its start-up with a box: the address to open, the demo
+accounts' passwords (those created now) and the command that prints new ones.
 
     python -m sidewisp.ops.devservices run          # web, worker, beat, demo traffic
     python -m sidewisp.ops.devservices test [ARGS]  # pytest with ARGS
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -190,8 +192,11 @@ def run() -> int:
     with redis_url("run", told=lambda words: print(f"sidewisp: Redis {words}", flush=True)) as url:
         # Its children get every setting from here, never from an earlier run's dev-settings file.
         env = {**os.environ, "REDIS_URL": url, devenv.SWITCH: "off"}
-        for step in (_manage("migrate", "--no-input", "-v", "0"), _manage("ensure_demo_user")):
-            subprocess.run(step, env=env, check=True, cwd=BASE_DIR)
+        subprocess.run(_manage("migrate", "--no-input", "-v", "0"), env=env, check=True, cwd=BASE_DIR)
+        made = subprocess.run(
+            _manage("ensure_demo_user"), env=env, check=True, cwd=BASE_DIR, capture_output=True, text=True
+        )
+        accounts = demo_accounts(made.stdout)  # shown in the start-up box, once the server answers
         env["SIDEWISP_QUEUE"] = queue = default_queue(env)
         how = "SIDEWISP_QUEUE" if os.environ.get("SIDEWISP_QUEUE", "").strip() else "this database's own"
         print(f"sidewisp: queue {queue} ({how}); the worker and beat use it", flush=True)
@@ -212,7 +217,7 @@ def run() -> int:
         supervisor = Supervisor(children, env=env)
         address = f"http://{HOST}:{port}/"
         try:
-            supervisor.run(when_ready=(lambda: http_answers(f"{address}login/"), _say_open(address)))
+            supervisor.run(when_ready=(lambda: http_answers(f"{address}login/"), _say_open(address, accounts)))
         except KeyboardInterrupt:
             return 0
         finally:
@@ -306,8 +311,45 @@ def _shown_path(path: Path) -> str:
         return f"SIDEWISP_VAR_DIR/{path.name}"
 
 
-def _say_open(address: str) -> Callable[[], None]:
-    return lambda: print(f"sidewisp: open {address}  (Ctrl-C stops everything)", flush=True)
+def _say_open(address: str, accounts: list[tuple[str, str | None]]) -> Callable[[], None]:
+    return lambda: print(startup_box(address, accounts), flush=True)
+
+
+_CREATED = re.compile(r"^demo account created: login (\S+) / password (\S+)")
+_EXISTS = re.compile(r"^demo account: (\S+) \(exists")
+
+
+def demo_accounts(output: str) -> list[tuple[str, str | None]]:
+    """(username, password) per demo account in ensure_demo_user's output: the password when it was created now,
+    None for an account that already existed (its password is stored hashed, so only a new one can be shown)."""
+    found: list[tuple[str, str | None]] = []
+    for line in output.splitlines():
+        if created := _CREATED.match(line):
+            found.append((created[1], created[2]))
+        elif exists := _EXISTS.match(line):
+            found.append((exists[1], None))
+        elif line.strip():
+            print(line, flush=True)  # anything else it says (the demo webhook) is passed on as before
+    return found
+
+
+DEMO_PASSWORDS_COMMAND = "python manage.py demo_passwords"
+
+
+def startup_box(address: str, accounts: list[tuple[str, str | None]]) -> str:
+    """What `make run` prints last, once the web server answers (issue 30 §6): the address and the demo
+    accounts' passwords together in one box, and the command that prints new passwords."""
+    lines = [f"sidewisp: open {address}  (Ctrl-C stops everything)", ""]
+    width = max((len(name) for name, _ in accounts), default=0)
+    for name, password in accounts:
+        shown = password if password is not None else "(set earlier; not shown again)"
+        lines.append(f"  login {name:<{width}}  password {shown}")
+    if accounts:
+        lines.append("")
+    lines.append(f"New demo passwords: {DEMO_PASSWORDS_COMMAND} (in another shell)")
+    inner = max(len(line) for line in lines)
+    rule = "+" + "-" * (inner + 2) + "+"
+    return "\n".join([rule, *(f"| {line:<{inner}} |" for line in lines), rule])
 
 
 # The browser tests (tests/e2e) drive Debian's Chromium; `make test` runs them, so it checks for it first.
