@@ -69,3 +69,34 @@ def test_on_a_desktop_the_menu_and_the_filters_stay_open_with_no_control_in_the_
     expect(page.get_by_role("search", name="Search and filter runs").get_by_label("Run health")).to_be_visible()
     expect(page.locator(".nav-menu > summary")).to_be_hidden()
     expect(page.locator(".filters-menu > summary")).to_be_hidden()
+
+
+# Descendants of the box that stick out of it without a scrolling box (overflow-x auto/scroll) around them.
+STICKING_OUT = """(selector) => {
+    const box = document.querySelector(selector);
+    const edge = box.getBoundingClientRect().right + 0.5;
+    const pans = el => { for (let p = el.parentElement; p && p !== box.parentElement; p = p.parentElement) {
+        if (['auto', 'scroll'].includes(getComputedStyle(p).overflowX)) return true; } return false; };
+    return [...box.querySelectorAll('*')].filter(el => el.getBoundingClientRect().right > edge && !pans(el))
+        .map(el => el.tagName + '.' + el.className);
+}"""
+
+
+@pytest.mark.parametrize("run", ["wait_run", "context_run", "long_verdict_run"])
+def test_on_a_phone_a_runs_timeline_stays_inside_its_box(open_as, people_server, run):
+    page = open_as("operator", viewport=PHONE)
+    page.goto(f"{people_server.url}/runs/{getattr(people_server.seeded, run)}/")
+    expect(page.locator("ol.timeline > li").first).to_be_visible()
+    assert page.evaluate(STICKING_OUT, "ol.timeline") == []
+    assert page.evaluate(NO_SIDEWAYS_SCROLL)
+
+
+def test_the_timeline_probe_names_what_sticks_out(open_as, people_server):
+    """The check above can fail: a too-wide line in the timeline is named, and not once it pans in a box."""
+    page = open_as("operator", viewport=PHONE)
+    page.goto(f"{people_server.url}/runs/{people_server.seeded.wait_run}/")
+    page.evaluate("""() => { const wide = document.createElement('div'); wide.className = 'too-wide';
+        wide.style.width = '2000px'; document.querySelector('ol.timeline > li').append(wide); }""")
+    assert page.evaluate(STICKING_OUT, "ol.timeline") == ["DIV.too-wide"]
+    page.evaluate("() => { document.querySelector('.too-wide').parentElement.style.overflowX = 'auto'; }")
+    assert page.evaluate(STICKING_OUT, "ol.timeline") == []
