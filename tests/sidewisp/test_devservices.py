@@ -15,11 +15,10 @@ from sidewisp.ops.devservices import (
     Supervisor,
     _free_port,
     default_queue,
-    demo_accounts,
     http_answers,
     shown_url,
-    startup_box,
 )
+from sidewisp.ops.startbox import demo_accounts, startup_box
 from tests.conftest import wait_until
 
 
