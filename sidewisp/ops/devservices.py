@@ -194,7 +194,7 @@ def run() -> int:
         env = {**os.environ, "REDIS_URL": url, devenv.SWITCH: "off"}
         subprocess.run(_manage("migrate", "--no-input", "-v", "0"), env=env, check=True, cwd=BASE_DIR)
         made = subprocess.run(
-            _manage("ensure_demo_user"), env=env, check=True, cwd=BASE_DIR, capture_output=True, text=True
+            _manage("ensure_demo_user"), env=env, check=True, cwd=BASE_DIR, stdout=subprocess.PIPE, text=True
         )
         accounts = demo_accounts(made.stdout)  # shown in the start-up box, once the server answers
         env["SIDEWISP_QUEUE"] = queue = default_queue(env)
