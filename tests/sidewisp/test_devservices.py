@@ -11,7 +11,14 @@ import time
 import redis
 
 from sidewisp.ops import devenv
-from sidewisp.ops.devservices import Supervisor, _free_port, default_queue, http_answers, shown_url
+from sidewisp.ops.devservices import (
+    Supervisor,
+    _free_port,
+    default_queue,
+    http_answers,
+    shown_url,
+)
+from sidewisp.ops.startbox import demo_accounts, startup_box
 from tests.conftest import wait_until
 
 
@@ -78,9 +85,10 @@ def test_make_run_names_its_redis_and_its_databases_own_queue_and_says_open_once
     try:
         for line in process.stdout:
             said.append(line.rstrip())
-            if line.startswith("sidewisp: open"):
+            if line.startswith("| sidewisp: open"):
                 answered = http_answers(f"http://127.0.0.1:{port}/login/")
-                break
+            if line.startswith("+-") and any(seen.startswith("| sidewisp: open") for seen in said):
+                break  # the start-up box's last line
         queue = next(line.split()[2] for line in said if line.startswith("sidewisp: queue "))
         client = redis.Redis.from_url(settings.REDIS_URL)
         try:
@@ -96,7 +104,15 @@ def test_make_run_names_its_redis_and_its_databases_own_queue_and_says_open_once
     assert redis_line == f"sidewisp: Redis {settings.REDIS_URL} (REDIS_URL)"
     assert re.fullmatch(r"sidewisp-[0-9a-f]{12}", queue)
     assert said.index(redis_line) < next(i for i, line in enumerate(said) if line.startswith("sidewisp: queue "))
-    assert said[-1] == f"sidewisp: open http://127.0.0.1:{port}/  (Ctrl-C stops everything)"
+    # Issue 30 §6: start-up ends with one box holding the address and the new demo accounts' passwords.
+    box = said[next(i for i, line in enumerate(said) if line.startswith("| sidewisp: open")) - 1 :]
+    assert box[0] == box[-1] and set(box[0]) == {"+", "-"}
+    assert box[1].startswith(f"| sidewisp: open http://127.0.0.1:{port}/  (Ctrl-C stops everything)")
+    logins = [re.search(r"login (\S+) +password (\S+)", line) for line in box]
+    assert sorted(found[1] for found in logins if found) == ["admin", "operator", "ops-lead", "viewer"]
+    assert all(len(found[2]) >= 16 for found in logins if found)
+    assert any("python manage.py demo_passwords" in line for line in box)
+    assert not any("password" in line for line in said[: -len(box)])  # printed once, in the box only
     assert answered
     # Notification links follow its own address; a second shell's manage.py finds what it chose.
     assert f"sidewisp: links point to http://127.0.0.1:{port}; these settings are in " in "\n".join(said)
@@ -163,3 +179,46 @@ def test_the_run_ends_with_how_many_tests_were_skipped_and_why():
     assert skip_summary([]) == "sidewisp: 0 tests skipped"
     line = skip_summary([skipped("needs PostgreSQL"), skipped("needs PostgreSQL"), skipped("no spec folder")])
     assert line == "sidewisp: 3 tests skipped: 2 because needs PostgreSQL; 1 because no spec folder"
+
+
+# --- issue 30 §6: make run's start-up box ----------------------------------------------------------------------
+
+
+def test_the_start_up_box_shows_the_address_with_the_demo_passwords_and_how_to_print_new_ones():
+    output = (
+        "demo account created: login operator / password pw-operator-123 (operator, approver)\n"
+        "demo account: viewer (exists; password printed when it was created)\n"
+    )
+    accounts = demo_accounts(output)
+    assert accounts == [("operator", "pw-operator-123"), ("viewer", None)]
+    box = startup_box("http://127.0.0.1:8000/", accounts).splitlines()
+    assert box[0] == box[-1] == "+" + "-" * (len(box[0]) - 2) + "+"
+    assert all(line.startswith("| ") and line.endswith(" |") and len(line) == len(box[0]) for line in box[1:-1])
+    text = "\n".join(box)
+    assert "sidewisp: open http://127.0.0.1:8000/" in text
+    assert "login operator  password pw-operator-123" in text
+    assert "login viewer    password (set earlier; not shown again)" in text
+    assert "python manage.py demo_passwords" in text
+
+
+def test_the_start_up_box_is_printed_only_once_the_server_answers(tmp_path, capsys):
+    from sidewisp.ops.devservices import _say_open
+
+    answers = tmp_path / "answers"
+    supervisor = Supervisor({"web": [sys.executable, "-c", "import time; time.sleep(60)"]}, env={}, cwd=tmp_path)
+    said = _say_open("http://127.0.0.1:8000/", [("operator", "pw-1")])
+
+    def ready() -> bool:
+        if answers.exists():
+            return True
+        assert "sidewisp: open" not in capsys.readouterr().out  # nothing before the server answers
+        answers.touch()  # it answers from the next tick on
+        return False
+
+    try:
+        supervisor.run(until=time.monotonic() + 1, interval=0.05, when_ready=(ready, said))
+    finally:
+        supervisor.stop()
+    out = capsys.readouterr().out
+    assert out.count("sidewisp: open http://127.0.0.1:8000/") == 1
+    assert "login operator  password pw-1" in out
