@@ -69,6 +69,7 @@ def test_every_declared_action_is_covered_by_the_anonymous_check():
         "sidewisp:run-retry",
         "sidewisp:run-create",
         "sidewisp:run-declare",
+        "sidewisp:waits-batch-decide",
     }
 
 

@@ -71,8 +71,13 @@ def test_inside_their_team_each_role_may_do_what_its_policy_allows(client, peopl
         assert (entry.outcome, entry.actor_name) == ("denied", people[role].username)
 
 
+# Object-less URLs: starting a run (graph names, below) and a batch of waits (its waits are named in the
+# signed form; each is checked on its own, below).
+NO_OBJECT_IN_URL = {"sidewisp:run-create", "sidewisp:waits-batch-decide"}
+
+
 @pytest.mark.parametrize("role", SIGNED_IN)
-@pytest.mark.parametrize("url_name", sorted(set(ALLOWED) - {"sidewisp:run-create"}))
+@pytest.mark.parametrize("url_name", sorted(set(ALLOWED) - NO_OBJECT_IN_URL))
 def test_on_another_teams_object_every_cell_is_not_found(client, people, target, alpha, beta, role, url_name):
     url, data = target(url_name)  # alpha's object
     if role != "admin":
@@ -99,6 +104,27 @@ def test_on_another_teams_object_every_cell_is_not_found(client, people, target,
     assert missing.status_code == 404
     kind = "run" if "/runs/" in url else "handoff"
     assert f"There is no {kind}" in response.content.decode()
+
+
+@pytest.mark.parametrize("role", ["owner", "operator", "other_approver"])
+def test_another_teams_wait_in_a_batch_is_left_out_as_no_such_wait_and_nothing_is_decided(
+    client, people, target, alpha, beta, role
+):
+    url, data = target("sidewisp:waits-batch-decide")  # a batch naming alpha's wait
+    _in_team(people, beta)
+    client.force_login(people[role])
+    before = _state()
+
+    response = client.post(url, {**data, "key": key()})
+
+    assert _state() == before
+    page = response.content.decode()
+    assert "0 waits approved" in page
+    # The words for an id that does not exist at all: no existence oracle.
+    assert re.search(r"There is no handoff \d+\.", page)
+    entry = AuditEntry.objects.order_by("-pk").first()
+    assert (entry.outcome, entry.actor_name, entry.reason) == ("denied", people[role].username, "no such object")
+    assert entry.run is None and entry.handoff is None
 
 
 @pytest.mark.parametrize("role", ["operator", "viewer"])
