@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.conftest import DESKTOP, PHONE, axe_violations
-from tests.e2e.test_live_pages import expect
+from tests.e2e.test_live_pages import expect, wait_snapshot
 
 pytestmark = [
     pytest.mark.e2e,
@@ -86,6 +86,7 @@ STICKING_OUT = """(selector) => {
 def test_on_a_phone_a_runs_timeline_stays_inside_its_box(open_as, people_server, run):
     page = open_as("operator", viewport=PHONE)
     page.goto(f"{people_server.url}/runs/{getattr(people_server.seeded, run)}/")
+    wait_snapshot(page)
     expect(page.locator("ol.timeline > li").first).to_be_visible()
     assert page.evaluate(STICKING_OUT, "ol.timeline") == []
     assert page.evaluate(NO_SIDEWAYS_SCROLL)
@@ -95,6 +96,7 @@ def test_the_timeline_probe_names_what_sticks_out(open_as, people_server):
     """The check above can fail: a too-wide line in the timeline is named, and not once it pans in a box."""
     page = open_as("operator", viewport=PHONE)
     page.goto(f"{people_server.url}/runs/{people_server.seeded.wait_run}/")
+    wait_snapshot(page)  # the live snapshot replaces the history: an element added before it would be swapped away
     page.evaluate("""() => { const wide = document.createElement('div'); wide.className = 'too-wide';
         wide.style.width = '2000px'; document.querySelector('ol.timeline > li').append(wide); }""")
     assert page.evaluate(STICKING_OUT, "ol.timeline") == ["DIV.too-wide"]

@@ -12,7 +12,7 @@ import pytest
 
 from sidewisp.pages import labels
 from tests.e2e.conftest import PHONE, axe_violations
-from tests.e2e.test_live_pages import CHROMIUM, expect, in_db_thread
+from tests.e2e.test_live_pages import CHROMIUM, expect, in_db_thread, wait_snapshot
 
 pytestmark = [
     pytest.mark.e2e,
@@ -79,6 +79,7 @@ def test_the_timeline_has_a_lane_per_agent_and_a_bar_per_turn_wait_and_handoff(o
     stored = _receipts(run_id)
     page = open_as("viewer", viewport={"width": 1280, "height": 500})
     page.goto(f"{people_server.url}/runs/{run_id}/")
+    wait_snapshot(page)  # the snapshot replaces the server-rendered history (and its timeline): measure after it
 
     lanes = page.locator(".tl-lane").evaluate_all("els => els.map(e => e.dataset.lane)")
     assert lanes == [stored[0]["sender"], stored[0]["receiver"]]
@@ -104,6 +105,7 @@ def test_on_a_phone_the_timeline_scrolls_in_its_box_and_the_page_does_not(open_a
     run_id = people_server.seeded.wait_run
     page = open_as("viewer", viewport=PHONE)
     page.goto(f"{people_server.url}/runs/{run_id}/")
+    wait_snapshot(page)  # the snapshot replaces the server-rendered history (and its timeline): measure after it
 
     box = page.locator(".timeline-box")
     sizes = box.evaluate("b => ({inner: b.scrollWidth, shown: b.clientWidth})")
