@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: run test test-faults lint bench
+.PHONY: run test test-faults lint bench docs
 
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,11 @@ SIDEWISP_FAULT_LOAD ?= 1
 test-faults: $(STAMP)
 	SIDEWISP_FAULT_REPEAT=$(SIDEWISP_FAULT_REPEAT) SIDEWISP_FAULT_LOAD=$(SIDEWISP_FAULT_LOAD) \
 		$(PY) -m sidewisp.ops.devservices test tests/faults/test_kill_at_boundary.py $(PYTEST_ARGS)
+
+# make docs: the documentation site (docs/, mkdocs.yml) at http://127.0.0.1:8001/, rebuilt on every save.
+# `make test` builds it with --strict (tests/sidewisp/test_docs.py).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --strict --dev-addr 127.0.0.1:8001
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
