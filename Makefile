@@ -38,7 +38,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 
 
-# --- make bench (README "Benchmarks"): every benchmark, one table. PostgreSQL and Redis required
+# --- make bench (docs/benchmarks.md): every benchmark, one table. PostgreSQL and Redis required
 # (DATABASE_URL defaults to the local postgres database, REDIS_URL to the local Redis). The tracing
 # peers it compares with are in bench/requirements.txt, installed into .venv-bench beside the app's
 # exact pins (one resolver run, so no pin can move; pip check confirms), never into .venv.
