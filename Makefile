@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: run test test-faults lint bench
+.PHONY: run test test-faults lint bench docs
 
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,12 +28,17 @@ test-faults: $(STAMP)
 	SIDEWISP_FAULT_REPEAT=$(SIDEWISP_FAULT_REPEAT) SIDEWISP_FAULT_LOAD=$(SIDEWISP_FAULT_LOAD) \
 		$(PY) -m sidewisp.ops.devservices test tests/faults/test_kill_at_boundary.py $(PYTEST_ARGS)
 
+# make docs: the documentation site (docs/, mkdocs.yml) at http://127.0.0.1:8001/, rebuilt on every save.
+# `make test` builds it with --strict (tests/sidewisp/test_docs.py).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --strict --dev-addr 127.0.0.1:8001
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
 
-# --- make bench (README "Benchmarks"): every benchmark, one table. PostgreSQL and Redis required
+# --- make bench (docs/benchmarks.md): every benchmark, one table. PostgreSQL and Redis required
 # (DATABASE_URL defaults to the local postgres database, REDIS_URL to the local Redis). The tracing
 # peers it compares with are in bench/requirements.txt, installed into .venv-bench beside the app's
 # exact pins (one resolver run, so no pin can move; pip check confirms), never into .venv.

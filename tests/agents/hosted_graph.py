@@ -13,6 +13,7 @@
 - `make_broken_graph`: a factory that fails while the graph is being built.
 
 The module ships the routes its graphs follow (`sidewisp_contracts`, spec §2).
+The `# --8<--` comments mark what docs/getting-started.md shows of it ("Your first graph").
 
 Two `create_agent` agents are nodes of one StateGraph; the first transfers
 with `handoff_tool`. Each agent's stack is Sidewisp's from the admin limits
@@ -38,6 +39,7 @@ from agents.observe import WaitPolicy
 from agents.observe.evidence import digest
 from agents.observe.handoffs import handoff_tool
 
+# --8<-- [start:first-graph-routes]
 ROUTE_VERSION = "desk/1"
 SHOP_ROUTES = "shop/1"
 CONTRACTS = {"desk/1": {"desk": {"payments": ["invoice_id"]}}, "shop/1": {"clerk": {"buyer": ["sku"]}}}
@@ -48,6 +50,7 @@ INPUT = {"messages": [{"role": "user", "content": "Please pay invoice INV-7."}],
 SHOP_INPUT = {"messages": [{"role": "user", "content": "We are out of widgets, restock three."}]}
 WAIT_POLICIES = {"pay_invoice": WaitPolicy(owner="ops-lead", reason="irreversible_choice", deadline_minutes=60)}
 APPROVAL = {"allowed_decisions": ["approve", "reject"]}
+# --8<-- [end:first-graph-routes]
 
 
 class DeskState(TypedDict):
@@ -93,9 +96,11 @@ CLERK = Script((Call("transfer_to_buyer", {"sku": "widget"}),))
 BUYER = Script((Call("place_order", {"sku": "widget", "quantity": 3}), Say("Three widgets are ordered.")))
 
 
+# --8<-- [start:first-graph]
 def make_graph(config: dict, *, checkpointer: Any, host: Any) -> HostedGraph:
     graph = _team(checkpointer, host, first=("desk", DESK), second=("payments", PAYMENTS, pay_invoice), gated=True)
     return HostedGraph(graph, wait_policies=WAIT_POLICIES, verifier=as_verifier(invoice_paid, name="invoice_paid"))
+    # --8<-- [end:first-graph]
 
 
 def make_express_graph(config: dict, *, checkpointer: Any, host: Any) -> Any:
@@ -119,6 +124,7 @@ def make_broken_graph(config: dict, *, checkpointer: Any, host: Any) -> Any:
     raise ConfigServiceDown(msg)
 
 
+# --8<-- [start:first-graph-team]
 def _team(
     checkpointer: Any, host: Any, *, first: tuple, second: tuple, gated: bool, routes: str = ROUTE_VERSION
 ) -> Any:
@@ -133,3 +139,4 @@ def _team(
         builder.add_node(name, agent, destinations=(receiver,) if name == sender else ())
     builder.add_conditional_edges(START, lambda state: state.get("active_agent") or sender, list(agents))
     return builder.compile(checkpointer=checkpointer)
+    # --8<-- [end:first-graph-team]

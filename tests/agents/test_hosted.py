@@ -158,7 +158,7 @@ def readme_worker(settings, celery_isolation):
 
 def test_the_readmes_registration_alone_starts_waits_resumes_and_finishes_on_the_worker(owner, readme_worker):
     assert list(readme_worker) == ["desk"]
-    graph_input = json.loads(_readme(r"^python manage.py start_run desk --input '(.+)'$"))
+    graph_input = json.loads(_readme(r"^(?:\.venv/bin/)?python manage.py start_run desk --input '(.+)'$"))
     run = hosting.start("desk", graph_input)
 
     wait_until(lambda: _waiting(run), what="the README graph's approval wait")

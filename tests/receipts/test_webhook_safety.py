@@ -1,6 +1,6 @@
 """Webhooks cannot be aimed inside: save-time URL rules, send-time address rules (every spelling of an
 internal address), no rebinding, no redirects, no OS error text; Slack text mentions nobody; the delivery
-id is signed, so a replay under a new id fails the README's verifier.
+id is signed, so a replay under a new id fails the verifier the docs print.
 
 Deliveries are sent by the real task (eagerly) over real sockets; "refused" is checked where it counts,
 on a loopback receiver that would otherwise have got the request.
@@ -36,7 +36,8 @@ from tests.receipts.test_notifications import (  # noqa: F401 - loopback_allowed
     webhook,
 )
 
-README = Path(django_settings.BASE_DIR) / "README.md"
+# The receiver's verifier is printed on the Administration page ("Notifications and alerts").
+DOCS_PAGE = Path(django_settings.BASE_DIR) / "docs" / "administration.md"
 
 
 @dataclass
@@ -354,12 +355,12 @@ def test_the_e_mail_subject_keeps_the_names_as_they_are():
 # --- the delivery id is signed ---------------------------------------------------------------------------
 
 
-def readme_verifier():
-    """The `verified` function exactly as the README prints it."""
-    text = README.read_text()
+def docs_verifier():
+    """The `verified` function exactly as the docs print it."""
+    text = DOCS_PAGE.read_text()
     code = re.search(r"```python\n(import hashlib, hmac, time\n.*?def verified\(.*?)```", text, re.S).group(1)
     namespace: dict = {}
-    exec(compile(code, "README.md", "exec"), namespace)  # the documented code is what is tested
+    exec(compile(code, "docs/administration.md", "exec"), namespace)  # the documented code is what is tested
     return namespace["verified"]
 
 
@@ -372,23 +373,23 @@ def signed_request(ops_lead, receiver):  # noqa: F811
     return headers, body
 
 
-def test_the_readme_verifier_accepts_what_sidewisp_sends(signed_request):
+def test_the_documented_verifier_accepts_what_sidewisp_sends(signed_request):
     headers, body = signed_request
 
-    assert readme_verifier()(headers, body, SECRET.encode())
+    assert docs_verifier()(headers, body, SECRET.encode())
     assert headers["X-Sidewisp-Delivery"] == str(Delivery.objects.get().pk)
 
 
-def test_a_replay_under_a_new_delivery_id_fails_the_readme_verifier(signed_request):
+def test_a_replay_under_a_new_delivery_id_fails_the_documented_verifier(signed_request):
     headers, body = signed_request
     replayed = {**headers, "X-Sidewisp-Delivery": str(int(headers["X-Sidewisp-Delivery"]) + 1000)}
 
-    assert not readme_verifier()(replayed, body, SECRET.encode())
+    assert not docs_verifier()(replayed, body, SECRET.encode())
 
 
 def test_a_replay_with_a_changed_body_or_timestamp_fails_too(signed_request):
     headers, body = signed_request
-    verified = readme_verifier()
+    verified = docs_verifier()
 
     assert not verified(headers, body.replace(b"wait.opened", b"wait.escalated"), SECRET.encode())
     assert not verified(

@@ -1,8 +1,10 @@
-"""The README's hosted, observed and remote examples, run as written, end with the verdicts it says (issue 28 §8).
+"""The docs' hosted, observed and remote examples, run as written, end with the verdicts they say (issue 28 §8).
 
 Each starts from what a fresh clone has (the migrated contracts, no version of the example's own) and follows the
-README's commands: the hosted example on a real worker, the observed block executed as it stands (with scripted
-models for its `model`), the remote app in its own process against a real server.
+commands of docs/observe.md ("Observe your agents"): the hosted example on a real worker, the observed block
+executed as it stands (with scripted models for its `model`), the remote app in its own process against a real
+server; and docs/team-shapes.md's `create_react_agent` team as it stands. The blocks are found by their
+`<!-- docs-test: NAME -->` marker (tests/documentation.py); this file moved here from the README's tests.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ import shlex
 import threading
 import uuid
 from io import StringIO
-from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -21,33 +22,33 @@ from django.urls import reverse
 from langchain.agents import create_agent
 from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph_swarm import create_handoff_tool, create_swarm
 
 from agents.host.scripted import Call, Say, Script, ScriptedChatModel
+from agents.observe import observe
 from receipts import actions
 from receipts.models import ContractVersion, Handoff, Run
-from tests.agents import teams
+from tests import documentation
+from tests.agents import shapes, teams
 from tests.agents.test_remote import start_app, statuses
 from tests.conftest import start_worker_process, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 
-
-def readme(pattern: str, text: str = README) -> str:
-    (found,) = re.findall(pattern, text, re.MULTILINE | re.DOTALL)
-    return found
+def found(pattern: str, text: str) -> str:
+    (match,) = re.findall(pattern, text, re.MULTILINE | re.DOTALL)
+    return match
 
 
 def section(title: str) -> str:
-    start = README.index(f"\n### {title}")
-    return README[start : README.index("\n### ", start + 1)]
+    return documentation.section("observe.md", title)
 
 
-def run_readme_command(line: str) -> str:
-    """`python manage.py <command> <args>` from the README, run here (the test database is the server's)."""
+def run_docs_command(line: str) -> str:
+    """`python manage.py <command> <args>` from the docs, run here (the test database is the server's)."""
     words = shlex.split(line)
-    assert words[:2] == ["python", "manage.py"], line
+    assert words[:2] in (["python", "manage.py"], [".venv/bin/python", "manage.py"]), line
     out = StringIO()
     call_command(*words[2:], stdout=out)
     return out.getvalue().strip()
@@ -67,12 +68,12 @@ def approve(user, handoff: Handoff):
 
 def test_the_hosted_example_waits_for_approval_then_ends_healthy(owner, settings, celery_isolation):
     hosted = section("Hosted: your graph run by Sidewisp's workers")
-    graphs = readme(r"^export SIDEWISP_GRAPHS='(.+?)'$", hosted)
+    graphs = found(r"^export SIDEWISP_GRAPHS='(.+?)'$", hosted)
     settings.SIDEWISP_GRAPHS = graphs
     assert not ContractVersion.objects.filter(version="desk/1").exists()  # nothing declared by hand
     worker = start_worker_process(f"fg{uuid.uuid4().hex[:6]}", celery_isolation, extra_env={"SIDEWISP_GRAPHS": graphs})
     try:
-        operation_id = run_readme_command(readme(r"^(python manage.py start_run desk --input '.+?')$", hosted))
+        operation_id = run_docs_command(found(r"^(python manage.py start_run desk --input '.+?')$", hosted))
 
         wait_until(lambda: Handoff.objects.filter(run__operation_id=operation_id).exists(), what="the handoff")
         wait_until(lambda: wait_of(operation_id) is not None, what="the payment's approval wait")
@@ -91,7 +92,7 @@ def test_the_hosted_example_waits_for_approval_then_ends_healthy(owner, settings
 
 
 def _team_model() -> ScriptedChatModel:
-    """One scripted `model` for the README's alice and bob: each follows its own script by its tools."""
+    """One scripted `model` for the docs' alice and bob: each follows its own script by its tools."""
     alice = Script((Call("transfer_to_bob"), Say("bob takes it from here")))
     bob = Script((Call("place_order", {"item": "widget"}), Say("Two widgets are ordered.")))
     return ScriptedChatModel(policy=lambda messages, tools: (alice if "lookup" in tools else bob)(messages, tools))
@@ -110,7 +111,7 @@ def _run_observed_block(block: str) -> tuple[threading.Thread, dict]:
 
     def run() -> None:
         try:
-            exec(compile(block, "README.md (observed)", "exec"), names)
+            exec(compile(block, "docs/observe.md (observed)", "exec"), names)
         except BaseException as exc:  # noqa: BLE001 - reported to the test below
             names["error"] = exc
         finally:
@@ -123,10 +124,11 @@ def _run_observed_block(block: str) -> tuple[threading.Thread, dict]:
 
 def test_the_observed_example_waits_for_approval_then_ends_healthy(owner):
     observed = section("Observed: your graph in your own process")
-    run_readme_command(readme(r"^(python manage.py import_contracts --add \S+)$", observed))
+    run_docs_command(found(r"^(python manage.py import_contracts --add \S+)$", observed))
 
-    thread, names = _run_observed_block(readme(r"```python\n(.+?)```", observed.split("`await_decision` builds")[0]))
-    wait_until(lambda: wait_of("op-42") is not None or "error" in names, what="the README app's wait")
+    assert documentation.block("observed") in observed  # the block of this section
+    thread, names = _run_observed_block(documentation.block("observed"))
+    wait_until(lambda: wait_of("op-42") is not None or "error" in names, what="the docs app's wait")
     waiting = wait_of("op-42")
     assert (waiting.sender, waiting.receiver, waiting.verdict) == ("alice", "bob", "WAITING_ON_APPROVAL")
     assert approve(owner, waiting).outcome == "done"
@@ -135,6 +137,38 @@ def test_the_observed_example_waits_for_approval_then_ends_healthy(owner):
     assert "error" not in names, names.get("error")
     assert names["outcome"].status == "complete"
     assert list(Handoff.objects.filter(run__operation_id="op-42").values_list("verdict", flat=True)) == ["HEALTHY"]
+
+
+# --- a team shape ------------------------------------------------------------------------------------
+
+
+def test_the_react_agent_swarm_is_recorded_from_the_graph_with_every_part(transactional_db, contracts):
+    """docs/team-shapes.md, "Agents with no Sidewisp code": no middleware, and `alice → bob` gets every part."""
+    ContractVersion.objects.create(version=shapes.ROUTE_VERSION, routes=shapes.ROUTES)
+    alice = Script((Call("transfer_to_bob"), Say("alice done")))
+    bob = Script((Say("bob done"),))
+    names = {
+        "model": ScriptedChatModel(
+            policy=lambda messages, tools: (alice if "transfer_to_bob" in tools else bob)(messages, tools)
+        ),
+        "create_handoff_tool": create_handoff_tool,
+        "create_swarm": create_swarm,
+        "observe": observe,
+        "saver": InMemorySaver(),
+        "graph_input": {"messages": [{"role": "user", "content": "hello"}]},
+        "config": {"configurable": {"thread_id": "t-react", "operation_id": "op-react"}},
+    }
+    block = documentation.block("react-swarm")
+    assert "create_react_agent" in block
+
+    exec(compile(block, "docs/team-shapes.md (react-swarm)", "exec"), names)
+
+    assert names["outcome"].status == "complete"
+    (handoff,) = Handoff.objects.filter(run__operation_id="op-react")
+    assert (handoff.sender, handoff.receiver, handoff.route_version) == ("alice", "bob", shapes.ROUTE_VERSION)
+    assert handoff.created_part and handoff.reduced_part and handoff.destination_part
+    assert handoff.created_part["tool_call_id"] == handoff.reduced_part["tool_message_ids"][0]
+    assert handoff.destination_part["node_id"] == "bob"
 
 
 # --- remote ------------------------------------------------------------------------------------------
@@ -155,7 +189,7 @@ def fresh_server(transactional_db, celery_isolation, contracts):
 
 def _remote_command() -> tuple[str, list[str]]:
     words = shlex.split(
-        readme(r"\(`(python -m tests\.agents\.remote_app [^`]+)`\)", section("Agents that run elsewhere"))
+        found(r"\(`(python -m tests\.agents\.remote_app [^`]+)`\)", section("Agents that run elsewhere"))
     )
     return words[3], words[4:]
 
@@ -164,7 +198,7 @@ def test_the_remote_example_waits_for_approval_then_ends_healthy(fresh_server, t
     from receipts.workers import sources
 
     token = sources.issue("billing")[1]
-    run_readme_command(readme(r"\(`(python manage.py import_contracts --add [^`]+)`", section("Agents that run")))
+    run_docs_command(found(r"\(`(python manage.py import_contracts --add [^`]+)`", section("Agents that run")))
     operation_id, args = _remote_command()
     app = start_app(fresh_server, token, operation_id, tmp_path, *args)
 
