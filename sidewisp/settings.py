@@ -256,6 +256,8 @@ LOGGING = {
         "no_403_traceback": {"()": "sidewisp.ops.logs.NoTracebackForPermissionDenied"},
         # A database error's message and a query's parameters quote input values (issue 19 §2): never logged.
         "no_database_values": {"()": "sidewisp.ops.logs.NoValuesFromTheDatabase"},
+        # Beat's housekeeping every few seconds logs nothing when it goes well (issue 30 §6: make run's box stays).
+        "no_routine_tasks": {"()": "sidewisp.ops.logs.NoRoutineTaskLines"},
     },
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["no_database_values"]}
@@ -268,6 +270,9 @@ LOGGING = {
         "django.request": {"filters": ["no_403_traceback", "no_database_values"]},
         "django.security": {"filters": ["no_403_traceback"]},
         "django.db.backends": {"filters": ["no_database_values"]},
+        "celery.beat": {"filters": ["no_routine_tasks"]},
+        "celery.worker.strategy": {"filters": ["no_routine_tasks"]},
+        "celery.app.trace": {"filters": ["no_routine_tasks"]},
     },
 }
 

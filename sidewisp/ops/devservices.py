@@ -6,9 +6,10 @@ settings. Every child it starts is stopped again on exit or Ctrl-C.
 `make run` says which Redis it uses (REDIS_URL, one found at the default
 address, or an embedded one) and which queue: unless SIDEWISP_QUEUE is set,
 a queue of this database's own, named after its deployment id, so two
-deployments on one Redis never take each other's tasks. Once the web server
-answers it ends its start-up with a box: the address to open, the demo
-accounts' passwords (those created now) and the command that prints new ones.
+deployments on one Redis never take each other's tasks. Once every process
+is up (/healthz says so) it ends its start-up with a box: the address to
+open, the demo accounts' passwords (those created now) and the command that
+prints new ones.
 
     python -m sidewisp.ops.devservices run          # web, worker, beat, demo traffic
     python -m sidewisp.ops.devservices test [ARGS]  # pytest with ARGS
@@ -32,7 +33,7 @@ from urllib.parse import urlsplit, urlunsplit
 import redis
 
 from sidewisp.ops import devenv
-from sidewisp.ops.startbox import demo_accounts, startup_box
+from sidewisp.ops.startbox import StartupWatch, demo_accounts
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 VAR_DIR = Path(os.environ.get("SIDEWISP_VAR_DIR", BASE_DIR / "var"))
@@ -196,7 +197,7 @@ def run() -> int:
         made = subprocess.run(
             _manage("ensure_demo_user"), env=env, check=True, cwd=BASE_DIR, stdout=subprocess.PIPE, text=True
         )
-        accounts = demo_accounts(made.stdout)  # shown in the start-up box, once the server answers
+        accounts = demo_accounts(made.stdout)  # shown in the start-up box, once every process is up
         env["SIDEWISP_QUEUE"] = queue = default_queue(env)
         how = "SIDEWISP_QUEUE" if os.environ.get("SIDEWISP_QUEUE", "").strip() else "this database's own"
         print(f"sidewisp: queue {queue} ({how}); the worker and beat use it", flush=True)
@@ -217,7 +218,8 @@ def run() -> int:
         supervisor = Supervisor(children, env=env)
         address = f"http://{HOST}:{port}/"
         try:
-            supervisor.run(when_ready=(lambda: http_answers(f"{address}login/"), _say_open(address, accounts)))
+            watch = StartupWatch(address, accounts)
+            supervisor.run(when_ready=(watch.ready, watch.say))
         except KeyboardInterrupt:
             return 0
         finally:
@@ -309,10 +311,6 @@ def _shown_path(path: Path) -> str:
         return str(path.relative_to(BASE_DIR))
     except ValueError:
         return f"SIDEWISP_VAR_DIR/{path.name}"
-
-
-def _say_open(address: str, accounts: list[tuple[str, str | None]]) -> Callable[[], None]:
-    return lambda: print(startup_box(address, accounts), flush=True)
 
 
 # The browser tests (tests/e2e) drive Debian's Chromium; `make test` runs them, so it checks for it first.

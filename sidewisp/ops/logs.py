@@ -17,6 +17,30 @@ class NoTracebackForPermissionDenied(logging.Filter):
         return True
 
 
+class NoRoutineTaskLines(logging.Filter):
+    """Beat's housekeeping says nothing when it goes well: no "Sending due task", "received" or "succeeded" line.
+
+    CELERY_BEAT_SCHEDULE runs a heartbeat and a worker ping every 2 s and other sweeps every few seconds; their
+    INFO lines (about three a second between worker and beat) scrolled `make run`'s start-up box away within
+    seconds and bury what a run does in any log. Their warnings and errors still pass; other tasks' lines too.
+    Attached to the three Celery loggers that write those lines.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        from django.conf import settings
+
+        tasks = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
+        # "Task <name>[<id>] received/succeeded" (worker) and "Sending due task <entry> (<name>)" (beat).
+        self.marks = tuple(mark for task in sorted(tasks) for mark in (f"Task {task}[", f"({task})"))
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.INFO:
+            return True
+        message = record.getMessage()
+        return not any(mark in message for mark in self.marks)
+
+
 class NoValuesFromTheDatabase(logging.Filter):
     """Nothing the database quotes reaches a log: a query's debug line and a database error's message both can.
 

@@ -18,7 +18,7 @@ from sidewisp.ops.devservices import (
     http_answers,
     shown_url,
 )
-from sidewisp.ops.startbox import demo_accounts, startup_box
+from sidewisp.ops.startbox import StartupWatch, demo_accounts, health, startup_box
 from tests.conftest import wait_until
 
 
@@ -197,28 +197,94 @@ def test_the_start_up_box_shows_the_address_with_the_demo_passwords_and_how_to_p
     text = "\n".join(box)
     assert "sidewisp: open http://127.0.0.1:8000/" in text
     assert "login operator  password pw-operator-123" in text
-    assert "login viewer    password (set earlier; not shown again)" in text
+    assert "login viewer    password set earlier; `python manage.py demo_passwords` prints a new one" in text
     assert "python manage.py demo_passwords" in text
 
 
-def test_the_start_up_box_is_printed_only_once_the_server_answers(tmp_path, capsys):
-    from sidewisp.ops.devservices import _say_open
+def test_the_start_up_box_comes_after_every_process_said_it_is_up(tmp_path, capfd):
+    """The box is the last thing of the start-up: printed once /healthz says every process is up, so the
+    worker's start-up lines are above it (before, they came after it and scrolled it away)."""
+    up = tmp_path / "worker-up"
+    worker = f"import time; print('celery@here ready.', flush=True); open({str(up)!r}, 'w').close(); time.sleep(60)"
+    children = {"web": [sys.executable, "-c", "import time; time.sleep(60)"], "worker": [sys.executable, "-c", worker]}
+    supervisor = Supervisor(children, env={}, cwd=tmp_path)
+    answers: list[dict | None] = [None]  # the web server does not answer at first
 
-    answers = tmp_path / "answers"
-    supervisor = Supervisor({"web": [sys.executable, "-c", "import time; time.sleep(60)"]}, env={}, cwd=tmp_path)
-    said = _say_open("http://127.0.0.1:8000/", [("operator", "pw-1")])
+    def checks(address: str) -> dict | None:
+        found = answers[-1]
+        answers.append({"database": {"ok": True}, "worker": {"ok": up.exists()}})
+        return found
 
-    def ready() -> bool:
-        if answers.exists():
-            return True
-        assert "sidewisp: open" not in capsys.readouterr().out  # nothing before the server answers
-        answers.touch()  # it answers from the next tick on
-        return False
-
+    watch = StartupWatch("http://127.0.0.1:8000/", [("operator", "pw-1")], checks=checks)
     try:
-        supervisor.run(until=time.monotonic() + 1, interval=0.05, when_ready=(ready, said))
+        supervisor.run(until=time.monotonic() + 2, interval=0.05, when_ready=(watch.ready, watch.say))
     finally:
         supervisor.stop()
-    out = capsys.readouterr().out
+    out = capfd.readouterr().out
     assert out.count("sidewisp: open http://127.0.0.1:8000/") == 1
+    assert out.index("celery@here ready.") < out.index("sidewisp: open")
     assert "login operator  password pw-1" in out
+    assert "Not up yet" not in out
+
+
+def test_a_process_that_never_comes_up_still_gets_the_box_naming_it(capsys):
+    now = [0.0]
+    down = {"database": {"ok": True}, "worker": {"ok": False}, "beat": {"ok": False}}
+    watch = StartupWatch("http://127.0.0.1:8000/", [("viewer", None)], checks=lambda _: down, clock=lambda: now[0])
+    assert not watch.ready()
+    now[0] = StartupWatch.PATIENCE - 1
+    assert not watch.ready()
+    now[0] = StartupWatch.PATIENCE
+    assert watch.ready()
+    watch.say()
+    out = capsys.readouterr().out
+    assert "Not up yet: beat, worker (the System page says why)" in out
+    assert "login viewer  password set earlier; `python manage.py demo_passwords` prints a new one" in out
+
+
+def test_the_health_checks_are_read_from_healthz_even_when_it_answers_503():
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    class Down(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = json.dumps({"status": "down", "checks": {"redis": {"ok": False}}}).encode()
+            self.send_response(503 if self.path == "/healthz" else 404)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Down)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        assert health(f"http://127.0.0.1:{server.server_port}/") == {"redis": {"ok": False}}
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert health(f"http://127.0.0.1:{server.server_port}/") is None  # nobody answers
+
+
+def test_beats_housekeeping_logs_nothing_when_it_goes_well_and_other_tasks_still_do(caplog):
+    """The worker ping and heartbeat every 2 s no longer scroll make run's box away; a run's task lines remain."""
+    import logging
+
+    from celery.app.trace import LOG_RECEIVED, LOG_SUCCESS
+
+    def task(name: str) -> dict:
+        return {"name": name, "id": "t-1", "runtime": 0.01, "return_value": 1}
+
+    caplog.set_level(logging.INFO)
+    logging.getLogger("celery.worker.strategy").info(LOG_RECEIVED, task("sidewisp.tasks.record_worker_status"))
+    logging.getLogger("celery.app.trace").info(LOG_SUCCESS, task("receipts.tasks.beat_heartbeat"))
+    logging.getLogger("celery.beat").info(
+        "Scheduler: Sending due task %s (%s)", "worker-status", "sidewisp.tasks.record_worker_status"
+    )
+    logging.getLogger("celery.app.trace").info(LOG_SUCCESS, task("agents.tasks.start_run"))
+    logging.getLogger("celery.app.trace").error("Task %s[%s] raised", "receipts.tasks.beat_heartbeat", "t-2")
+    assert [record.getMessage() for record in caplog.records] == [
+        "Task agents.tasks.start_run[t-1] succeeded in 0.01s: 1",
+        "Task receipts.tasks.beat_heartbeat[t-2] raised",
+    ]
