@@ -128,7 +128,7 @@ class Server:
     def start(self) -> None:
         daphne = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "sidewisp.asgi:application"]
         self.process = subprocess.Popen(daphne, env=self.env, cwd=settings.BASE_DIR)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60  # daphne's start-up: seconds unloaded, more on a busy two-core machine
         while time.monotonic() < deadline:
             try:
                 with urllib.request.urlopen(f"{self.url}/login/", timeout=1) as response:
@@ -138,7 +138,8 @@ class Server:
                 if self.process.poll() is not None:
                     raise RuntimeError("daphne exited while starting") from None
                 time.sleep(0.1)  # polling for the port, not waiting on a condition we could observe
-        raise RuntimeError("daphne did not answer within 20 s")
+        self.stop()  # never leave a daphne behind that did not answer
+        raise RuntimeError("daphne did not answer within 60 s")
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
