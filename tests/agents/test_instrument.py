@@ -1,0 +1,296 @@
+"""Zero-code instrumentation: after `instrument()` the same code gives the same values and chunks, and is observed.
+
+Each team is built and run twice by the same code, once plainly and once after `instrument()`; what
+the caller gets back is compared with the ids that differ between any two runs masked (message ids,
+checkpoint namespaces). The instrumented run's verdicts are compared with those of an explicit `observe`.
+`create_agent` is imported at the top of this module, before any `instrument()`, as applications do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+from collections.abc import Callable
+from typing import Any
+
+import langchain.agents
+import pytest
+from langchain.agents import create_agent
+from langchain.agents import factory as agent_factory
+from langchain_core.messages import AIMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.pregel import Pregel
+from langgraph_swarm import create_handoff_tool, create_swarm
+
+from agents.host.scripted import Call, Say, Script, ScriptedChatModel
+from agents.observe import instrument, uninstrument
+from agents.observe.middleware import SidewispMiddleware
+from agents.observe.observer import aobserve, observe
+from receipts.models import ContractVersion, Run
+from tests.agents import shapes, teams
+from tests.agents.test_team_shapes import routes
+from tests.agents.test_third_party import PASS, ask, config_for
+
+# Message, checkpoint and object ids; and the scripted models' call ids, digests of a conversation that
+# holds langgraph-supervisor's random call ids (two plain runs of a supervisor differ in them too).
+_RUN_IDS = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|0x[0-9a-f]+|call_[0-9a-f]{16}")
+
+
+@pytest.fixture
+def shape_contracts(transactional_db, contracts):
+    ContractVersion.objects.create(version=shapes.ROUTE_VERSION, routes=shapes.ROUTES)
+
+
+@pytest.fixture
+def instrumented():
+    """`instrument(**keywords)` for the test; always undone after it."""
+    yield lambda **keywords: instrument(**keywords)
+    uninstrument()
+
+
+def stable(value: Any) -> str:
+    """What a caller got, as text, without the ids that differ between any two runs."""
+    return _RUN_IDS.sub("<id>", repr(value))
+
+
+def solo(checkpointer: Any = None) -> Any:
+    """One `create_agent` agent, no Sidewisp code: it looks something up, then answers."""
+    model = ScriptedChatModel(policy=Script((Call("lookup", {"query": "q"}), Say("solo done"))))
+    return create_agent(model, tools=[teams.lookup], name="solo", checkpointer=checkpointer)
+
+
+def bare_swarm(checkpointer: Any = None) -> Any:
+    """A langgraph-swarm team of two `create_agent` agents, no Sidewisp code: alice hands to bob."""
+    alice = create_agent(
+        ScriptedChatModel(policy=Script((Call("transfer_to_bob"), Say("alice done")))),
+        tools=[create_handoff_tool(agent_name="bob")],
+        name="alice",
+    )
+    bob = create_agent(
+        ScriptedChatModel(policy=Script((Say("bob done"),))),
+        tools=[create_handoff_tool(agent_name="alice")],
+        name="bob",
+    )
+    return create_swarm([alice, bob], default_active_agent="alice").compile(checkpointer=checkpointer)
+
+
+# (builder, the observe keywords its run needs); every builder takes a checkpointer.
+TEAMS = [
+    pytest.param(bare_swarm, {"route_version": shapes.ROUTE_VERSION}, id="bare_swarm"),
+    pytest.param(shapes.swarm_in_app, {}, id="swarm_in_app"),
+    pytest.param(shapes.hierarchical, {}, id="supervisor_of_supervisors"),
+    pytest.param(shapes.react_swarm, {"route_version": shapes.ROUTE_VERSION}, id="react_swarm"),
+    pytest.param(solo, {}, id="single_agent"),
+]
+# How a caller reads a graph: (name, call) where call(graph, config) gives what the caller keeps.
+READS: list[tuple[str, Callable[[Any, dict], Any]]] = [
+    ("invoke", lambda graph, config: graph.invoke(ask(), config)),
+    ("stream", lambda graph, config: list(graph.stream(ask(), config, stream_mode=["updates", "values"]))),
+    (
+        "stream_subgraphs",
+        lambda graph, config: list(graph.stream(ask(), config, stream_mode="updates", subgraphs=True)),
+    ),
+    ("ainvoke", lambda graph, config: asyncio.run(graph.ainvoke(ask(), config))),
+    (
+        "astream_messages",
+        lambda graph, config: asyncio.run(_collected(graph.astream(ask(), config, stream_mode="messages"))),
+    ),
+]
+
+
+async def _collected(chunks: Any) -> list[Any]:
+    return [chunk async for chunk in chunks]
+
+
+def _read_both_ways(build: Callable[..., Any], keywords: dict, read: Callable, instrumented: Callable) -> tuple:
+    """(plain, instrumented) of `read`, the same code each time; the instrumented run's config."""
+    config = config_for("instrumented")
+    plain = read(build(InMemorySaver()), config)
+    instrumented(**keywords)
+    return plain, read(build(InMemorySaver()), config), config
+
+
+# --- what the caller gets is unchanged -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("build", "keywords"), TEAMS)
+@pytest.mark.parametrize(("how", "read"), READS, ids=[name for name, _ in READS])
+def test_an_instrumented_graph_gives_its_caller_what_it_gives_uninstrumented(
+    shape_contracts, instrumented, build, keywords, how, read
+):
+    plain, observed, config = _read_both_ways(build, keywords, read, instrumented)
+
+    assert stable(observed) == stable(plain)
+    assert Run.objects.get(operation_id=config["configurable"]["operation_id"]).status == Run.Status.COMPLETE
+
+
+def test_the_custom_stream_of_a_team_with_the_middleware_is_unchanged(shape_contracts, instrumented):
+    def read(graph: Any, config: dict) -> list:
+        return list(graph.stream(ask(), config, stream_mode=["custom", "updates"], subgraphs=True))
+
+    plain, observed, _ = _read_both_ways(shapes.swarm_in_app, {}, read, instrumented)
+
+    assert stable(observed) == stable(plain)
+
+
+@pytest.mark.parametrize(("build", "keywords"), TEAMS)
+def test_an_instrumented_run_has_the_verdicts_of_an_explicitly_observed_one(
+    shape_contracts, instrumented, build, keywords
+):
+    explicit = config_for("explicit")
+    observe(build(InMemorySaver()), ask(), explicit, verifier=PASS, **keywords)
+    instrumented(verifier=PASS, **keywords)
+    config = config_for("instrumented")
+
+    build(InMemorySaver()).invoke(ask(), config)
+
+    assert routes(config) == routes(explicit)
+    assert all(verdict == "HEALTHY" for _, _, verdict in routes(config))
+    assert (build is solo) == (routes(config) == [])
+
+
+# --- one run per top-level call ---------------------------------------------------------------------
+
+
+def test_a_graph_observe_drives_after_instrument_is_observed_once(shape_contracts, instrumented):
+    instrumented()
+    config = config_for("once")
+
+    outcome = asyncio.run(aobserve(shapes.swarm_in_app(InMemorySaver()), ask(), config, verifier=PASS))
+    observe(shapes.hierarchical(InMemorySaver()), ask(), config_for("once-sync"), verifier=PASS)
+
+    assert outcome.status == "complete"
+    # The swarm inside the app, the teams inside the top supervisor: parts of their runs, not runs.
+    assert Run.objects.count() == 2
+    assert routes(config) == [("alice", "bob", "HEALTHY")]
+
+
+def test_a_graph_invoked_inside_a_node_is_part_of_the_outer_run(shape_contracts, instrumented):
+    inner = solo()
+    app = StateGraph(MessagesState)
+    app.add_node("ask_solo", lambda state: {"messages": inner.invoke(state)["messages"][-1:]})
+    app.add_edge(START, "ask_solo")
+    app.add_edge("ask_solo", END)
+    instrumented()
+
+    result = app.compile().invoke(ask(), config_for("outer"))
+
+    assert result["messages"][-1].content == "solo done"
+    assert Run.objects.count() == 1
+
+
+def test_a_graph_the_caller_runs_between_two_chunks_is_a_run_of_its_own(shape_contracts, instrumented):
+    instrumented()
+    outer, between = config_for("outer"), config_for("between")
+
+    for _ in solo(InMemorySaver()).stream(ask(), outer, stream_mode="updates"):
+        solo(InMemorySaver()).invoke(ask(), between)
+
+    runs = set(Run.objects.values_list("operation_id", flat=True))
+    assert runs == {outer["configurable"]["operation_id"], between["configurable"]["operation_id"]}
+
+
+def test_a_call_without_a_thread_id_is_a_run_of_its_own(shape_contracts, instrumented):
+    instrumented()
+    graph = solo()
+
+    first, second = graph.invoke(ask()), graph.invoke(ask())
+
+    assert first["messages"][-1].content == second["messages"][-1].content == "solo done"
+    operation_ids = list(Run.objects.values_list("operation_id", flat=True))
+    assert len(set(operation_ids)) == 2
+    assert all(operation_id.startswith("instrumented-") for operation_id in operation_ids)
+
+
+def test_the_thread_id_a_graph_is_bound_to_names_its_run(shape_contracts, instrumented):
+    instrumented()
+
+    solo(InMemorySaver()).with_config(configurable={"thread_id": "bound-thread"}).invoke(ask())
+
+    assert list(Run.objects.values_list("operation_id", flat=True)) == ["bound-thread"]
+
+
+def test_what_the_graph_raises_reaches_the_caller_unchanged(shape_contracts, instrumented):
+    def broken(state: MessagesState) -> dict:
+        raise ValueError("the ledger is closed")
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("broken", broken)
+    builder.add_edge(START, "broken")
+    config = config_for("raised")
+    with pytest.raises(ValueError) as plain:
+        builder.compile().invoke(ask(), config)
+    instrumented()
+
+    with pytest.raises(ValueError) as observed:
+        builder.compile().invoke(ask(), config)
+
+    assert str(observed.value) == str(plain.value) == "the ledger is closed"
+    assert Run.objects.get(operation_id=config["configurable"]["operation_id"]).status == Run.Status.FAILED
+
+
+# --- create_agent ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def middleware_calls(monkeypatch):
+    """How many model calls went through a SidewispMiddleware."""
+    calls: list[str] = []
+    original = SidewispMiddleware.wrap_model_call
+
+    def counted(self: SidewispMiddleware, request: Any, handler: Any) -> Any:
+        calls.append("model")
+        return original(self, request, handler)
+
+    monkeypatch.setattr(SidewispMiddleware, "wrap_model_call", counted)
+    return calls
+
+
+def test_an_agent_built_after_instrument_carries_the_middleware_once(shape_contracts, instrumented, middleware_calls):
+    before = solo()
+    instrumented()
+    bare, own = solo(), create_agent(ScriptedChatModel(policy=Script((Say("hi"),))), middleware=[SidewispMiddleware()])
+
+    bare.invoke(ask(), config_for("bare"))
+    assert middleware_calls == ["model", "model"]  # the lookup, then the answer
+    own.invoke(ask(), config_for("own"))  # one middleware: create_agent refuses two of the same name
+    assert middleware_calls == ["model"] * 3
+    # An agent built before is as it was built, and its run is observed all the same.
+    before.invoke(ask(), config_for("before"))
+    assert middleware_calls == ["model"] * 3
+    assert Run.objects.count() == 3
+
+
+def test_uninstrument_puts_back_the_very_same_functions(shape_contracts, instrumented, middleware_calls):
+    stream, astream = Pregel.__dict__["stream"], Pregel.__dict__["astream"]
+    create, code, signature = agent_factory.create_agent, create_agent.__code__, inspect.signature(create_agent)
+
+    instrumented()
+    patched = Pregel.__dict__["stream"]
+    instrument()  # a second call changes nothing
+    assert Pregel.__dict__["stream"] is patched is not stream
+    assert inspect.signature(create_agent) == signature
+    uninstrument()
+    uninstrument()
+
+    assert (Pregel.__dict__["stream"], Pregel.__dict__["astream"]) == (stream, astream)
+    assert langchain.agents.create_agent is agent_factory.create_agent is create is create_agent
+    assert create_agent.__code__ is code
+    assert inspect.signature(create_agent) == signature
+    solo().invoke(ask(), config_for("after"))
+    assert middleware_calls == []
+    assert not Run.objects.exists()
+
+
+def test_instrumenting_again_after_uninstrument_observes_again(shape_contracts, instrumented):
+    instrumented()
+    uninstrument()
+    instrumented()
+    config = config_for("again")
+
+    reply = solo(InMemorySaver()).invoke(ask(), config)
+
+    assert isinstance(reply["messages"][-1], AIMessage)
+    assert Run.objects.filter(operation_id=config["configurable"]["operation_id"]).exists()
