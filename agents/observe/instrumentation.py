@@ -59,6 +59,7 @@ class _Installed:
     stream: Any
     astream: Any
     create_agent_code: Any
+    create_agent_twin: Any = None  # a function of the original code: what the equipped create_agent calls
     observing: dict[str, Any] = field(default_factory=dict)
     route_version: str | None = None
 
@@ -99,10 +100,10 @@ def instrument(
             },
             route_version=route_version,
         )
+        _installed = installed  # before the swaps: a swapped function always finds what it needs
         Pregel.stream = _observed_stream  # type: ignore[method-assign]
         Pregel.astream = _observed_astream  # type: ignore[method-assign]
         _equip_create_agent(installed)
-        _installed = installed
 
 
 def uninstrument() -> None:
@@ -116,10 +117,6 @@ def uninstrument() -> None:
         factory.create_agent.__code__ = _installed.create_agent_code
         del factory.create_agent.__signature__
         _installed = None
-
-
-def is_instrumented() -> bool:
-    return _installed is not None
 
 
 # --- graphs ------------------------------------------------------------------------------------------
@@ -225,12 +222,12 @@ def _equip_create_agent(installed: _Installed) -> None:
     function's signature is kept readable for `inspect` while it is swapped.
     """
     original = factory.create_agent
-    pristine = type(original)(
-        installed.create_agent_code, original.__globals__, original.__name__, original.__defaults__
-    )
-    pristine.__kwdefaults__ = dict(original.__kwdefaults__ or {})
-    global _pristine_create_agent
-    _pristine_create_agent = pristine
+    if "__signature__" in original.__dict__:
+        msg = "create_agent carries a __signature__ of its own: instrument() would not put it back as it was"
+        raise RuntimeError(msg)
+    twin = type(original)(installed.create_agent_code, original.__globals__, original.__name__, original.__defaults__)
+    twin.__kwdefaults__ = dict(original.__kwdefaults__ or {})
+    installed.create_agent_twin = twin
     consts = tuple(__name__ if const == _MODULE_PLACEHOLDER else const for const in _trampoline.__code__.co_consts)
     code = _trampoline.__code__.replace(co_consts=consts, co_name=original.__name__, co_qualname=original.__qualname__)
     original.__signature__ = inspect.signature(original)  # type: ignore[attr-defined]
@@ -241,13 +238,12 @@ def _trampoline(*args: Any, **kwargs: Any) -> Any:
     return __import__("__sidewisp_instrumentation_module__", fromlist=("_",))._create_equipped_agent(*args, **kwargs)
 
 
-_pristine_create_agent: Any = None
-
-
 def _create_equipped_agent(*args: Any, **kwargs: Any) -> Any:
     """`create_agent` with `SidewispMiddleware` last in the middleware, unless one is there already."""
-    installed, create = _installed, _pristine_create_agent
+    installed = _installed
+    if installed is None:  # uninstrumented meanwhile: the function has its own code again
+        return factory.create_agent(*args, **kwargs)
     middleware = list(kwargs.get("middleware") or ())
-    if installed is not None and not any(isinstance(item, SidewispMiddleware) for item in middleware):
+    if not any(isinstance(item, SidewispMiddleware) for item in middleware):
         kwargs["middleware"] = [*middleware, SidewispMiddleware(route_version=installed.route_version)]
-    return create(*args, **kwargs)
+    return installed.create_agent_twin(*args, **kwargs)

@@ -22,20 +22,26 @@ from langchain_core.messages import AIMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.pregel import Pregel
+from langgraph.types import Command
 from langgraph_swarm import create_handoff_tool, create_swarm
 
 from agents.host.scripted import Call, Say, Script, ScriptedChatModel
-from agents.observe import instrument, uninstrument
+from agents.observe import await_decision, instrument, uninstrument
+from agents.observe.failures import STREAM_CLOSED
 from agents.observe.middleware import SidewispMiddleware
 from agents.observe.observer import aobserve, observe
-from receipts.models import ContractVersion, Run
+from receipts import actions
+from receipts.models import ContractVersion, Handoff, Run
 from tests.agents import shapes, teams
 from tests.agents.test_team_shapes import routes
-from tests.agents.test_third_party import PASS, ask, config_for
+from tests.agents.test_third_party import PASS, _hitl_swarm, ask, config_for
 
 # Message, checkpoint and object ids; and the scripted models' call ids, digests of a conversation that
-# holds langgraph-supervisor's random call ids (two plain runs of a supervisor differ in them too).
-_RUN_IDS = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|0x[0-9a-f]+|call_[0-9a-f]{16}")
+# holds langgraph-supervisor's random call ids (two plain runs of a supervisor differ in them too);
+# interrupt ids.
+_RUN_IDS = re.compile(
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|0x[0-9a-f]+|call_[0-9a-f]{16}|\b[0-9a-f]{32}\b"
+)
 
 
 @pytest.fixture
@@ -50,8 +56,14 @@ def instrumented():
     uninstrument()
 
 
-def stable(value: Any) -> str:
-    """What a caller got, as text, without the ids that differ between any two runs."""
+def stable(value: Any, *, parallel: bool = False) -> Any:
+    """What a caller got, as text, without the ids that differ between any two runs.
+
+    `parallel`: a list whose order two plain runs need not share either (a fan-out's two workers run at
+    once, and stream in the order they finish), compared as the multiset of its items.
+    """
+    if parallel and isinstance(value, list):
+        return sorted(stable(item) for item in value)
     return _RUN_IDS.sub("<id>", repr(value))
 
 
@@ -81,6 +93,9 @@ TEAMS = [
     pytest.param(bare_swarm, {"route_version": shapes.ROUTE_VERSION}, id="bare_swarm"),
     pytest.param(shapes.swarm_in_app, {}, id="swarm_in_app"),
     pytest.param(shapes.hierarchical, {}, id="supervisor_of_supervisors"),
+    pytest.param(shapes.nested_agents, {}, id="nested_agents"),
+    pytest.param(shapes.fan_out, {}, id="fan_out"),  # streams its two workers as they finish
+    pytest.param(shapes.forwarding_supervisor, {}, id="forward_message"),
     pytest.param(shapes.react_swarm, {"route_version": shapes.ROUTE_VERSION}, id="react_swarm"),
     pytest.param(solo, {}, id="single_agent"),
 ]
@@ -97,11 +112,19 @@ READS: list[tuple[str, Callable[[Any, dict], Any]]] = [
         "astream_messages",
         lambda graph, config: asyncio.run(_collected(graph.astream(ask(), config, stream_mode="messages"))),
     ),
+    ("astream_events", lambda graph, config: asyncio.run(_events(graph, config))),
 ]
 
 
 async def _collected(chunks: Any) -> list[Any]:
     return [chunk async for chunk in chunks]
+
+
+async def _events(graph: Any, config: dict) -> list[tuple]:
+    """Each event's kind, name and node, and the root graph's output."""
+    events = [event async for event in graph.astream_events(ask(), config, version="v2")]
+    named = [(event["event"], event["name"], event["metadata"].get("langgraph_node")) for event in events]
+    return [*named, events[-1]["data"].get("output")]
 
 
 def _read_both_ways(build: Callable[..., Any], keywords: dict, read: Callable, instrumented: Callable) -> tuple:
@@ -122,7 +145,8 @@ def test_an_instrumented_graph_gives_its_caller_what_it_gives_uninstrumented(
 ):
     plain, observed, config = _read_both_ways(build, keywords, read, instrumented)
 
-    assert stable(observed) == stable(plain)
+    parallel = build is shapes.fan_out
+    assert stable(observed, parallel=parallel) == stable(plain, parallel=parallel)
     assert Run.objects.get(operation_id=config["configurable"]["operation_id"]).status == Run.Status.COMPLETE
 
 
@@ -149,6 +173,32 @@ def test_an_instrumented_run_has_the_verdicts_of_an_explicitly_observed_one(
     assert routes(config) == routes(explicit)
     assert all(verdict == "HEALTHY" for _, _, verdict in routes(config))
     assert (build is solo) == (routes(config) == [])
+
+
+def test_an_approval_wait_of_an_instrumented_team_is_decided_on_the_dashboard(team_contracts, person, instrumented):
+    owner = person("ops-lead", "approver")
+    config = config_for("approval")
+    plain_graph = _hitl_swarm(InMemorySaver())
+    plain_paused = plain_graph.invoke(ask("buy a widget"), config)
+    plain_done = plain_graph.invoke(Command(resume={"decisions": [{"type": "approve"}]}), config)
+    instrumented(wait_policies=teams.WAIT_POLICIES, verifier=PASS)
+    graph = _hitl_swarm(InMemorySaver())
+
+    paused = graph.invoke(ask("buy a widget"), config)
+
+    assert stable(paused) == stable(plain_paused)
+    operation_id = config["configurable"]["operation_id"]
+    handoff = Handoff.objects.get(run__operation_id=operation_id)
+    assert (handoff.verdict, handoff.run.status) == ("WAITING_ON_APPROVAL", Run.Status.WAITING)
+    token = handoff.wait_part["resume_token_id"]
+    decided = actions.decide(user=owner, handoff_id=handoff.pk, kind="approve", token=token, key="k-1")
+    assert decided.decision is not None, decided.message
+
+    done = graph.invoke(await_decision(operation_id, timeout=5, poll=0.05), config)
+
+    assert stable(done) == stable(plain_done)
+    handoff.refresh_from_db()
+    assert (handoff.wait_part["resolution"], handoff.run.status) == ("approved", Run.Status.COMPLETE)
 
 
 # --- one run per top-level call ---------------------------------------------------------------------
@@ -181,15 +231,50 @@ def test_a_graph_invoked_inside_a_node_is_part_of_the_outer_run(shape_contracts,
     assert Run.objects.count() == 1
 
 
-def test_a_graph_the_caller_runs_between_two_chunks_is_a_run_of_its_own(shape_contracts, instrumented):
+@pytest.mark.parametrize("how", ["sync", "async"])
+def test_a_graph_the_caller_runs_between_two_chunks_is_a_run_of_its_own(shape_contracts, instrumented, how):
     instrumented()
     outer, between = config_for("outer"), config_for("between")
+    graph, other = solo(InMemorySaver()), solo(InMemorySaver())
 
-    for _ in solo(InMemorySaver()).stream(ask(), outer, stream_mode="updates"):
-        solo(InMemorySaver()).invoke(ask(), between)
+    if how == "sync":
+        for _ in graph.stream(ask(), outer, stream_mode="updates"):
+            other.invoke(ask(), between)
+    else:
+
+        async def read() -> None:
+            async for _ in graph.astream(ask(), outer, stream_mode="updates"):
+                await other.ainvoke(ask(), between)
+
+        asyncio.run(read())
 
     runs = set(Run.objects.values_list("operation_id", flat=True))
     assert runs == {outer["configurable"]["operation_id"], between["configurable"]["operation_id"]}
+
+
+@pytest.mark.parametrize("how", ["sync", "async"])
+def test_a_caller_who_stops_reading_early_leaves_no_run_running(shape_contracts, instrumented, how):
+    instrumented()
+    config = config_for("closed")
+    graph = solo(InMemorySaver())
+
+    if how == "sync":
+        chunks = graph.stream(ask(), config, stream_mode="updates")
+        first = next(chunks)
+        chunks.close()
+    else:
+
+        async def first_of_stream() -> Any:
+            chunks = graph.astream(ask(), config, stream_mode="updates")
+            first = await anext(chunks)
+            await chunks.aclose()
+            return first
+
+        first = asyncio.run(first_of_stream())
+
+    assert list(first) == ["model"]
+    run = Run.objects.get(operation_id=config["configurable"]["operation_id"])
+    assert (run.status, run.error) == (Run.Status.FAILED, STREAM_CLOSED)
 
 
 def test_a_call_without_a_thread_id_is_a_run_of_its_own(shape_contracts, instrumented):
