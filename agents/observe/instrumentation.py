@@ -10,7 +10,8 @@ user's code stays as it is:
   (LangGraph's own `invoke` builds its return value from `self.stream`), so they are observed too and
   the value they return is the one LangGraph builds from the same chunks.
 - **Every `create_agent` agent built after the call** carries one `SidewispMiddleware` (last in its
-  list, innermost, as the middleware asks), unless the user's list holds one already.
+  list, innermost, as the middleware asks), unless the user's list holds one already. The transfers
+  it announces to the observer stay out of the caller's `custom` stream, which never had them.
 
 A run is observed once. Inside an observed run (a context variable set while the run's stream
 advances; LangGraph copies it into the threads and tasks of the run), and inside any LangGraph task
@@ -30,7 +31,8 @@ import contextvars
 import inspect
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +43,7 @@ from langgraph.pregel import Pregel
 from agents.observe.middleware import OBSERVED_KEY, SidewispMiddleware
 from agents.observe.observer import aobserve, observe
 from agents.observe.outcomes import Verifier, WaitPolicy
+from agents.observe.transfers import HANDOFF_EVENT
 
 # True while an observed run's stream advances: the graphs run meanwhile are part of that run.
 _INSIDE_OBSERVED_RUN: contextvars.ContextVar[bool] = contextvars.ContextVar(
@@ -128,7 +131,7 @@ def _observed_stream(self: Pregel, input: Any, config: Any = None, **kwargs: Any
         original = installed.stream if installed is not None else _PREGEL_STREAM
         return original(self, input, config, **kwargs)
     chunks = observe.stream(self, input, _run_config(self, config), **installed.observing, **kwargs)
-    return _scoped(chunks)
+    return _scoped(chunks, _Shape.asked(self, kwargs))
 
 
 def _observed_astream(self: Pregel, input: Any, config: Any = None, **kwargs: Any) -> AsyncIterator[Any]:
@@ -137,7 +140,7 @@ def _observed_astream(self: Pregel, input: Any, config: Any = None, **kwargs: An
         original = installed.astream if installed is not None else _PREGEL_ASTREAM
         return original(self, input, config, **kwargs)
     chunks = aobserve.astream(self, input, _run_config(self, config), **installed.observing, **kwargs)
-    return _ascoped(chunks)
+    return _ascoped(chunks, _Shape.asked(self, kwargs))
 
 
 def _part_of_a_run(config: Any) -> bool:
@@ -163,9 +166,10 @@ def _run_config(graph: Pregel, config: Any) -> dict:
     return {**config, "configurable": configurable}
 
 
-def _scoped(chunks: Iterator[Any]) -> Iterator[Any]:
+def _scoped(chunks: Iterator[Any], shape: _Shape) -> Iterator[Any]:
     """`chunks`, each step taken inside the run's mark (a generator's body shares its caller's context,
-    so the mark is set around each step only: the caller's own code between chunks is outside the run)."""
+    so the mark is set around each step only: the caller's own code between chunks is outside the run);
+    the announcements of the agents `instrument()` equipped left out."""
     try:
         while True:
             token = _INSIDE_OBSERVED_RUN.set(True)
@@ -175,7 +179,8 @@ def _scoped(chunks: Iterator[Any]) -> Iterator[Any]:
                 return
             finally:
                 _INSIDE_OBSERVED_RUN.reset(token)
-            yield chunk
+            if not shape.quiet_announcement(chunk):
+                yield chunk
     finally:
         token = _INSIDE_OBSERVED_RUN.set(True)
         try:
@@ -186,8 +191,8 @@ def _scoped(chunks: Iterator[Any]) -> Iterator[Any]:
             _INSIDE_OBSERVED_RUN.reset(token)
 
 
-async def _ascoped(chunks: AsyncIterator[Any]) -> AsyncIterator[Any]:
-    """`_scoped` for `astream` (the tasks LangGraph starts meanwhile copy the mark)."""
+async def _ascoped(chunks: AsyncIterator[Any], shape: _Shape) -> AsyncIterator[Any]:
+    """`_scoped` for `astream` (the tasks LangGraph starts meanwhile copy the mark), quiet announcements left out."""
     try:
         while True:
             token = _INSIDE_OBSERVED_RUN.set(True)
@@ -197,7 +202,8 @@ async def _ascoped(chunks: AsyncIterator[Any]) -> AsyncIterator[Any]:
                 return
             finally:
                 _INSIDE_OBSERVED_RUN.reset(token)
-            yield chunk
+            if not shape.quiet_announcement(chunk):
+                yield chunk
     finally:
         token = _INSIDE_OBSERVED_RUN.set(True)
         try:
@@ -245,5 +251,76 @@ def _create_equipped_agent(*args: Any, **kwargs: Any) -> Any:
         return factory.create_agent(*args, **kwargs)
     middleware = list(kwargs.get("middleware") or ())
     if not any(isinstance(item, SidewispMiddleware) for item in middleware):
-        kwargs["middleware"] = [*middleware, SidewispMiddleware(route_version=installed.route_version)]
+        kwargs["middleware"] = [*middleware, _AddedMiddleware(route_version=installed.route_version)]
     return installed.create_agent_twin(*args, **kwargs)
+
+
+# --- the middleware's announcements -------------------------------------------------------------------
+
+# The tool calls of agents that `instrument()` equipped, latest last: their transfers' announcements
+# (Sidewisp's own wire from the middleware to the observer) stay out of the caller's `custom` stream,
+# which without `instrument()` never had them. An agent the user gave the middleware announces as before.
+_QUIET_CALLS: OrderedDict[str, None] = OrderedDict()
+_QUIET_LIMIT = 4096  # far more tool calls than run at once between a call and its announcement being read
+_quiet_lock = threading.Lock()
+
+
+class _AddedMiddleware(SidewispMiddleware):
+    """The `SidewispMiddleware` that `instrument()` gives an agent: the same, its announcements kept quiet."""
+
+    @property
+    def name(self) -> str:
+        return SidewispMiddleware.__name__
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        _keep_quiet(request)
+        return super().wrap_tool_call(request, handler)
+
+    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        _keep_quiet(request)
+        return await super().awrap_tool_call(request, handler)
+
+
+def _keep_quiet(request: Any) -> None:
+    """Before the tool runs: its announcement, if it is a transfer, may be read as soon as it is written."""
+    tool_call_id = request.tool_call.get("id")
+    if not tool_call_id:
+        return
+    with _quiet_lock:
+        _QUIET_CALLS[tool_call_id] = None
+        _QUIET_CALLS.move_to_end(tool_call_id)
+        while len(_QUIET_CALLS) > _QUIET_LIMIT:
+            _QUIET_CALLS.popitem(last=False)
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """How the caller's chunks look (`graph.stream`'s `stream_mode`, `subgraphs`, `version`)."""
+
+    custom: bool
+    listed: bool
+    subgraphs: bool
+    version: str
+
+    @classmethod
+    def asked(cls, graph: Pregel, kwargs: Mapping[str, Any]) -> _Shape:
+        stream_mode = kwargs.get("stream_mode")
+        if stream_mode is None:
+            stream_mode = graph.stream_mode
+        modes = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
+        listed = not isinstance(stream_mode, str)
+        return cls("custom" in modes, listed, bool(kwargs.get("subgraphs")), kwargs.get("version") or "v1")
+
+    def quiet_announcement(self, chunk: Any) -> bool:
+        """`chunk` is the announcement of a transfer by an agent `instrument()` equipped."""
+        if not self.custom:
+            return False
+        if self.version == "v2":
+            data = chunk.get("data") if isinstance(chunk, dict) and chunk.get("type") == "custom" else None
+        elif self.listed:
+            data = chunk[-1] if isinstance(chunk, tuple) and len(chunk) >= 2 and chunk[-2] == "custom" else None
+        else:
+            data = chunk[-1] if self.subgraphs and isinstance(chunk, tuple) else chunk
+        if not (isinstance(data, dict) and data.get("event") == HANDOFF_EVENT):
+            return False
+        return data.get("tool_call_id") in _QUIET_CALLS
