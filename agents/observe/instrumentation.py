@@ -38,8 +38,10 @@ from typing import Any
 
 from langchain.agents import factory
 from langchain_core.runnables.config import var_child_runnable_config
+from langgraph.config import get_config
 from langgraph.pregel import Pregel
 
+from agents.observe.evidence import operation_id_of
 from agents.observe.middleware import OBSERVED_KEY, SidewispMiddleware
 from agents.observe.observer import aobserve, observe
 from agents.observe.outcomes import Verifier, WaitPolicy
@@ -257,10 +259,11 @@ def _create_equipped_agent(*args: Any, **kwargs: Any) -> Any:
 
 # --- the middleware's announcements -------------------------------------------------------------------
 
-# The tool calls of agents that `instrument()` equipped, latest last: their transfers' announcements
-# (Sidewisp's own wire from the middleware to the observer) stay out of the caller's `custom` stream,
-# which without `instrument()` never had them. An agent the user gave the middleware announces as before.
-_QUIET_CALLS: OrderedDict[str, None] = OrderedDict()
+# (operation id, tool-call id) of the calls of agents that `instrument()` equipped, latest last: their
+# transfers' announcements (Sidewisp's own wire from the middleware to the observer) stay out of the
+# caller's `custom` stream, which without `instrument()` never had them. An agent the user gave the
+# middleware announces as before.
+_QUIET_CALLS: OrderedDict[tuple[str | None, str], None] = OrderedDict()
 _QUIET_LIMIT = 4096  # far more tool calls than run at once between a call and its announcement being read
 _quiet_lock = threading.Lock()
 
@@ -286,9 +289,13 @@ def _keep_quiet(request: Any) -> None:
     tool_call_id = request.tool_call.get("id")
     if not tool_call_id:
         return
+    try:
+        call = (operation_id_of(get_config()), tool_call_id)  # as the announcement names them
+    except RuntimeError:  # outside a graph: nothing is announced
+        return
     with _quiet_lock:
-        _QUIET_CALLS[tool_call_id] = None
-        _QUIET_CALLS.move_to_end(tool_call_id)
+        _QUIET_CALLS[call] = None
+        _QUIET_CALLS.move_to_end(call)
         while len(_QUIET_CALLS) > _QUIET_LIMIT:
             _QUIET_CALLS.popitem(last=False)
 
@@ -323,4 +330,4 @@ class _Shape:
             data = chunk[-1] if self.subgraphs and isinstance(chunk, tuple) else chunk
         if not (isinstance(data, dict) and data.get("event") == HANDOFF_EVENT):
             return False
-        return data.get("tool_call_id") in _QUIET_CALLS
+        return (data.get("operation_id"), data.get("tool_call_id")) in _QUIET_CALLS
