@@ -13,6 +13,7 @@ from __future__ import annotations
 from agents.observe.conclusion import aconclude, conclude
 from agents.observe.decisions import aawait_decision, await_decision
 from agents.observe.handoffs import handoff_tool
+from agents.observe.instrumentation import instrument, uninstrument
 from agents.observe.middleware import SidewispMiddleware
 from agents.observe.observer import aobserve, observe
 from agents.observe.outcomes import Outcome, OutcomeVerifier, Verifier, WaitPolicy, claims_done
@@ -30,5 +31,7 @@ __all__ = [
     "claims_done",
     "conclude",
     "handoff_tool",
+    "instrument",
     "observe",
+    "uninstrument",
 ]
