@@ -186,6 +186,9 @@ class ContractVersionAdmin(ReviewedAddAdmin):
         }
 
     def review_new(self, request: HttpRequest, form: forms.ModelForm) -> dict:
+        # Before the review and before the save (outside the save's transaction, so the refusal stays audited).
+        if form.new_reasons and not request.user.has_perm("receipts.add_waitreason"):
+            _deny(request, "contracts.add", "receipts.add_waitreason")
         base, version, routes = (form.cleaned_data[k] for k in ("based_on", "version", "routes"))
         before = base.routes if base else None
         changes = contracts.route_changes(before, routes)
@@ -209,8 +212,6 @@ class ContractVersionAdmin(ReviewedAddAdmin):
         }
 
     def save_model(self, request, obj, form, change):
-        if form.new_reasons and not request.user.has_perm("receipts.add_waitreason"):
-            _deny(request, "contracts.add")  # inside the add view's transaction: nothing is saved
         obj.created_by = request.user
         super().save_model(request, obj, form, change)
         # New reasons are added; a stored one keeps its code, and its meaning when the row's is blank (an import
@@ -275,13 +276,13 @@ class WaitReasonAdmin(ImmutableAdmin):
         return False
 
 
-def _deny(request: HttpRequest, action: str) -> None:
+def _deny(request: HttpRequest, action: str, permission: str = CHANGE_LIMITS) -> None:
     audit.log(
         actor=request.user,
         action=action,
         object_type="contracts",
         object_id="new",
         outcome=AuditEntry.Outcome.DENIED,
-        reason=f"missing permission {CHANGE_LIMITS}",
+        reason=f"missing permission {permission}",
     )
     raise PermissionDenied

@@ -183,3 +183,24 @@ def test_a_form_posting_no_wait_reason_rows_keeps_the_stored_ones(client, admin_
 
     assert saved.status_code == 302
     assert _stored_reasons() == kept
+
+
+def test_a_new_wait_reason_needs_the_permission_to_add_one_and_the_refusal_is_audited(client, contracts, db):
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
+
+    editor = get_user_model().objects.create_user(username="eddie", is_staff=True)
+    editor.user_permissions.set(
+        Permission.objects.filter(
+            content_type__app_label="receipts",
+            codename__in=["add_contractversion", "view_contractversion", "change_limits"],
+        )
+    )
+    client.force_login(editor)
+
+    refused = client.post(ADD_URL, _rows())  # refused before the review: the review would offer a save
+
+    assert refused.status_code == 403
+    assert not ContractVersion.objects.filter(version="rows/1").exists()
+    assert not WaitReason.objects.filter(code="site_visit").exists()
+    assert AuditEntry.objects.get(action="contracts.add").outcome == "denied"
