@@ -214,13 +214,9 @@ class ContractVersionAdmin(ReviewedAddAdmin):
     def save_model(self, request, obj, form, change):
         obj.created_by = request.user
         super().save_model(request, obj, form, change)
-        # New reasons are added; a stored one keeps its code, and its meaning when the row's is blank (an import
-        # carries codes only).
-        for code, description in form.cleaned_data.get("wait_reasons") or []:
-            reason, created = WaitReason.objects.get_or_create(code=code, defaults={"description": description})
-            if not created and description and reason.description != description:
-                reason.description = description
-                reason.save(update_fields=["description"])
+        # New reasons are added with their meaning; a stored one stays as it is (added once, never edited).
+        for code, description in form.new_reasons:
+            WaitReason.objects.get_or_create(code=code, defaults={"description": description})
         base = form.cleaned_data.get("based_on")
         changes = contracts.route_changes(base.routes if base else None, obj.routes)
         audit.log(
