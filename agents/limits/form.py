@@ -83,9 +83,18 @@ class LimitsSettingsForm(forms.Form):
             self.new_document = validate_document(document, self.checks)
         except LimitsError as exc:
             for error in exc.errors:
-                setting = setting_of_error(error, self.scope, self.settings)
-                self.add_error(field_name(setting) if setting else None, error)
+                # issue 30 §5: on its field (a section's own problem on the section's first field), in words.
+                setting = setting_of_error(error, self.scope, self.settings) or self._section_of(error)
+                self.add_error(
+                    field_name(setting) if setting else None, wording.message(error, self.scope, self.settings)
+                )
         return data
+
+    def _section_of(self, error: str) -> Setting | None:
+        """The first setting of the section an error of this scope names as a whole ("scope.section: …")."""
+        place = error.split(": ", 1)[0]
+        name = place.removeprefix(f"{self.scope}.") if place.startswith(f"{self.scope}.") else None
+        return next((s for s in self.settings if s.section == name), None)
 
     def _layer(self) -> dict[str, Any]:
         if self.scope == DEFAULT_SCOPE:

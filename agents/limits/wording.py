@@ -6,6 +6,9 @@ missing here still gets a label made of its key (tests/agents/test_limits_wordin
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
+
 from agents.limits.setting import Setting
 
 SECTIONS: dict[str, str] = {
@@ -91,3 +94,77 @@ def help_text(setting: Setting) -> str:
 
 def section(name: str) -> str:
     return SECTIONS.get(name, name.replace("_", " ").capitalize())
+
+
+# --- validation messages in words (issue 30 §5): the form's user reads labels, never a key or a JSON path ---
+
+_INDEX = re.compile(r"\[(\d+)\]")
+_SNAKE = re.compile(r"\b[a-z]+(?:_[a-z]+)+\b")
+_AGENT_PATH = re.compile(r"\bagents\.<agent>\.\w+")
+
+
+def message(error: str, scope: str, settings: Iterable[Setting]) -> str:
+    """A validation message ("default.section.key[0].part: what") as the settings form shows it.
+
+    The place becomes the field's label (with what lies inside a structured value, in words), preceded by the
+    scope when the problem is in another one (a default that an agent's settings break); a setting's key that
+    the message names becomes that setting's label in quotes.
+    """
+    settings = list(settings)
+    place, said, what = error.partition(": ")
+    if not said:
+        return _keys_in_words(error, "", settings)
+    owner, rest = _scope_of(place)
+    setting = _setting_at(rest, settings)
+    if setting is not None:
+        where = ", ".join([label(setting), *_inside(rest.removeprefix(setting.path), settings)])
+    else:
+        where = section(rest.split(".", 1)[0]) if rest else ""
+    if owner and owner != scope:
+        who = "For every agent (the default)" if owner == "default" else f"For agent {owner.removeprefix('agents.')}"
+        where = f"{who}, {where}" if where else who
+    what = _keys_in_words(what, setting.section if setting else rest.split(".", 1)[0], settings, itself=setting)
+    return f"{where}: {what}" if where else what
+
+
+def _scope_of(place: str) -> tuple[str, str]:
+    """("default" or "agents.<name>", the path inside it)."""
+    if place == "default" or place.startswith("default."):
+        return "default", place.removeprefix("default").removeprefix(".")
+    if place.startswith("agents."):
+        agent, _, rest = place.removeprefix("agents.").partition(".")
+        return f"agents.{agent}", rest
+    return "", place
+
+
+def _setting_at(rest: str, settings: list[Setting]) -> Setting | None:
+    found = [s for s in settings if rest == s.path or rest.startswith((f"{s.path}.", f"{s.path}["))]
+    return max(found, key=lambda s: len(s.path), default=None)
+
+
+def _inside(path: str, settings: list[Setting]) -> list[str]:
+    """What lies inside a structured value, in words: ".refund.run_limit" → ["refund", "run limit"]."""
+    keys = _keys(settings)
+    path = _INDEX.sub(lambda m: f".entry {int(m.group(1)) + 1}", path)
+    return [part.replace("_", " ") if part in keys else part for part in path.split(".") if part]
+
+
+def _keys(settings: list[Setting]) -> set[str]:
+    return {s.path.rsplit(".", 1)[-1] for s in settings}
+
+
+def _keys_in_words(what: str, section_name: str, settings: list[Setting], itself: Setting | None = None) -> str:
+    what = _AGENT_PATH.sub("in that agent's own settings", what)
+    # Only the keys of settings: a tool, an error or a wait reason named in a message keeps its own name.
+    own = {s.key: label(s) for s in settings if s.section == section_name and "." in s.path}
+    keys = _keys(settings)
+
+    def worded(match: re.Match[str]) -> str:
+        key = match.group(0)
+        if itself is not None and "." in itself.path and key == itself.key:
+            return "the value"  # the field's label already opens the message
+        if key in own:
+            return f"“{own[key]}”"
+        return key.replace("_", " ") if key in keys else key
+
+    return _SNAKE.sub(worded, what)

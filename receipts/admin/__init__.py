@@ -17,7 +17,7 @@ from receipts.admin.base import (
     ReviewedAddAdmin,
     iso_time,
 )
-from receipts.admin.contracts import ContractVersionAdmin, ContractVersionForm, WaitReasonAdmin, WaitReasonForm
+from receipts.admin.contracts import ContractVersionAdmin, ContractVersionForm, WaitReasonAdmin
 from receipts.admin.evidence import AuditEntryAdmin, HandoffAdmin, MiddlewareReportAdmin, ReceiptAdmin, RunAdmin
 from receipts.admin.notifications import (
     AlertRuleAdmin,
@@ -59,7 +59,6 @@ __all__ = [
     "TeamGraphInline",
     "TeamSourceInline",
     "WaitReasonAdmin",
-    "WaitReasonForm",
     "iso_time",
     "retention_admin",
 ]

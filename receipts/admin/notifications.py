@@ -77,6 +77,14 @@ class AlertRuleForm(forms.ModelForm):
         choices=[("", "— (not a verdict rule)"), *words.alert_choices()],
         help_text="Verdict rules: the verdict that fires the alert once a handoff settles in it.",
     )
+    # issue 30 §5: a window rule counts the verdicts chosen here by their words; none chosen: every non-healthy one.
+    verdicts = forms.MultipleChoiceField(
+        required=False,
+        label="Verdicts counted",
+        choices=words.alert_choices(),
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Window rules: count only handoffs settled in these verdicts; none chosen: every non-healthy one.",
+    )
 
     class Meta:
         model = AlertRule
@@ -84,6 +92,7 @@ class AlertRuleForm(forms.ModelForm):
             "name",
             "kind",
             "verdict",
+            "verdicts",
             "agent",
             "threshold",
             "window_minutes",
@@ -104,6 +113,10 @@ class AlertRuleForm(forms.ModelForm):
     def clean_name(self) -> str:
         return _checked_text(self.cleaned_data["name"])
 
+    def clean_verdicts(self) -> list[str]:
+        chosen = set(self.cleaned_data["verdicts"])
+        return [code for code in words.ALERTABLE if code in chosen]  # one order, however they were ticked
+
     def clean_agent(self) -> str:
         agent = self.cleaned_data["agent"].strip()
         if not agent:
@@ -120,6 +133,11 @@ class AlertRuleForm(forms.ModelForm):
             self.add_error("verdict", "A verdict rule needs the verdict it watches.")
         if kind in (AlertRule.Kind.VERDICT, AlertRule.Kind.WINDOW) and not data.get("window_minutes"):
             self.add_error("window_minutes", "The window must be at least one minute.")
+        if data.get("verdicts") and kind != AlertRule.Kind.WINDOW:
+            self.add_error(
+                "verdicts",
+                "Only a window rule counts the verdicts chosen here; a verdict rule watches the one verdict above.",
+            )
         return data
 
 

@@ -101,6 +101,13 @@ class AlertRule(models.Model):
     verdict = models.CharField(
         max_length=40, blank=True, choices=[(v, v) for v in VERDICTS], help_text="Verdict rules: the verdict."
     )
+    # issue 30 §5: a window rule counts only the verdicts chosen here (the default "settled failing" rule: the
+    # failing ones, so an uncertain wait does not fire it); none chosen counts every non-healthy verdict.
+    verdicts = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Window rules: count only handoffs settled in these verdicts; none chosen: every non-healthy one.",
+    )
     agent = models.CharField(max_length=200, blank=True, help_text="Sender or receiver of the handoff; blank: any.")
     threshold = models.PositiveIntegerField(
         default=0,

@@ -42,7 +42,7 @@ from receipts.models import AlertRule, Handoff, VerdictChange
 from receipts.notify import notifications, outbox
 from receipts.org import teams
 from receipts.verdicts.bundle import VERDICTS
-from receipts.verdicts.words import verdict_words
+from receipts.verdicts.words import ALERTABLE, verdict_words
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,10 @@ NON_HEALTHY = tuple(
     verdict
     for verdict, (level, _) in health.VERDICT_REASONS.items()
     if level in health.ALARMING and verdict in VERDICTS
+)
+# The failing verdicts (not uncertain, not waiting): the default "settled failing" rule counts these (issue 30 §5).
+FAILING = tuple(
+    verdict for verdict, (level, _) in health.VERDICT_REASONS.items() if level == health.FAILING and verdict in VERDICTS
 )
 
 
@@ -241,9 +245,8 @@ def condition_of(rule: AlertRule, now: datetime, *, workers: int | None = None) 
         found = _scoped(Handoff.objects.filter(wait_open=True, wait_deadline__lte=now), rule.agent)
         words = "waits overdue"
     else:
-        verdicts = (rule.verdict,) if rule.kind == AlertRule.Kind.VERDICT else NON_HEALTHY
+        verdicts, what = counted(rule)
         found = recently_turned(verdicts, rule.agent, since=now - timedelta(minutes=rule.window_minutes))
-        what = verdict_words(rule.verdict) if rule.kind == AlertRule.Kind.VERDICT else "non-healthy"
         words = f"{what} handoffs in {rule.window_minutes} min"
     if rule.team_id is not None:  # a team's rule counts that team's runs only (issue 22 §2)
         found = found.filter(teams.owns_q(teams.Team.objects.filter(pk=rule.team_id), "run__"))
@@ -252,6 +255,22 @@ def condition_of(rule: AlertRule, now: datetime, *, workers: int | None = None) 
     newest = found.select_related("run").order_by("-updated_at", "-pk").first() if count else None
     agent = f" on {rule.agent}" if rule.agent else ""
     return Condition(count > rule.threshold, count, f"{count} {words}{agent} (more than {rule.threshold})", newest)
+
+
+def counted(rule: AlertRule) -> tuple[tuple[str, ...], str]:
+    """The verdicts a verdict or window rule counts, and their words in its message.
+
+    A window rule counts the verdicts chosen for it (in their words: "failing" for exactly the failing ones),
+    or every non-healthy verdict when none is chosen.
+    """
+    if rule.kind == AlertRule.Kind.VERDICT:
+        return (rule.verdict,), verdict_words(rule.verdict)
+    chosen = tuple(verdict for verdict in ALERTABLE if verdict in (rule.verdicts or ()))
+    if not chosen:
+        return NON_HEALTHY, "non-healthy"
+    if set(chosen) == set(FAILING):
+        return chosen, "failing"
+    return chosen, " or ".join(verdict_words(verdict) for verdict in chosen)
 
 
 def _unapplied(rule: AlertRule, now: datetime) -> Condition:

@@ -101,13 +101,14 @@ def test_an_invalid_value_keeps_its_message_on_its_field_and_saves_nothing(clien
 
     assert response.status_code == 400
     form = response.context["form"]
+    # issue 30 §5: in words, the field's label for its path and for the other setting it names.
     assert form.errors["tool_call_limit__run_limit"] == [
-        "agents.sales.tool_call_limit.run_limit: run_limit (50) cannot exceed thread_limit (20)"
+        "Tool calls per run: the value (50) cannot exceed “Tool calls per conversation” (20)"
     ]
     assert list(form.errors) == ["tool_call_limit__run_limit"]
     page = response.content.decode()
     row = page.split("field-tool_call_limit__run_limit", 1)[1].split("</div>\n    \n", 1)[0]
-    assert "cannot exceed thread_limit (20)" in row
+    assert "cannot exceed “Tool calls per conversation” (20)" in unescape(row)
     assert LimitsVersion.current() == world
 
 

@@ -149,7 +149,7 @@ def test_an_admin_changes_one_agents_limit_in_the_settings_form(browser, admin_s
     page.fill("#id_tool_call_limit__run_limit", "50")
     page.click("input[value='Review the change']")
     expect(page.locator(".field-tool_call_limit__run_limit .errorlist")).to_contain_text(
-        "run_limit (50) cannot exceed thread_limit (20)"
+        "Tool calls per run: the value (50) cannot exceed “Tool calls per conversation” (20)"  # in words (issue 30 §5)
     )
     shoot(page, "admin-limits-form-error")
     page.fill("#id_tool_call_limit__run_limit", "3")

@@ -80,6 +80,26 @@ def test_an_invalid_limits_form_opens_with_a_summary_whose_links_reach_their_fie
     assert axe_violations(page) == []
 
 
+def test_an_invalid_wait_reason_row_shows_its_words_on_the_row_and_in_the_summary(open_as, people_server):
+    in_db_thread(_make_staff, "admin")
+    in_db_thread(_default_rule)
+    page = open_as("admin")
+    page.goto(f"{people_server.url}/admin/receipts/contractversion/add/")
+    blank = page.locator("input[name^='wait_reasons-'][name$='-code']:not([readonly])").first
+    row = blank.get_attribute("name").removesuffix("-code")
+    page.fill(f"input[name='{row}-description']", "Visit first")  # a meaning without its code
+
+    page.click("input[name=_save]")
+
+    summary = page.locator("#error-summary")
+    expect(summary).to_contain_text("has no code")
+    expect(page.locator(f"#id_{row}-error")).to_contain_text("“Visit first” has no code")
+    expect(page.locator(f"input[name='{row}-code']")).to_have_attribute("aria-invalid", "true")
+    summary.locator("a", has_text="Wait reasons").click()
+    expect(page.locator("#id_wait_reasons")).to_be_in_viewport()
+    assert axe_violations(page) == []
+
+
 def test_the_glossary_and_the_admin_forms_have_no_wcag_violation(open_as, people_server):
     in_db_thread(_make_staff, "admin")
     rule = in_db_thread(_default_rule)

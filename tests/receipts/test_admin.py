@@ -205,16 +205,26 @@ def test_a_user_without_change_limits_cannot_add_and_the_attempt_is_audited(clie
     assert AuditEntry.objects.get(action="contracts.add").outcome == "denied"
 
 
-def test_the_admin_role_adds_a_wait_reason_but_cannot_rename_one(client, admin_):
+def test_the_admin_role_adds_a_wait_reason_on_the_contract_form_but_cannot_rename_one(client, admin_):
     client.force_login(admin_)
+    stored = sorted(WaitReason.objects.values_list("code", flat=True))
+    rows = [*stored, "data_export"]
+    reasons = {f"wait_reasons-{i}-code": code for i, code in enumerate(rows)}
+    reasons |= {f"wait_reasons-{len(rows) - 1}-description": "exports"}
 
-    added = client.post("/admin/receipts/waitreason/add/", {"code": "data_export", "description": "exports"})
+    review = client.post(ADD_URL, _data(**reasons))
+    added = _confirm(client, _data(**reasons))
     reason = WaitReason.objects.get(code="data_export")
     refused = client.post(f"/admin/receipts/waitreason/{reason.pk}/change/", {"code": "renamed", "description": ""})
+    elsewhere = client.post("/admin/receipts/waitreason/add/", {"code": "other_place", "description": ""})
 
+    assert "Saving routes/4 adds the wait reasons data_export (for every version)." in review.content.decode()
     assert added.status_code == 302
+    assert reason.description == "exports"
     assert refused.status_code == 403
+    assert elsewhere.status_code == 403  # one place to declare them: the contract version form
     assert WaitReason.objects.filter(code="data_export").exists()
+    assert not WaitReason.objects.filter(code__in=["renamed", "other_place"]).exists()
 
 
 def test_the_admin_lists_show_iso_8601_times(client, admin_):
