@@ -9,6 +9,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from sidewisp.ops import logs
 from sidewisp.ops.env import env_bool, env_float, env_headers, env_int, env_list, env_networks, env_str, env_url
 from sidewisp.sso import config as sso_config
 
@@ -248,33 +249,8 @@ TIME_ZONE = "UTC"
 USE_I18N = False
 USE_TZ = True
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "filters": {
-        "no_403_traceback": {"()": "sidewisp.ops.logs.NoTracebackForPermissionDenied"},
-        # A database error's message and a query's parameters quote input values (issue 19 §2): never logged.
-        "no_database_values": {"()": "sidewisp.ops.logs.NoValuesFromTheDatabase"},
-        # Beat's housekeeping every few seconds logs nothing when it goes well (issue 30 §6: make run's box stays).
-        "no_routine_tasks": {"()": "sidewisp.ops.logs.NoRoutineTaskLines"},
-    },
-    "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["no_database_values"]}
-    },
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {
-        # The shell middleware logs every command and the workspace's absolute path at INFO.
-        "langchain.agents.middleware.shell_tool": {"level": "WARNING"},
-        # A 403 is one line ("Forbidden (Permission denied): /audit/"), without the exception's traceback.
-        "django.request": {"filters": ["no_403_traceback", "no_database_values"]},
-        "django.security": {"filters": ["no_403_traceback"]},
-        "django.db.backends": {"filters": ["no_database_values"]},
-        "celery.beat": {"filters": ["no_routine_tasks"]},
-        "celery.worker.strategy": {"filters": ["no_routine_tasks"]},
-        "celery.app.trace": {"filters": ["no_routine_tasks"]},
-    },
-}
+# The filters (sidewisp/ops/logs.py) keep tracebacks of refusals, database-quoted values and beat's routine lines out.
+LOGGING = logs.configuration(level=env_str("LOG_LEVEL", "INFO"))
 
 # --- Sidewisp -----------------------------------------------------------------
 # How long a worker heartbeat may be silent before /healthz reports it down.

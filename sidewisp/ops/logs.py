@@ -110,3 +110,34 @@ def _traceback_without_messages(exc: BaseException) -> str:
 
 _CAUSED = "\n\nThe above exception was the direct cause of the following exception:\n\n"
 _DURING = "\n\nDuring handling of the above exception, another exception occurred:\n\n"
+
+
+def configuration(*, level: str) -> dict:
+    """The LOGGING setting: one console handler, the filters above where they apply, the root at `level`."""
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+        "filters": {
+            "no_403_traceback": {"()": "sidewisp.ops.logs.NoTracebackForPermissionDenied"},
+            # A database error's message and a query's parameters quote input values (issue 19 §2): never logged.
+            "no_database_values": {"()": "sidewisp.ops.logs.NoValuesFromTheDatabase"},
+            # Beat's housekeeping every few seconds logs nothing when it goes well (issue 30 §6: make run's box stays).
+            "no_routine_tasks": {"()": "sidewisp.ops.logs.NoRoutineTaskLines"},
+        },
+        "handlers": {
+            "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["no_database_values"]}
+        },
+        "root": {"handlers": ["console"], "level": level},
+        "loggers": {
+            # The shell middleware logs every command and the workspace's absolute path at INFO.
+            "langchain.agents.middleware.shell_tool": {"level": "WARNING"},
+            # A 403 is one line ("Forbidden (Permission denied): /audit/"), without the exception's traceback.
+            "django.request": {"filters": ["no_403_traceback", "no_database_values"]},
+            "django.security": {"filters": ["no_403_traceback"]},
+            "django.db.backends": {"filters": ["no_database_values"]},
+            "celery.beat": {"filters": ["no_routine_tasks"]},
+            "celery.worker.strategy": {"filters": ["no_routine_tasks"]},
+            "celery.app.trace": {"filters": ["no_routine_tasks"]},
+        },
+    }
