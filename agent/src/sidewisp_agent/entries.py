@@ -7,11 +7,30 @@ JSON (`parse`); see that module for what each kind means. A credential-shaped id
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from sidewisp_agent import bundle
+
+# The agent a report is filed under when the agent named in it is not a valid name.
+OBSERVER = "observer"
+# The report that takes the place of evidence that could not be stored (receipts.models.MiddlewareReport.Kind).
+EVIDENCE_DROPPED = "evidence_dropped"
+
+
+class RunNotOwned(bundle.BundleError):
+    """The run belongs to another side (issue 19): a local app may not record into a source's run, nor a source
+    into a local run or another source's. Nothing is written; the message names the run and its owner.
+
+    Since issue 29 §4 a side finds runs by operation id in its own namespace only, so recording never meets
+    another side's run: this stays as the guard for callers that hold a run (claims)."""
+
+
+def digest(*parts: object) -> str:
+    """A short stable digest of `parts` (ids of dropped-evidence reports, handoff ids)."""
+    return hashlib.sha256("|".join(str(p) for p in parts).encode()).hexdigest()[:16]
 
 
 def _redact_ids(entry: object, *names: str) -> None:
