@@ -12,10 +12,22 @@ package with its database as the store (`sidewisp_agent.store`).
 
 from __future__ import annotations
 
-from sidewisp_agent.config import ConfigurationError, Settings
+from .config import ConfigurationError, Settings
+from .handoffs import handoff_tool
+from .outcomes import Outcome, OutcomeVerifier, Verifier, WaitPolicy, claims_done
 
 __version__ = "0.1.0"
-__all__ = ["ConfigurationError", "Settings", "configure"]
+__all__ = [
+    "ConfigurationError",
+    "Outcome",
+    "OutcomeVerifier",
+    "Settings",
+    "Verifier",
+    "WaitPolicy",
+    "claims_done",
+    "configure",
+    "handoff_tool",
+]
 
 
 def configure(
@@ -23,8 +35,8 @@ def configure(
 ) -> Settings:
     """Report to the Sidewisp server at `url` with the source `token` (each one SIDEWISP_URL/SIDEWISP_TOKEN when
     None); with `verify`, ask the server whether it takes the token (a server that is away is only logged)."""
-    from sidewisp_agent import config
-    from sidewisp_agent.http import HttpStore
+    from . import config
+    from .http import HttpStore
 
     found = config.configure(url, token, timeout=timeout)
     if verify:

@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 # Field values and the contracts document live beside this module; re-exported: callers read `bundle.X`.
-from sidewisp_agent.contracts import (  # noqa: F401
+from .contracts import (  # noqa: F401
     Contracts,
     StepRules,
     contracts_to_dict,
     parse_contracts,
     steps_to_dict,
 )
-from sidewisp_agent.fields import (  # noqa: F401
+from .fields import (  # noqa: F401
     MAX_DETAIL_ENTRIES,
     MAX_LIST_ENTRIES,
     MAX_STRING_LENGTH,

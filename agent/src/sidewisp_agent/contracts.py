@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from types import MappingProxyType
 
-from sidewisp_agent.fields import BundleError, parse_name_key, parse_names, parse_required_text
+from .fields import BundleError, parse_name_key, parse_names, parse_required_text
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from sidewisp_agent import bundle
+from . import bundle
 
 # The agent a report is filed under when the agent named in it is not a valid name.
 OBSERVER = "observer"

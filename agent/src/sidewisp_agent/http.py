@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import httpx
 
-from sidewisp_agent import bundle, config
-from sidewisp_agent.entries import Entry, to_json
+from . import bundle, config
+from .entries import Entry, to_json
 
 logger = logging.getLogger(__name__)
 

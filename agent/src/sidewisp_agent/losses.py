@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from sidewisp_agent import entries as intake
-from sidewisp_agent.bundle import BundleError, identifier_problem
-from sidewisp_agent.entries import EVIDENCE_DROPPED, OBSERVER, digest
+from . import entries as intake
+from .bundle import BundleError, identifier_problem
+from .entries import EVIDENCE_DROPPED, OBSERVER, digest
 
 
 def replacement(entry: intake.Entry, exc: BundleError) -> intake.ReportEntry | None:

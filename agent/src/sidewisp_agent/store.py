@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from sidewisp_agent.entries import Entry
+from .entries import Entry
 
 
 class Store(Protocol):
@@ -77,6 +77,6 @@ def current() -> Store:
     factory = _installed
     if factory is not None:
         return factory()
-    from sidewisp_agent.http import HttpStore  # the HTTP client only where it is the store
+    from .http import HttpStore  # the HTTP client only where it is the store
 
     return HttpStore()

@@ -45,13 +45,13 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Protocol, TypedDict
 
-from sidewisp_agent import entries as intake
-from sidewisp_agent import losses, store
-from sidewisp_agent.bundle import BundleError
-from sidewisp_agent.config import ConfigurationError
-from sidewisp_agent.entries import RunNotOwned
-from sidewisp_agent.losses import dropped_report  # noqa: F401 - read as writer.dropped_report
-from sidewisp_agent.store import hooks
+from . import entries as intake
+from . import losses, store
+from .bundle import BundleError
+from .config import ConfigurationError
+from .entries import RunNotOwned
+from .losses import dropped_report  # noqa: F401 - read as writer.dropped_report
+from .store import hooks
 
 logger = logging.getLogger(__name__)
 
