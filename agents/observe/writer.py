@@ -1,80 +1,57 @@
-"""The evidence writer: receipts leave the agent's hot path.
+"""The evidence writer on the server: the agent package's writer (`sidewisp_agent.writer`) with the database store.
 
-The middleware and the observer `submit()` `receipts.ingest.intake` entries instead of
-writing them. One background thread per process (started on first use; a
-forked child starts its own) takes up to `MAX_BATCH` entries at a time, in
-submission order, and hands them to the **sink**: in this process's database
-one transaction and one event publish per batch, on the thread's one
-persistent connection (`LocalSink`); with `SIDEWISP_REMOTE_URL` set, a
-Sidewisp server (`agents.observe.remote.RemoteSink`), and no local database at all.
-This is OpenTelemetry's batch span processor, for evidence.
+One implementation: the queue, its batching, back-pressure, retries and loss reports are the package's (read its
+docstring); an app elsewhere runs the same writer on the HTTP store. What the server adds is installed when Django
+starts (`install`, from `agents.apps`):
 
-- **Ordering**: first in, first written (receipts and run changes alike, so a
-  wait is stored before the run is marked waiting). `flush()` returns once
-  everything submitted before it is written, `wait_for(mark)` once the first
-  `mark` entries are; `observe` flushes once, as it returns, and a run's
-  checkpointer waits for the mark of a transfer it would save past
-  (`agents.observe.barrier`).
-- **Back-pressure**: when `CAPACITY` entries wait, `submit` blocks (counted in
-  `stats()["blocked"]`). Only a buffer that stays full for `SUBMIT_TIMEOUT`
-  seconds drops the entry, with an error log and `stats()["dropped"]`, and its
-  run gets an `evidence_dropped` report once there is room (the first MAX_BATCH
-  such entries between two batches; the rest are logged and counted only).
-- **Failures**: a batch the sink refuses is retried with backoff (a database
-  or server outage keeps the entries until they are written). A batch with an
-  entry that does not validate (`BundleError`) is written entry by entry; the
-  bad one becomes an `evidence_dropped` report naming the part and the field,
-  as `agents.observe.evidence.guarded` does (a server's refusal of it, HTTP 400, says so). An entry that
-  keeps failing otherwise is dropped after `MAX_ATTEMPTS`, logged, counted, and its run gets an
-  `evidence_dropped` report naming the part and why (the error's class or HTTP status): nothing is dropped
-  in silence unless the report cannot be written either (then the log line and the count are all).
-- A caller inside a database transaction (`atomic`) gets its entries written
-  in that transaction, on its own thread: a thread of ours could not see what
-  the transaction has not committed.
+- the store: `LocalSink`, this process's database (one transaction and one event publish per batch), or, in
+  remote mode (`SIDEWISP_REMOTE_URL`), a Sidewisp server (`agents.observe.remote.RemoteSink`);
+- the hooks: the writer thread closes its own connection as it ends, a broken connection is discarded and a
+  database outage retried, a caller inside a transaction (`atomic`) gets its entries written in that
+  transaction, and the test-only fault injection (`agents.host.faults`).
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import logging
-import os
-import threading
-import time
-from collections import deque
 from collections.abc import Sequence
-from typing import Protocol, TypedDict
 
 from django.conf import settings
 from django.db import connection, transaction
+from sidewisp_agent import store
+from sidewisp_agent.writer import (  # noqa: F401 - the server's callers read these as writer.X
+    CAPACITY,
+    FLUSH_TIMEOUT,
+    LINGER_SECONDS,
+    MAX_ATTEMPTS,
+    MAX_BACKOFF_SECONDS,
+    MAX_BATCH,
+    SUBMIT_TIMEOUT,
+    Sink,
+    Stats,
+    Writer,
+    dropped_report,
+    flush,
+    get,
+    shutdown,
+    stats,
+    submit,
+    submit_all,
+)
 
 from agents.host import faults
-from agents.observe import losses, parking
-from agents.observe.losses import dropped_report  # noqa: F401 - read as writer.dropped_report
+from agents.observe import parking
 from agents.observe.transient import TRANSIENT
 from receipts.ingest import broadcast, intake, recording
-from receipts.ingest.recording import RunNotOwned
-from receipts.verdicts.bundle import BundleError
 
 logger = logging.getLogger(__name__)
-
-CAPACITY = 10_000  # entries waiting before `submit` blocks
-MAX_BATCH = 200  # entries per transaction
-LINGER_SECONDS = 0.005  # how long a small batch waits for company (not when someone flushes)
-SUBMIT_TIMEOUT = 30.0  # how long `submit` waits for room before it drops (and says so)
-FLUSH_TIMEOUT = 30.0
-MAX_ATTEMPTS = 3  # tries of an entry whose failure is not an outage
-MAX_BACKOFF_SECONDS = 5.0
-RETRYABLE: tuple[type[BaseException], ...] = (*TRANSIENT, OSError, TimeoutError)
-
-
-class Sink(Protocol):
-    def write(self, entries: Sequence[intake.Entry]) -> None:
-        """Store `entries` (all or nothing); raise on failure."""
 
 
 class LocalSink:
     """This process's database: one transaction per batch, its events published once after commit."""
+
+    remote = False
 
     def write(self, entries: Sequence[intake.Entry]) -> None:
         # As a local app: a run a remote source created is not this app's (issue 19).
@@ -108,192 +85,6 @@ def sink() -> Sink:
     return LocalSink()
 
 
-class Stats(TypedDict):
-    submitted: int
-    written: int
-    batches: int
-    blocked: int  # submits that had to wait for room
-    failed: int  # sink calls that raised
-    dropped: int  # entries given up on (each logged)
-    queued: int
-
-
-class Writer:
-    """A bounded FIFO buffer and the thread that drains it into `sink` in batches."""
-
-    def __init__(
-        self,
-        sink: Sink,
-        *,
-        capacity: int = CAPACITY,
-        max_batch: int = MAX_BATCH,
-        linger: float = LINGER_SECONDS,
-        submit_timeout: float = SUBMIT_TIMEOUT,
-        max_backoff: float = MAX_BACKOFF_SECONDS,
-    ) -> None:
-        if capacity < 1 or max_batch < 1:
-            msg = "capacity and max_batch must be at least 1"
-            raise ValueError(msg)
-        self.sink = sink
-        self.capacity, self.max_batch, self.linger = capacity, max_batch, linger
-        self.submit_timeout, self.max_backoff = submit_timeout, max_backoff
-        self._queue: deque[intake.Entry] = deque()
-        self._cond = threading.Condition()
-        self._thread: threading.Thread | None = None
-        self._stopping = False
-        self._flushing = 0
-        self._done = 0  # entries written or given up on, in submission order: a flush waits for its mark
-        self._reporting_loss = False  # writing the reports of entries given up on (never reported again)
-        self._overflowed: list[intake.Entry] = []  # dropped by a full buffer, reported once there is room
-        self._counts = dict.fromkeys(("submitted", "written", "batches", "blocked", "failed", "dropped"), 0)
-
-    def submit(self, entry: intake.Entry) -> bool:
-        """Queue `entry` for writing; False only when it was dropped (buffer full too long; logged)."""
-        with self._cond:
-            if self._stopping:
-                msg = "the evidence writer is stopped"
-                raise RuntimeError(msg)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="sidewisp-writer", daemon=True)
-                self._thread.start()
-            if len(self._queue) >= self.capacity:
-                self._counts["blocked"] += 1
-                if not self._cond.wait_for(lambda: len(self._queue) < self.capacity, self.submit_timeout):
-                    self._counts["dropped"] += 1
-                    logger.error("%s entry dropped: the evidence buffer stayed full", getattr(entry, "part", "report"))
-                    if len(self._overflowed) < MAX_BATCH:  # beyond that, counted and logged only
-                        self._overflowed.append(entry)
-                    return False
-            self._queue.append(entry)
-            self._counts["submitted"] += 1
-            self._cond.notify_all()
-        return True
-
-    def flush(self, timeout: float | None = FLUSH_TIMEOUT) -> bool:
-        """Wait until every entry submitted before this call is written (or given up); False on timeout."""
-        return self.wait_for(self.mark(), timeout)
-
-    def mark(self) -> int:
-        """How many entries were submitted so far: `wait_for(mark)` waits for exactly those."""
-        with self._cond:
-            return self._counts["submitted"]
-
-    def wait_for(self, mark: int, timeout: float | None = FLUSH_TIMEOUT) -> bool:
-        """Wait until the first `mark` entries submitted are written (or given up); False on timeout."""
-        if threading.current_thread() is self._thread:
-            return True  # the writer itself (a signal receiver) cannot wait for itself
-        with self._cond:
-            if self._done >= mark:
-                return True
-            self._flushing += 1
-            self._cond.notify_all()
-            try:
-                return self._cond.wait_for(lambda: self._done >= mark, timeout)
-            finally:
-                self._flushing -= 1
-
-    def stop(self, timeout: float = FLUSH_TIMEOUT) -> None:
-        """Write what is queued (within `timeout`), then end the thread and close its connection."""
-        self.flush(timeout)
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-            thread = self._thread
-        if thread is not None:
-            thread.join(timeout)
-
-    def stats(self) -> Stats:
-        with self._cond:
-            return Stats(**self._counts, queued=len(self._queue))
-
-    # --- the writer thread ---------------------------------------------------
-
-    def _run(self) -> None:
-        try:
-            while (batch := self._next_batch()) is not None:
-                self._write(batch)
-                with self._cond:
-                    self._done += len(batch)
-                    self._cond.notify_all()
-                    overflowed, self._overflowed = self._overflowed, []
-                if overflowed:
-                    self._report_loss(overflowed, losses.BUFFER_FULL)
-        finally:
-            connection.close()  # this thread's own connection
-
-    def _next_batch(self) -> list[intake.Entry] | None:
-        with self._cond:
-            self._cond.wait_for(lambda: self._queue or self._stopping)
-            if not self._queue:
-                return None
-            if len(self._queue) < self.max_batch and not self._flushing and not self._stopping:
-                self._cond.wait_for(lambda: len(self._queue) >= self.max_batch or self._flushing, self.linger)
-            batch = [self._queue.popleft() for _ in range(min(len(self._queue), self.max_batch))]
-            self._cond.notify_all()  # room for blocked submitters
-            return batch
-
-    def _write(self, batch: list[intake.Entry]) -> None:
-        attempt = 0
-        while True:
-            try:
-                self.sink.write(batch)
-            except BundleError as exc:
-                self._split(batch, exc)
-                return
-            except Exception as exc:  # noqa: BLE001 - the writer outlives any sink failure
-                attempt += 1
-                self._count("failed")
-                _discard_broken_connection(exc)
-                if not _outage(exc) and attempt >= MAX_ATTEMPTS:
-                    self._split(batch, exc)
-                    return
-                delay = min(0.05 * 2**attempt, self.max_backoff)
-                logger.warning("%d entries not written (%s); retry in %.2f s", len(batch), type(exc).__name__, delay)
-                time.sleep(delay)
-                continue
-            faults.stored(batch)  # tests/faults only (off unless SIDEWISP_FAULT_KILL)
-            with self._cond:
-                self._counts["written"] += len(batch)
-                self._counts["batches"] += 1
-            return
-
-    def _split(self, batch: list[intake.Entry], exc: Exception) -> None:
-        """Write a refused batch entry by entry: one bad entry must not lose its neighbours. A lone entry
-        that does not validate is replaced by its `evidence_dropped` report; any other is given up."""
-        if len(batch) > 1:
-            for entry in batch:
-                self._write([entry])
-        elif isinstance(exc, RunNotOwned):
-            self._count("dropped")  # another side's run (issue 19): recording logged the refusal; no report there
-        elif isinstance(exc, BundleError) and (replacement := losses.replacement(batch[0], exc)) is not None:
-            self._write([replacement])
-        else:
-            self._give_up(batch, exc)
-
-    def _give_up(self, batch: list[intake.Entry], exc: BaseException) -> None:
-        self._count("dropped", len(batch))
-        logger.error("evidence entry dropped after %d attempts: %s", MAX_ATTEMPTS, losses.reason(exc))
-        self._report_loss(batch, exc)
-
-    def _report_loss(self, batch: list[intake.Entry], cause: BaseException | str) -> None:
-        if self._reporting_loss or not (reports := losses.loss_reports(batch, cause)):
-            return  # a loss report that is itself lost: the log line and the count are all
-        self._reporting_loss = True
-        try:
-            self._write(reports)
-        finally:
-            self._reporting_loss = False
-
-    def _count(self, name: str, n: int = 1) -> None:
-        with self._cond:
-            self._counts[name] += n
-
-
-def _outage(exc: BaseException) -> bool:
-    """The database or the server is away: retried for as long as it takes (a sink may mark its own errors)."""
-    return isinstance(exc, RETRYABLE) or bool(getattr(exc, "transient", False))
-
-
 def _discard_broken_connection(exc: BaseException) -> None:
     # A terminated connection fails every later query: the next try opens a fresh one.
     if isinstance(exc, TRANSIENT) and not connection.in_atomic_block:
@@ -301,78 +92,13 @@ def _discard_broken_connection(exc: BaseException) -> None:
             connection.close()
 
 
-# --- this process's writer ---------------------------------------------------------
-
-_lock = threading.Lock()
-_writer: Writer | None = None
-
-
-def get() -> Writer:
-    """This process's writer on `sink()`, created on first use."""
-    global _writer
-    with _lock:
-        if _writer is None:
-            _writer = Writer(sink())
-        return _writer
-
-
-def submit(entry: intake.Entry) -> bool:
-    """Hand one entry to this process's writer (see the module docstring); never raises for the entry."""
-    faults.submitted(entry)  # tests/faults only (off unless SIDEWISP_FAULT_KILL)
-    if not remote() and connection.in_atomic_block:
-        return _write_in_callers_transaction([entry])
-    return get().submit(entry)
-
-
-def submit_all(entries: Sequence[intake.Entry]) -> None:
-    for entry in entries:
-        submit(entry)
-
-
-def flush(timeout: float | None = FLUSH_TIMEOUT) -> bool:
-    """Wait until everything submitted so far is written; False (and a log line) on timeout."""
-    writer = _writer
-    if writer is None:
-        return True
-    written = writer.flush(timeout)
-    if not written:
-        logger.warning("evidence not written within %s s: %s", timeout, writer.stats())
-    return written
-
-
-def stats() -> Stats:
-    writer = _writer
-    return writer.stats() if writer is not None else Stats(**dict.fromkeys(Stats.__annotations__, 0))
-
-
-def shutdown(timeout: float = FLUSH_TIMEOUT) -> None:
-    """Write what is queued and stop the thread (process exit, test teardown); the next submit starts anew."""
-    global _writer
-    with _lock:
-        writer, _writer = _writer, None
-    if writer is not None:
-        writer.stop(timeout)
-
-
-def _write_in_callers_transaction(entries: list[intake.Entry]) -> bool:
-    flush()  # in order: what the writer holds goes first
-    try:
-        LocalSink().write(entries)  # a savepoint in the caller's transaction
-    except RunNotOwned:
-        return False  # another side's run (issue 19): recording logged the refusal
-    except BundleError as exc:
-        replacement = losses.replacement(entries[0], exc)
-        return replacement is not None and _write_in_callers_transaction([replacement])
-    except Exception as exc:  # noqa: BLE001 - recording must never raise into the user's graph
-        logger.warning("evidence entry not written: %s", type(exc).__name__)
-        return False
-    return True
-
-
-def _forget_after_fork() -> None:
-    global _writer, _lock
-    _writer, _lock = None, threading.Lock()  # the parent's thread does not exist in the child
-
-
-os.register_at_fork(after_in_child=_forget_after_fork)
-atexit.register(shutdown, 5.0)
+def install() -> None:
+    """Make the server's store and hooks the agent package's (Django's start: `agents.apps`)."""
+    store.install(lambda: sink())  # looked up at each call: a test may replace `sink`
+    hooks = store.hooks
+    hooks.submitted = lambda entry: faults.submitted(entry)  # tests/faults only (off unless SIDEWISP_FAULT_KILL)
+    hooks.stored = lambda entries: faults.stored(entries)
+    hooks.thread_ended = lambda: connection.close()  # the writer thread's own (a proxy: read in that thread)
+    hooks.failed = _discard_broken_connection
+    hooks.outage = lambda exc: isinstance(exc, TRANSIENT)
+    hooks.in_callers_transaction = lambda: not remote() and connection.in_atomic_block

@@ -11,7 +11,6 @@ sequence numbers). This module re-exports the names its callers read as `recordi
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,6 +18,7 @@ from functools import partial
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from sidewisp_agent.entries import OBSERVER, digest
 
 from receipts.ingest import batches, broadcast, health, parts, redactions, signals
 from receipts.ingest.batches import batch, prefetch  # noqa: F401
@@ -36,8 +36,6 @@ from receipts.verdicts.bundle import (
 )
 
 RECLASSIFIED = "reclassified"
-# The agent a report is filed under when the agent named in it is not a valid name.
-OBSERVER = "observer"
 logger = logging.getLogger(__name__)
 
 
@@ -235,8 +233,3 @@ def _report_dropped(operation_id: object, agent: object, kind: object, field: st
         {"part": "report", "field": field},
         f"drop-{digest('report', kind, field)}",
     )
-
-
-def digest(*parts: object) -> str:
-    """A short stable digest of `parts` (ids of dropped-evidence reports, handoff ids)."""
-    return hashlib.sha256("|".join(str(p) for p in parts).encode()).hexdigest()[:16]

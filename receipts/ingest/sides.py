@@ -6,17 +6,9 @@ import contextlib
 import contextvars
 from collections.abc import Iterator
 
+from sidewisp_agent.entries import RunNotOwned  # noqa: F401 - raised by the sides' guards; read as sides.X
+
 from receipts.models import Run
-from receipts.verdicts.bundle import BundleError
-
-
-class RunNotOwned(BundleError):
-    """The run belongs to another side (issue 19): a local app may not record into a source's run, nor a source
-    into a local run or another source's. Nothing is written; the message names the run and its owner.
-
-    Since issue 29 §4 a side finds runs by operation id in its own namespace only (`namespace`), so recording
-    never meets another side's run: this stays as the guard for callers that hold a run (claims)."""
-
 
 # Which app is recording: "" a local app (the evidence writer's LocalSink), a source's name (the receipts
 # API); None, the default, is the server itself (operator actions, sweeps), which writes any run.

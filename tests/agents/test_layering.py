@@ -45,3 +45,14 @@ def test_the_check_notices_a_lazy_import_inside_a_function(tmp_path) -> None:
     module.write_text("def f():\n    from agents.demo.scenarios import SCENARIOS\n    return SCENARIOS\n")
 
     assert "agents.demo.scenarios" in imported_modules(module)
+
+
+def test_the_agent_package_imports_neither_django_nor_the_server() -> None:
+    """Issue 31 §1: `sidewisp_agent` is installed into apps that have no Django and no Sidewisp server."""
+    offenders = [
+        importer
+        for prefix in ("django", "receipts", "agents", "sidewisp", "asgiref", "channels", "celery")
+        for importer in importers_of(prefix, ["agent/src"])
+    ]
+
+    assert offenders == []

@@ -13,6 +13,7 @@ from django.db import OperationalError
 from django.db.backends.base.base import BaseDatabaseWrapper
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from sidewisp_agent import writer as package_writer  # the one writer; the server module re-exports it
 
 from agents.observe import writer
 from agents.observe.observer import observe
@@ -188,7 +189,7 @@ def test_a_forked_child_starts_its_own_writer():
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: the parent's writer thread does not exist here
-        os.write(write, b"fresh" if writer._writer is None else b"inherited")
+        os.write(write, b"fresh" if package_writer._writer is None else b"inherited")
         os._exit(0)
     os.waitpid(pid, 0)
     assert os.read(read, 16) == b"fresh"

@@ -2,7 +2,7 @@
 
 Nothing is dropped in silence (spec v1.3): a part that does not validate is replaced by a report naming its
 part and field (`replacement`, `dropped_report`), and an entry the writer gives up on by a report naming its
-part and why (`loss_reports`), each on the entry's own run. Used by `agents.observe.writer`.
+part and why (`loss_reports`), each on the entry's own run. Used by the writer (`sidewisp_agent.writer`).
 """
 
 from __future__ import annotations
@@ -10,10 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from receipts.ingest import intake
-from receipts.ingest.recording import OBSERVER, digest
-from receipts.models import MiddlewareReport
-from receipts.verdicts.bundle import BundleError, identifier_problem
+from . import entries as intake
+from .bundle import BundleError, identifier_problem
+from .entries import EVIDENCE_DROPPED, OBSERVER, digest
 
 
 def replacement(entry: intake.Entry, exc: BundleError) -> intake.ReportEntry | None:
@@ -42,7 +41,7 @@ def dropped_report(
     detail = {"part": part, "field": field[:200]}
     if reason:
         detail["reason"] = reason
-    kind = MiddlewareReport.Kind.EVIDENCE_DROPPED
+    kind = EVIDENCE_DROPPED
     return intake.ReportEntry(operation_id, agent if valid else OBSERVER, kind, detail, f"drop-{digest(part, field)}")
 
 
@@ -56,7 +55,7 @@ def loss_reports(batch: Sequence[intake.Entry], cause: BaseException | str) -> l
     why = f"not written: {cause if isinstance(cause, str) else reason(cause)}"[:200]
     reports = {}
     for entry in batch:
-        if isinstance(entry, intake.ReportEntry) and entry.report == MiddlewareReport.Kind.EVIDENCE_DROPPED:
+        if isinstance(entry, intake.ReportEntry) and entry.report == EVIDENCE_DROPPED:
             continue
         part = entry.part if isinstance(entry, intake.PartEntry) else entry.kind
         handoff = getattr(entry, "handoff_id", None) or ""
@@ -64,7 +63,7 @@ def loss_reports(batch: Sequence[intake.Entry], cause: BaseException | str) -> l
         if handoff:
             detail["handoff"] = handoff
         attempt = f"lost-{digest(part, handoff, getattr(entry, 'attempt', ''), getattr(entry, 'report', ''))}"
-        kind = MiddlewareReport.Kind.EVIDENCE_DROPPED
+        kind = EVIDENCE_DROPPED
         reports[entry.operation_id, attempt] = intake.ReportEntry(entry.operation_id, OBSERVER, kind, detail, attempt)
     return list(reports.values())
 

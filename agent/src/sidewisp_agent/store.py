@@ -1,0 +1,82 @@
+"""The store port: the one object through which the recording side reaches where evidence is kept.
+
+An app elsewhere uses the package's `HttpStore` (`sidewisp_agent.http`: the ingest API); the Sidewisp server
+installs its database store when Django starts (`agents.apps`), so its hosted and local observed runs go through
+the same writer. `current()` is the installed store, else an `HttpStore` on the configured server.
+
+Hooks the server sets, never imports of the server (`agents.observe.writer.install`), all no-ops unless set: the
+writer's `submitted(entry)` and `stored(entries)` (the server's test-only fault injection), `thread_ended()` (close the
+writer thread's database connection), `failed(exc)` and `outage(exc)` (a broken connection is discarded, a
+database outage retried for as long as it takes) and `in_callers_transaction()` (write in the caller's
+transaction, on its thread).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from .entries import Entry
+
+
+class Store(Protocol):
+    remote: bool  # True: nothing to read back locally (the runs are the server's)
+
+    def write(self, entries: Sequence[Entry]) -> None:
+        """Store `entries` (all or nothing); raise on failure (`bundle.BundleError` names a refused entry)."""
+
+    def pending_decision(self, operation_id: str) -> dict | None:
+        """The run's oldest unclaimed decision as `{"id", "type", "interrupts"}`, or None."""
+
+    def claim_decision(self, operation_id: str, decision_id: int) -> dict | None:
+        """Claim the decision once: `{"id", "type", "resume", "interrupts"}`, or None when another caller took it."""
+
+
+def _nothing(*_args: object) -> None:
+    return None
+
+
+def _no(*_args: object) -> bool:
+    return False
+
+
+class Hooks:
+    """What the host process may hook into the writer (the server's fault injection in its tests)."""
+
+    def __init__(self) -> None:
+        self.submitted: Callable[[Entry], None] = _nothing
+        self.stored: Callable[[Sequence[Entry]], None] = _nothing
+        self.thread_ended: Callable[[], None] = _nothing
+        self.failed: Callable[[BaseException], None] = _nothing
+        self.outage: Callable[[BaseException], bool] = _no
+        self.in_callers_transaction: Callable[[], bool] = _no
+
+
+hooks = Hooks()
+_lock = threading.Lock()
+_installed: Callable[[], Store] | None = None
+
+
+def install(factory: Callable[[], Store] | None) -> None:
+    """Make `factory()` the recording side's store in this process (None: back to the configured HTTP store).
+
+    A factory, not a store: the server picks its database or, in its remote mode, a server, as its settings say.
+    """
+    global _installed
+    with _lock:
+        _installed = factory
+
+
+def installed() -> bool:
+    return _installed is not None
+
+
+def current() -> Store:
+    """The installed store, else an `HttpStore` on `configure()`/SIDEWISP_URL (ConfigurationError when unset)."""
+    factory = _installed
+    if factory is not None:
+        return factory()
+    from .http import HttpStore  # the HTTP client only where it is the store
+
+    return HttpStore()

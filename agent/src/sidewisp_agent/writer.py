@@ -1,0 +1,351 @@
+"""The evidence writer: receipts leave the agent's hot path.
+
+The middleware and the observer `submit()` entries (`sidewisp_agent.entries`) instead of
+writing them. One background thread per process (started on first use; a
+forked child starts its own) takes up to `MAX_BATCH` entries at a time, in
+submission order, and hands them to the **sink**, the process's store (`sidewisp_agent.store`): a
+Sidewisp server over HTTP (`sidewisp_agent.http.HttpStore`), or, inside the
+server, its database (one transaction and one event publish per batch, on the
+thread's one persistent connection: `agents.observe.writer.LocalSink`).
+This is OpenTelemetry's batch span processor, for evidence.
+
+- **Ordering**: first in, first written (receipts and run changes alike, so a
+  wait is stored before the run is marked waiting). `flush()` returns once
+  everything submitted before it is written, `wait_for(mark)` once the first
+  `mark` entries are; `observe` flushes once, as it returns, and a run's
+  checkpointer waits for the mark of a transfer it would save past
+  (the observer's barrier).
+- **Back-pressure**: when `CAPACITY` entries wait, `submit` blocks (counted in
+  `stats()["blocked"]`). Only a buffer that stays full for `SUBMIT_TIMEOUT`
+  seconds drops the entry, with an error log and `stats()["dropped"]`, and its
+  run gets an `evidence_dropped` report once there is room (the first MAX_BATCH
+  such entries between two batches; the rest are logged and counted only).
+- **Failures**: a batch the sink refuses is retried with backoff (a database
+  or server outage keeps the entries until they are written). A batch with an
+  entry that does not validate (`BundleError`) is written entry by entry; the
+  bad one becomes an `evidence_dropped` report naming the part and the field,
+  as the recording side's `guarded` does (a server's refusal of it, HTTP 400, says so). An entry that
+  keeps failing otherwise is dropped after `MAX_ATTEMPTS`, logged, counted, and its run gets an
+  `evidence_dropped` report naming the part and why (the error's class or HTTP status): nothing is dropped
+  in silence unless the report cannot be written either (then the log line and the count are all).
+- A caller inside a database transaction (`atomic`, on the server: its store's
+  `hooks.in_callers_transaction`) gets its entries written in that
+  transaction, on its own thread: a thread of ours could not see what the
+  transaction has not committed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from typing import Protocol, TypedDict
+
+from . import entries as intake
+from . import losses, store
+from .bundle import BundleError
+from .config import ConfigurationError
+from .entries import RunNotOwned
+from .losses import dropped_report  # noqa: F401 - read as writer.dropped_report
+from .store import hooks
+
+logger = logging.getLogger(__name__)
+
+CAPACITY = 10_000  # entries waiting before `submit` blocks
+MAX_BATCH = 200  # entries per transaction
+LINGER_SECONDS = 0.005  # how long a small batch waits for company (not when someone flushes)
+SUBMIT_TIMEOUT = 30.0  # how long `submit` waits for room before it drops (and says so)
+FLUSH_TIMEOUT = 30.0
+MAX_ATTEMPTS = 3  # tries of an entry whose failure is not an outage
+MAX_BACKOFF_SECONDS = 5.0
+RETRYABLE: tuple[type[BaseException], ...] = (OSError, TimeoutError)
+
+
+class Sink(Protocol):
+    def write(self, entries: Sequence[intake.Entry]) -> None:
+        """Store `entries` (all or nothing); raise on failure."""
+
+
+def sink() -> Sink:
+    """The process's store (`sidewisp_agent.store.current()`): the server's database, or a Sidewisp server."""
+    return store.current()
+
+
+class Stats(TypedDict):
+    submitted: int
+    written: int
+    batches: int
+    blocked: int  # submits that had to wait for room
+    failed: int  # sink calls that raised
+    dropped: int  # entries given up on (each logged)
+    queued: int
+
+
+class Writer:
+    """A bounded FIFO buffer and the thread that drains it into `sink` in batches."""
+
+    def __init__(
+        self,
+        sink: Sink,
+        *,
+        capacity: int = CAPACITY,
+        max_batch: int = MAX_BATCH,
+        linger: float = LINGER_SECONDS,
+        submit_timeout: float = SUBMIT_TIMEOUT,
+        max_backoff: float = MAX_BACKOFF_SECONDS,
+    ) -> None:
+        if capacity < 1 or max_batch < 1:
+            msg = "capacity and max_batch must be at least 1"
+            raise ValueError(msg)
+        self.sink = sink
+        self.capacity, self.max_batch, self.linger = capacity, max_batch, linger
+        self.submit_timeout, self.max_backoff = submit_timeout, max_backoff
+        self._queue: deque[intake.Entry] = deque()
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._flushing = 0
+        self._done = 0  # entries written or given up on, in submission order: a flush waits for its mark
+        self._reporting_loss = False  # writing the reports of entries given up on (never reported again)
+        self._overflowed: list[intake.Entry] = []  # dropped by a full buffer, reported once there is room
+        self._counts = dict.fromkeys(("submitted", "written", "batches", "blocked", "failed", "dropped"), 0)
+
+    def submit(self, entry: intake.Entry) -> bool:
+        """Queue `entry` for writing; False only when it was dropped (buffer full too long; logged)."""
+        with self._cond:
+            if self._stopping:
+                msg = "the evidence writer is stopped"
+                raise RuntimeError(msg)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="sidewisp-writer", daemon=True)
+                self._thread.start()
+            if len(self._queue) >= self.capacity:
+                self._counts["blocked"] += 1
+                if not self._cond.wait_for(lambda: len(self._queue) < self.capacity, self.submit_timeout):
+                    self._counts["dropped"] += 1
+                    logger.error("%s entry dropped: the evidence buffer stayed full", getattr(entry, "part", "report"))
+                    if len(self._overflowed) < MAX_BATCH:  # beyond that, counted and logged only
+                        self._overflowed.append(entry)
+                    return False
+            self._queue.append(entry)
+            self._counts["submitted"] += 1
+            self._cond.notify_all()
+        return True
+
+    def flush(self, timeout: float | None = FLUSH_TIMEOUT) -> bool:
+        """Wait until every entry submitted before this call is written (or given up); False on timeout."""
+        return self.wait_for(self.mark(), timeout)
+
+    def mark(self) -> int:
+        """How many entries were submitted so far: `wait_for(mark)` waits for exactly those."""
+        with self._cond:
+            return self._counts["submitted"]
+
+    def wait_for(self, mark: int, timeout: float | None = FLUSH_TIMEOUT) -> bool:
+        """Wait until the first `mark` entries submitted are written (or given up); False on timeout."""
+        if threading.current_thread() is self._thread:
+            return True  # the writer itself (a signal receiver) cannot wait for itself
+        with self._cond:
+            if self._done >= mark:
+                return True
+            self._flushing += 1
+            self._cond.notify_all()
+            try:
+                return self._cond.wait_for(lambda: self._done >= mark, timeout)
+            finally:
+                self._flushing -= 1
+
+    def stop(self, timeout: float = FLUSH_TIMEOUT) -> None:
+        """Write what is queued (within `timeout`), then end the thread and close its connection."""
+        self.flush(timeout)
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+
+    def stats(self) -> Stats:
+        with self._cond:
+            return Stats(**self._counts, queued=len(self._queue))
+
+    # --- the writer thread ---------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while (batch := self._next_batch()) is not None:
+                self._write(batch)
+                with self._cond:
+                    self._done += len(batch)
+                    self._cond.notify_all()
+                    overflowed, self._overflowed = self._overflowed, []
+                if overflowed:
+                    self._report_loss(overflowed, losses.BUFFER_FULL)
+        finally:
+            hooks.thread_ended()  # the server closes this thread's own database connection
+
+    def _next_batch(self) -> list[intake.Entry] | None:
+        with self._cond:
+            self._cond.wait_for(lambda: self._queue or self._stopping)
+            if not self._queue:
+                return None
+            if len(self._queue) < self.max_batch and not self._flushing and not self._stopping:
+                self._cond.wait_for(lambda: len(self._queue) >= self.max_batch or self._flushing, self.linger)
+            batch = [self._queue.popleft() for _ in range(min(len(self._queue), self.max_batch))]
+            self._cond.notify_all()  # room for blocked submitters
+            return batch
+
+    def _write(self, batch: list[intake.Entry]) -> None:
+        attempt = 0
+        while True:
+            try:
+                self.sink.write(batch)
+            except BundleError as exc:
+                self._split(batch, exc)
+                return
+            except Exception as exc:  # noqa: BLE001 - the writer outlives any sink failure
+                attempt += 1
+                self._count("failed")
+                hooks.failed(exc)  # the server discards a broken database connection
+                if not _outage(exc) and attempt >= MAX_ATTEMPTS:
+                    self._split(batch, exc)
+                    return
+                delay = min(0.05 * 2**attempt, self.max_backoff)
+                logger.warning("%d entries not written (%s); retry in %.2f s", len(batch), type(exc).__name__, delay)
+                time.sleep(delay)
+                continue
+            hooks.stored(batch)  # the server's fault injection in its tests (a no-op unless set)
+            with self._cond:
+                self._counts["written"] += len(batch)
+                self._counts["batches"] += 1
+            return
+
+    def _split(self, batch: list[intake.Entry], exc: Exception) -> None:
+        """Write a refused batch entry by entry: one bad entry must not lose its neighbours. A lone entry
+        that does not validate is replaced by its `evidence_dropped` report; any other is given up."""
+        if len(batch) > 1:
+            for entry in batch:
+                self._write([entry])
+        elif isinstance(exc, RunNotOwned):
+            self._count("dropped")  # another side's run (issue 19): recording logged the refusal; no report there
+        elif isinstance(exc, BundleError) and (replacement := losses.replacement(batch[0], exc)) is not None:
+            self._write([replacement])
+        else:
+            self._give_up(batch, exc)
+
+    def _give_up(self, batch: list[intake.Entry], exc: BaseException) -> None:
+        self._count("dropped", len(batch))
+        logger.error("evidence entry dropped after %d attempts: %s", MAX_ATTEMPTS, losses.reason(exc))
+        self._report_loss(batch, exc)
+
+    def _report_loss(self, batch: list[intake.Entry], cause: BaseException | str) -> None:
+        if self._reporting_loss or not (reports := losses.loss_reports(batch, cause)):
+            return  # a loss report that is itself lost: the log line and the count are all
+        self._reporting_loss = True
+        try:
+            self._write(reports)
+        finally:
+            self._reporting_loss = False
+
+    def _count(self, name: str, n: int = 1) -> None:
+        with self._cond:
+            self._counts[name] += n
+
+
+def _outage(exc: BaseException) -> bool:
+    """The database or the server is away: retried for as long as it takes (a sink may mark its own errors)."""
+    return isinstance(exc, RETRYABLE) or bool(getattr(exc, "transient", False)) or hooks.outage(exc)
+
+
+# --- this process's writer ---------------------------------------------------------
+
+_lock = threading.Lock()
+_writer: Writer | None = None
+
+
+def get() -> Writer:
+    """This process's writer on `sink()`, created on first use."""
+    global _writer
+    with _lock:
+        if _writer is None:
+            _writer = Writer(sink())
+        return _writer
+
+
+def submit(entry: intake.Entry) -> bool:
+    """Hand one entry to this process's writer (see the module docstring); never raises for the entry."""
+    hooks.submitted(entry)  # the server's fault injection in its tests (a no-op unless set)
+    if hooks.in_callers_transaction():
+        return _write_in_callers_transaction([entry])
+    try:
+        return get().submit(entry)
+    except ConfigurationError as exc:
+        _say_once(exc)  # never an exception inside the user's graph: the log says what to set
+        return False
+
+
+_said: set[str] = set()
+
+
+def _say_once(exc: ConfigurationError) -> None:
+    if str(exc) not in _said:
+        _said.add(str(exc))
+        logger.error("Sidewisp evidence not recorded: %s", exc)
+
+
+def submit_all(entries: Sequence[intake.Entry]) -> None:
+    for entry in entries:
+        submit(entry)
+
+
+def flush(timeout: float | None = FLUSH_TIMEOUT) -> bool:
+    """Wait until everything submitted so far is written; False (and a log line) on timeout."""
+    writer = _writer
+    if writer is None:
+        return True
+    written = writer.flush(timeout)
+    if not written:
+        logger.warning("evidence not written within %s s: %s", timeout, writer.stats())
+    return written
+
+
+def stats() -> Stats:
+    writer = _writer
+    return writer.stats() if writer is not None else Stats(**dict.fromkeys(Stats.__annotations__, 0))
+
+
+def shutdown(timeout: float = FLUSH_TIMEOUT) -> None:
+    """Write what is queued and stop the thread (process exit, test teardown); the next submit starts anew."""
+    global _writer
+    with _lock:
+        writer, _writer = _writer, None
+    if writer is not None:
+        writer.stop(timeout)
+
+
+def _write_in_callers_transaction(entries: list[intake.Entry]) -> bool:
+    flush()  # in order: what the writer holds goes first
+    try:
+        sink().write(entries)  # the server's database: a savepoint in the caller's transaction
+    except RunNotOwned:
+        return False  # another side's run (issue 19): recording logged the refusal
+    except BundleError as exc:
+        replacement = losses.replacement(entries[0], exc)
+        return replacement is not None and _write_in_callers_transaction([replacement])
+    except Exception as exc:  # noqa: BLE001 - recording must never raise into the user's graph
+        logger.warning("evidence entry not written: %s", type(exc).__name__)
+        return False
+    return True
+
+
+def _forget_after_fork() -> None:
+    global _writer, _lock
+    _writer, _lock = None, threading.Lock()  # the parent's thread does not exist in the child
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+atexit.register(shutdown, 5.0)
