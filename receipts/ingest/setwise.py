@@ -130,7 +130,7 @@ def keep_on_run(entry) -> bool:
     if getattr(run, field) == value:
         return False
     setattr(run, field, value)
-    Run.objects.filter(pk=run.pk).update(**{field: value})
+    batches.changed_run(run, [field])  # written with the batch's runs at its end (receipts.ingest.runwrites)
     batches.refresh_health(run, None)
     return True
 

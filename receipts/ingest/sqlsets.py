@@ -73,25 +73,41 @@ def _insert(model, objs: list, suffix: str) -> list[tuple]:
         return cursor.fetchall() if cursor.description else []
 
 
-def update_rows(model, objs: Iterable, names: Sequence[str]) -> None:
-    """Write the fields `names` of every object in `objs` (rows of `model`, by primary key) in one statement."""
+def update_rows(model, objs: Iterable, names: Sequence[str], *, add: str | None = None) -> dict:
+    """Write the fields `names` of every object in `objs` (rows of `model`, by primary key) in one statement.
+
+    `add` names an integer field each object holds an increment of (0: none): the row's field grows by it,
+    and the result maps each primary key to the field's new value (`UPDATE … RETURNING`; elsewhere a second
+    statement, `receipts.ingest.sequence.next_seqs`, which only knows the runs' `seq`).
+    """
     objs = list(objs)
     if not objs:
-        return
+        return {}
     if connection.vendor != "postgresql":
-        model.objects.bulk_update(objs, names)
-        return
+        if names:
+            model.objects.bulk_update(objs, names)
+        if add is None:
+            return {}
+        from receipts.ingest.sequence import next_seqs
+
+        return next_seqs({obj.pk: getattr(obj, add) for obj in objs})
     meta = model._meta
-    fields = [meta.pk, *(meta.get_field(name) for name in names)]
+    fields = [meta.pk, *(meta.get_field(name) for name in names), *([meta.get_field(add)] if add else [])]
     rows = [[getattr(obj, field.attname) for field in fields] for obj in objs]
     table, pk = _quoted(meta.db_table), _quoted(meta.pk.column)
-    assignments = ", ".join(f"{_quoted(field.column)} = v.{_quoted(field.column)}" for field in fields[1:])
+    assignments = [f"{_quoted(field.column)} = v.{_quoted(field.column)}" for field in fields[1 : 1 + len(names)]]
+    returning = ""
+    if add:
+        column = _quoted(meta.get_field(add).column)
+        assignments.append(f"{column} = {table}.{column} + v.{column}")
+        returning = f" RETURNING {table}.{pk}, {table}.{column}"
     sql = (
-        f"UPDATE {table} SET {assignments} FROM jsonb_populate_recordset(NULL::{table}, %s::jsonb) AS v"
-        f" WHERE {table}.{pk} = v.{pk}"
+        f"UPDATE {table} SET {', '.join(assignments)} FROM jsonb_populate_recordset(NULL::{table}, %s::jsonb) AS v"
+        f" WHERE {table}.{pk} = v.{pk}{returning}"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [_document(fields, rows)])
+        return dict(cursor.fetchall()) if add else {}
 
 
 def _document(fields: Sequence, rows: Iterable[Sequence]) -> str:
