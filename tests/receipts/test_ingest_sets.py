@@ -58,7 +58,7 @@ def test_a_200_entry_batch_over_20_runs_costs_the_queries_of_a_50_entry_one_and_
     if connection.vendor == "postgresql":
         # Two of them are the test's savepoint and its release; one asks which wait owners are users (issue 22:
         # an owner outside the run's team is not notified). The observed runs' heartbeat (issue 29 §5), health and
-        # event sequence numbers are one UPDATE of every run of the batch, their health read in one SELECT (issue 32 §1).
+        # event sequence numbers are one UPDATE of every run of the batch, their health inputs one SELECT (issue 32).
         assert (small, large) == (14, 14)
     else:
         # SQLite: Django caps a statement at 999 parameters, so bulk inserts of more rows are split in chunks.
