@@ -70,12 +70,14 @@ def _run(entry: RunEntry) -> Run | None:
     if current is not None:
         current.runs[entry.operation_id] = run  # the batch's later receipts record into this row
         current.absent.discard(f"run:{entry.operation_id}")
+        if made:
+            current.made.add(run.pk)
     return run
 
 
 def _resolve_waits(run: Run, resumed: dict) -> None:
     """Mark the run's open waits resolved with the resume's decision (by resume token, else for all)."""
-    for handoff in run.handoffs.filter(wait_open=True):
+    for handoff in _open_waits(run):
         token = (handoff.wait_part or {}).get("resume_token_id")
         wait = {**handoff.wait_part, "resolved": True, "resolution": resumed.get(token, resumed.get(None))}
         try:
@@ -90,6 +92,16 @@ def _resolve_waits(run: Run, resumed: dict) -> None:
             detail = {"part": "wait", "field": exc.field[:200]}
             kind = MiddlewareReport.Kind.EVIDENCE_DROPPED
             recording.record_report(run.operation_id, OBSERVER, kind, detail, f"drop-{digest('wait', exc.field)}")
+
+
+def _open_waits(run: Run) -> list[Handoff]:
+    """The run's handoffs with an open wait: this batch's as it holds them (their rows are written at its end),
+    the others as stored."""
+    current = batches.current()
+    mine = [handoff for handoff in (current.handoffs.values() if current else ()) if handoff.run_id == run.pk]
+    stored = run.handoffs.filter(wait_open=True).exclude(pk__in=[handoff.pk for handoff in mine])
+    found = [*(handoff for handoff in mine if handoff.wait_open), *stored]
+    return sorted(found, key=lambda handoff: handoff.pk)
 
 
 def _has_handoff(run: Run) -> bool:

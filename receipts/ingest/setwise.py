@@ -62,9 +62,8 @@ def record_parts(entries: Sequence) -> list[bool]:
         _create_runs({p.operation_id for p in parts} - set(batches.current().runs))
         fresh = _create_handoffs(parts)
         changed, history, changes = _applied(parts, fresh, stored, parse)
-        sqlsets.update_rows(Handoff, changed.values(), _fields_of(parts))
-        sqlsets.insert_rows(VerdictChange, history)
-        signals.send_changes(changes)
+        # Written, and the signal sent, at the end of the batch with its other rows (receipts.ingest.batches).
+        batches.changed_handoffs(changed.values(), _fields_of(parts), history, changes)
     return stored
 
 
@@ -151,6 +150,7 @@ def _create_runs(operation_ids: set[str]) -> None:
     side = namespace()  # issue 29 §4: the run is keyed by the side's namespace and the id
     new = [Run(operation_id=op, thread_id=op, source=Run.Source.AGENT, source_name=side) for op in operation_ids]
     found = {run.operation_id: run for run in sqlsets.insert_new(Run, new, "operation_id")}
+    current.made.update(run.pk for run in found.values())  # not those read back below: another's
     if missing := operation_ids - set(found):
         raced = Run.objects.select_for_update().filter(source_name=side, operation_id__in=missing)
         found.update((run.operation_id, run) for run in raced)

@@ -60,17 +60,46 @@ def insert_new(model, objs: Iterable, key: str) -> list:
 
 def _insert(model, objs: list, suffix: str) -> list[tuple]:
     """INSERT the objects' rows (every concrete field but the primary key) on PostgreSQL; the rows returned."""
+    sql, document = _insert_sql(model, objs)
+    with connection.cursor() as cursor:
+        cursor.execute(sql + suffix, [document])
+        return cursor.fetchall() if cursor.description else []
+
+
+def _insert_sql(model, objs: list) -> tuple[str, str]:
     meta = model._meta
     fields = [field for field in meta.concrete_fields if not field.generated and field is not meta.pk]
     rows = [[field.pre_save(obj, True) for field in fields] for obj in objs]
     table, columns = _quoted(meta.db_table), ", ".join(_quoted(field.column) for field in fields)
-    sql = (
-        f"INSERT INTO {table} ({columns}) SELECT {columns} FROM jsonb_populate_recordset(NULL::{table}, %s::jsonb)"
-        + suffix
-    )
+    sql = f"INSERT INTO {table} ({columns}) SELECT {columns} FROM jsonb_populate_recordset(NULL::{table}, %s::jsonb)"
+    return sql, _document(fields, rows)
+
+
+def write_together(updates: Sequence[tuple], inserts: Sequence[tuple]) -> None:
+    """`update_rows(model, objs, names)` for each of `updates`, then `insert_rows(model, objs)` for each of
+    `inserts`: on PostgreSQL in one statement (data-modifying WITH queries, one round trip), elsewhere one each.
+
+    The parts see the same snapshot, not each other's rows: none may read what another writes (an UPDATE of
+    rows and INSERTs of rows that refer to them is fine; foreign keys are checked at commit).
+    """
+    updates = [(model, list(objs), names) for model, objs, names in updates if objs]
+    inserts = [(model, list(objs)) for model, objs in inserts if objs]
+    if connection.vendor != "postgresql":
+        for model, objs, names in updates:
+            update_rows(model, objs, names)
+        for model, objs in inserts:
+            insert_rows(model, objs)
+        return
+    parts = [_update_sql(model, objs, names) for model, objs, names in updates]
+    parts += [_insert_sql(model, objs) for model, objs in inserts]
+    if not parts:
+        return
+    *first, (last, last_document) = parts
+    sql = last
+    if first:
+        sql = "WITH " + ", ".join(f"w{i} AS ({part})" for i, (part, _) in enumerate(first)) + " " + last
     with connection.cursor() as cursor:
-        cursor.execute(sql, [_document(fields, rows)])
-        return cursor.fetchall() if cursor.description else []
+        cursor.execute(sql, [*(document for _, document in first), last_document])
 
 
 def update_rows(model, objs: Iterable, names: Sequence[str], *, add: str | None = None) -> dict:
@@ -91,6 +120,13 @@ def update_rows(model, objs: Iterable, names: Sequence[str], *, add: str | None 
         from receipts.ingest.sequence import next_seqs
 
         return next_seqs({obj.pk: getattr(obj, add) for obj in objs})
+    sql, document = _update_sql(model, objs, names, add)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [document])
+        return dict(cursor.fetchall()) if add else {}
+
+
+def _update_sql(model, objs: list, names: Sequence[str], add: str | None = None) -> tuple[str, str]:
     meta = model._meta
     fields = [meta.pk, *(meta.get_field(name) for name in names), *([meta.get_field(add)] if add else [])]
     rows = [[getattr(obj, field.attname) for field in fields] for obj in objs]
@@ -105,9 +141,7 @@ def update_rows(model, objs: Iterable, names: Sequence[str], *, add: str | None 
         f"UPDATE {table} SET {', '.join(assignments)} FROM jsonb_populate_recordset(NULL::{table}, %s::jsonb) AS v"
         f" WHERE {table}.{pk} = v.{pk}{returning}"
     )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [_document(fields, rows)])
-        return dict(cursor.fetchall()) if add else {}
+    return sql, _document(fields, rows)
 
 
 def _document(fields: Sequence, rows: Iterable[Sequence]) -> str:
