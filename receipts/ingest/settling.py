@@ -131,15 +131,11 @@ def _announce_settled(changed: list[tuple[Handoff, signals.HandoffState]], now: 
         VerdictChange(handoff=h, verdict=h.verdict, boundary=h.boundary, cause=SETTLED, at=now) for h, _ in changed
     ]
     # A batch sends the signal at its end: each receiver gets the handoff as it is now (later parts change it).
-    changes = [signals.Change(_snapshot(h), SETTLED, before, signals.HandoffState.of(h), now) for h, before in changed]
+    changes = [
+        signals.Change(signals.snapshot(h), SETTLED, before, signals.HandoffState.of(h), now) for h, before in changed
+    ]
     if not batches.changed_handoffs([], [], history, changes):  # in a batch: with its other rows at its end
         VerdictChange.objects.bulk_create(history)
         signals.send_changes(changes)
     for handoff, _ in changed:
         parts.publish_after_commit(handoff, SETTLED, now)
-
-
-def _snapshot(handoff: Handoff) -> Handoff:
-    copy = Handoff.__new__(Handoff)
-    copy.__dict__ = handoff.__dict__.copy()
-    return copy

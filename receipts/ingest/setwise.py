@@ -29,7 +29,7 @@ from receipts.ingest.parts import (
     validate_ids,
 )
 from receipts.ingest.sides import RunNotOwned, namespace, owner_problem
-from receipts.models import FINAL_STATUS_PART, Handoff, Receipt, Run, VerdictChange
+from receipts.models import FINAL_STATUS_PART, Handoff, Receipt, Run, VerdictChange, handoff_month
 from receipts.verdicts import bundle
 
 logger = logging.getLogger(__name__)
@@ -213,9 +213,10 @@ def _applied(parts: list[_Part], fresh: set[int], stored: list[bool], parse: _Pa
             continue
         seen.add((p.part, p.attempt))
         now = timezone.now()
-        current.receipts.append(
-            Receipt(handoff=handoff, part=p.part, attempt=p.attempt, payload=p.value, recorded_at=now)
-        )
+        # By key, its partition's month given: the rows are only inserted (a related object costs per receipt).
+        month = handoff_month(handoff.created_at)
+        row = {"part": p.part, "attempt": p.attempt, "payload": p.value, "recorded_at": now, "handoff_month": month}
+        current.receipts.append(Receipt(handoff_id=handoff.pk, **row))
         first = handoff.pk in fresh
         fresh.discard(handoff.pk)
         before = None if first else handoff.verdict
@@ -227,7 +228,9 @@ def _applied(parts: list[_Part], fresh: set[int], stored: list[bool], parse: _Pa
         changed[handoff.pk] = handoff
         if handoff.verdict != before:
             history.append(
-                VerdictChange(handoff=handoff, verdict=handoff.verdict, boundary=handoff.boundary, cause=p.part, at=now)
+                VerdictChange(
+                    handoff_id=handoff.pk, verdict=handoff.verdict, boundary=handoff.boundary, cause=p.part, at=now
+                )
             )
         batches.refresh_health(run, now)
         changes.append(signals.Change(_snapshot(handoff), p.part, state_before, signals.HandoffState.of(handoff), now))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from datetime import date
+from datetime import date, datetime
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from psycopg.types.json import Jsonb
@@ -148,12 +148,12 @@ def _document(fields: Sequence, rows: Iterable[Sequence]) -> str:
     """The rows as one JSON array of objects keyed by column, each value as the field prepares it for saving."""
     db = connections[DEFAULT_DB_ALIAS]  # not the `connection` proxy: it costs a thread-local lookup per use
     columns = [field.column for field in fields]
-    plain = [_PLAIN.get(field.get_internal_type()) for field in fields]
+    converters = [_converter(field, db) for field in fields]
     found = [
         {
-            # None is SQL NULL for every field; a plain value is written as it is (`_PLAIN`).
-            column: value if value is None or type(value) is kind else _json_value(field, value, db)
-            for column, field, kind, value in zip(columns, fields, plain, row, strict=True)
+            # None is SQL NULL for every field.
+            column: value if value is None else convert(value)
+            for column, convert, value in zip(columns, converters, row, strict=True)
         }
         for row in rows
     ]
@@ -161,7 +161,7 @@ def _document(fields: Sequence, rows: Iterable[Sequence]) -> str:
 
 
 # Fields whose value of exactly this type is prepared for saving as itself (an int as psycopg's Int4 or
-# Int8 of it): the same JSON either way.
+# Int8 of it, a foreign key's int as the key): the same JSON either way.
 _PLAIN = {
     "CharField": str,
     "TextField": str,
@@ -170,7 +170,31 @@ _PLAIN = {
     "BigIntegerField": int,
     "PositiveIntegerField": int,
     "PositiveBigIntegerField": int,
+    "ForeignKey": int,
+    "AutoField": int,
+    "BigAutoField": int,
 }
+
+
+def _converter(field, db):
+    """The field's value as `_json_value` gives it, without the field's whole preparation for the values that
+    need none (a batch converts thousands): a plain value as it is, an aware datetime or a date as ISO 8601, a
+    JSON document as itself (what `Jsonb` wraps); anything else through `_json_value`."""
+    kind = field.get_internal_type()
+    plain = _PLAIN.get(kind)
+
+    def slow(value):
+        return _json_value(field, value, db)
+
+    if plain is not None:
+        return lambda value: value if type(value) is plain else slow(value)
+    if kind == "DateTimeField":
+        return lambda value: value.isoformat() if type(value) is datetime and value.tzinfo is not None else slow(value)
+    if kind == "DateField":
+        return lambda value: value.isoformat() if type(value) is date else slow(value)
+    if kind == "JSONField" and field.encoder is None:
+        return lambda value: value if type(value) in (dict, list, str, int, bool) else slow(value)
+    return slow
 
 
 def _json_value(field, value: object, db) -> object:
