@@ -27,6 +27,7 @@ run without a thread id: each such call is a run of its own).
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import inspect
 import threading
@@ -168,52 +169,52 @@ def _run_config(graph: Pregel, config: Any) -> dict:
     return {**config, "configurable": configurable}
 
 
+@contextlib.contextmanager
+def _marked() -> Iterator[None]:
+    """The run's mark, around one step of its stream (see `_scoped`)."""
+    token = _INSIDE_OBSERVED_RUN.set(True)
+    try:
+        yield
+    finally:
+        _INSIDE_OBSERVED_RUN.reset(token)
+
+
 def _scoped(chunks: Iterator[Any], shape: _Shape) -> Iterator[Any]:
     """`chunks`, each step taken inside the run's mark (a generator's body shares its caller's context,
     so the mark is set around each step only: the caller's own code between chunks is outside the run);
     the announcements of the agents `instrument()` equipped left out."""
     try:
         while True:
-            token = _INSIDE_OBSERVED_RUN.set(True)
-            try:
-                chunk = next(chunks)
-            except StopIteration:
-                return
-            finally:
-                _INSIDE_OBSERVED_RUN.reset(token)
+            with _marked():
+                try:
+                    chunk = next(chunks)
+                except StopIteration:
+                    return
             if not shape.quiet_announcement(chunk):
                 yield chunk
     finally:
-        token = _INSIDE_OBSERVED_RUN.set(True)
-        try:
-            close = getattr(chunks, "close", None)
-            if close is not None:
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            with _marked():
                 close()  # the caller stopped early: stop the run as closing `graph.stream` would
-        finally:
-            _INSIDE_OBSERVED_RUN.reset(token)
 
 
 async def _ascoped(chunks: AsyncIterator[Any], shape: _Shape) -> AsyncIterator[Any]:
     """`_scoped` for `astream` (the tasks LangGraph starts meanwhile copy the mark), quiet announcements left out."""
     try:
         while True:
-            token = _INSIDE_OBSERVED_RUN.set(True)
-            try:
-                chunk = await chunks.__anext__()
-            except StopAsyncIteration:
-                return
-            finally:
-                _INSIDE_OBSERVED_RUN.reset(token)
+            with _marked():
+                try:
+                    chunk = await chunks.__anext__()
+                except StopAsyncIteration:
+                    return
             if not shape.quiet_announcement(chunk):
                 yield chunk
     finally:
-        token = _INSIDE_OBSERVED_RUN.set(True)
-        try:
-            aclose = getattr(chunks, "aclose", None)
-            if aclose is not None:
+        aclose = getattr(chunks, "aclose", None)
+        if aclose is not None:
+            with _marked():
                 await aclose()
-        finally:
-            _INSIDE_OBSERVED_RUN.reset(token)
 
 
 # --- agents ------------------------------------------------------------------------------------------
