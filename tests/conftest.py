@@ -123,6 +123,21 @@ def quick_flush() -> Iterator[None]:
     DatabaseOperations.sql_flush = truncate
 
 
+@pytest.fixture(scope="session", autouse=True)
+def quick_password_hashing() -> Iterator[None]:
+    """Passwords hashed at one PBKDF2 iteration in this process (tests/hashers.py says why that is safe): a
+    million iterations cost a second per user made with a password and per login, most of some tests' time."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    quick = override_settings(
+        PASSWORD_HASHERS=["tests.hashers.OneIterationPBKDF2PasswordHasher", *settings.PASSWORD_HASHERS]
+    )
+    quick.enable()
+    yield
+    quick.disable()
+
+
 def database_url_for_subprocess() -> str:
     from django.db import connection
 

@@ -354,38 +354,59 @@ MAX_QUERIES = {
 }
 
 
-@pytest.mark.parametrize("n", [10, 10_000])
-@pytest.mark.parametrize("name", list(MAX_QUERIES))
-def test_page_queries_stay_constant_as_handoffs_grow(viewer_client, django_assert_max_num_queries, n, name):
-    runs = bulk_handoffs(n, per_run=10 if name != "sidewisp:run-detail" else n)
-    args = [runs[0].pk] if name == "sidewisp:run-detail" else []
-    with django_assert_max_num_queries(MAX_QUERIES[name]):
-        response = viewer_client.get(reverse(name, args=args))
-    assert response.status_code == 200
+LIST_PAGES = [name for name in MAX_QUERIES if name != "sidewisp:run-detail"]
+
+
+@pytest.fixture(scope="class")
+def handoffs_at(request, django_db_setup, django_db_blocker):
+    """bulk_handoffs(n, per_run=10) stored once for every test of the class, in a transaction rolled back after
+    the last: seeding 10,000 handoffs took as long as a test's own page request ten times over. Each test runs in
+    a savepoint inside it (pytest-django's `db`), so what a test writes is gone before the next one starts."""
+    from django.db import transaction
+
+    with django_db_blocker.unblock(), transaction.atomic():
+        runs = bulk_handoffs(request.param, per_run=10)
+        yield runs
+        transaction.set_rollback(True)
+
+
+@pytest.mark.parametrize("handoffs_at", [10, 10_000], indirect=True)
+class TestQueriesStayConstantAsHandoffsGrow:
+    """The list pages and the overview's windows over 10 and then 10,000 handoffs (1 and 1,000 runs)."""
+
+    @pytest.mark.parametrize("name", LIST_PAGES)
+    def test_page_queries_stay_constant_as_handoffs_grow(
+        self, handoffs_at, viewer_client, django_assert_max_num_queries, name
+    ):
+        with django_assert_max_num_queries(MAX_QUERIES[name]):
+            response = viewer_client.get(reverse(name))
+        assert response.status_code == 200
+
+    @pytest.mark.parametrize("window", ["24h", "7d"])
+    def test_the_long_overview_windows_read_the_rollup_in_as_few_queries(
+        self, handoffs_at, client, person, django_assert_max_num_queries, window
+    ):
+        # An admin: no team scope to read (a team's long window reads the rollup through its scope, below).
+        client.force_login(person("boss", "admin"))
+        # One query fewer than the default window: the verdict counts come with the window's rollup read.
+        with django_assert_max_num_queries(MAX_QUERIES["sidewisp:overview"] - 1):
+            response = client.get(reverse("sidewisp:overview"), {"window": window})
+        assert response.status_code == 200
+
+    @pytest.mark.parametrize("window", ["24h", "7d"])
+    def test_a_team_scoped_long_window_counts_its_own_handoffs_in_the_default_windows_queries(
+        self, handoffs_at, viewer_client, django_assert_max_num_queries, window
+    ):
+        with django_assert_max_num_queries(MAX_QUERIES["sidewisp:overview"]):
+            response = viewer_client.get(reverse("sidewisp:overview"), {"window": window})
+        assert response.status_code == 200
 
 
 @pytest.mark.parametrize("n", [10, 10_000])
-@pytest.mark.parametrize("window", ["24h", "7d"])
-def test_the_long_overview_windows_read_the_rollup_in_as_few_queries(
-    client, person, django_assert_max_num_queries, n, window
-):
-    # An admin: no team scope to read (a team's long window reads the rollup through its scope, below).
-    client.force_login(person("boss", "admin"))
-    bulk_handoffs(n, per_run=10)
-    # One query fewer than the default window: the verdict counts come with the window's rollup read.
-    with django_assert_max_num_queries(MAX_QUERIES["sidewisp:overview"] - 1):
-        response = client.get(reverse("sidewisp:overview"), {"window": window})
-    assert response.status_code == 200
-
-
-@pytest.mark.parametrize("n", [10, 10_000])
-@pytest.mark.parametrize("window", ["24h", "7d"])
-def test_a_team_scoped_long_window_counts_its_own_handoffs_in_the_default_windows_queries(
-    viewer_client, django_assert_max_num_queries, n, window
-):
-    bulk_handoffs(n, per_run=10)
-    with django_assert_max_num_queries(MAX_QUERIES["sidewisp:overview"]):
-        response = viewer_client.get(reverse("sidewisp:overview"), {"window": window})
+def test_the_run_detail_queries_stay_constant_as_its_handoffs_grow(viewer_client, django_assert_max_num_queries, n):
+    run = bulk_handoffs(n, per_run=n)[0]  # one run with all n handoffs
+    with django_assert_max_num_queries(MAX_QUERIES["sidewisp:run-detail"]):
+        response = viewer_client.get(reverse("sidewisp:run-detail", args=[run.pk]))
     assert response.status_code == 200
 
 
