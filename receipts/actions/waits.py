@@ -9,7 +9,6 @@ from datetime import datetime, timedelta
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, Permission
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from receipts.actions import arguments
@@ -282,7 +281,7 @@ def wait_owner_candidates(handoff: Handoff, *, by: User | None) -> list[Abstract
     )
     users = get_user_model()._default_manager.filter(is_active=True)
     # A narrowing only (one query); may_decide_as_owner decides for each.
-    pool = users.filter(Q(is_superuser=True) | Q(user_permissions__in=deciding) | Q(groups__permissions__in=deciding))
+    pool = users.filter(teams.holding_q(users.model, deciding))
     # Wait owners are per team (issue 22 §2): the members of the run's team, and those who see every team.
     pool = teams.who_see(handoff.run, pool)
     ordered = pool.distinct().order_by(get_user_model().USERNAME_FIELD)
