@@ -40,7 +40,7 @@ from langgraph.prebuilt import ToolNode
 from langgraph.types import Command
 
 from agents.observe import barrier as barrier_module
-from agents.observe import evidence, steps, writer
+from agents.observe import evidence, steps, toolcalls, writer
 from agents.observe.handoffs import handoff_target
 from agents.observe.transfers import (
     DEFAULT_ROUTE_VERSION,
@@ -65,8 +65,7 @@ BARRIER_NONE_NEEDED = "none"  # the run has no checkpointer
 _RETRIES_EXHAUSTED = re.compile(r"failed after (\d+) attempts")
 _MODEL_FAILED = re.compile(r"^Model call failed after (\d+) attempts")
 _CALL_LIMIT = "Tool call limit exceeded"
-# How HumanInTheLoopMiddleware answers a call its approver rejected (langchain.agents.middleware.human_in_the_loop).
-_REJECTED = "User rejected the tool call for "
+_REJECTED = toolcalls.REJECTED_PREFIX
 Kind = MiddlewareReport.Kind
 
 
@@ -118,10 +117,18 @@ class SidewispMiddleware(AgentMiddleware):
         context = self._tool_context(request)
         if context is not None and context["receiver"] is not None:
             self._record_created(context, context["receiver"], context["handoff_id"])
-        result = handler(request)
+        since = toolcalls.started()
+        try:
+            result = handler(request)
+        except Exception as exc:
+            if not toolcalls.passes_through(exc):
+                self._time_call(context, request, since, toolcalls.ERROR)
+            raise
         self._steps.after_tool(request, result)
         if context is not None and self._record_transfer(context, result):
             _before_next_checkpoint(context)  # `created` is stored before the parent can checkpoint past it
+        else:
+            self._time_call(context, request, since, toolcalls.outcome_of(result))
         return result
 
     async def awrap_tool_call(
@@ -130,14 +137,30 @@ class SidewispMiddleware(AgentMiddleware):
         context = self._tool_context(request)
         if context is not None and context["receiver"] is not None:
             self._record_created(context, context["receiver"], context["handoff_id"])
-        result = await handler(request)
+        since = toolcalls.started()
+        try:
+            result = await handler(request)
+        except Exception as exc:
+            if not toolcalls.passes_through(exc):
+                self._time_call(context, request, since, toolcalls.ERROR)
+            raise
         await self._steps.aafter_tool(request, result)
         if context is not None and self._record_transfer(context, result):
             if _barrier_of(context) in (BARRIER_CHECKPOINTER, BARRIER_NONE_NEEDED):
                 _before_next_checkpoint(context)  # holds at most: nothing waits here
             else:
                 await asyncio.to_thread(writer.flush)  # as in wrap_tool_call, off the event loop
+        else:
+            self._time_call(context, request, since, toolcalls.outcome_of(result))
         return result
+
+    @staticmethod
+    def _time_call(context: dict | None, request: ToolCallRequest, since: Any, outcome: str) -> None:
+        """Report how long a call that is no transfer took (`agents.observe.toolcalls`): a declared one is one."""
+        if context is None or context["declared"]:
+            return
+        tool = request.tool_call.get("name") if request.tool is not None else UNKNOWN_TOOL
+        toolcalls.report(context, tool if isinstance(tool, str) else UNKNOWN_TOOL, since, outcome)
 
     def _tool_context(self, request: ToolCallRequest) -> dict | None:
         config = _config()

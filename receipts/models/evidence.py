@@ -365,6 +365,8 @@ class MiddlewareReport(AppendOnlyModel):
         GRAPH_ERROR = "graph_error"
         # An id or a name refused as credential-shaped, stored as `redacted:<digest>` (spec v1.3): the field.
         VALUE_REDACTED = "value_redacted"
+        # How long a tool call that is no transfer took (agents.observe.toolcalls): its name, times and outcome.
+        TOOL_CALL = "tool_call"
 
     run = models.ForeignKey(Run, related_name="reports", on_delete=models.PROTECT)
     agent = models.CharField(max_length=200)

@@ -1,4 +1,4 @@
-"""A run's timeline (waterfall): one lane per agent, a bar for each agent turn, wait and handoff, from its receipts.
+"""A run's timeline (waterfall): one lane per agent, a bar for each agent turn, wait, handoff and tool call.
 
 `build` is pure: receipts as `Step`s in, `Timeline` out (lanes, bars, the span and the current moment). The
 stored receipts say when each step happened (their `recorded_at`), who sent and who received each handoff:
@@ -7,19 +7,24 @@ stored receipts say when each step happened (their `recorded_at`), who sent and 
   (the receiver started), or `reduced` when the receiver never started;
 - a turn bar: the first sender's from the run's start until its first transfer; a receiver's from its start
   (or the end of its wait) until its next transfer, its wait, or its `final_status` claim;
-- a wait bar, in its receiver's lane, from the `wait` receipt until the one that says it was decided.
+- a wait bar, in its receiver's lane, from the `wait` receipt until the one that says it was decided;
+- a tool bar, in its agent's lane, from the start to the end of a tool call that is no transfer, as its
+  `tool_call` report says (agents.observe.toolcalls); a failed call is marked.
 
 A step still open is drawn until `now` when the run is running (and marked open), else until the run's end.
-`for_run` reads the receipts in one query (at most MAX_RECEIPTS, oldest first).
+`for_run` reads the receipts in one query (at most MAX_RECEIPTS, oldest first) and the tool calls in one more
+(at most MAX_TOOL_CALLS, oldest first).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 MAX_RECEIPTS = 2000
-KINDS = {"turn": "Turn", "wait": "Wait", "handoff": "Handoff"}
+MAX_TOOL_CALLS = 2000
+KINDS = {"turn": "Turn", "wait": "Wait", "handoff": "Handoff", "tool": "Tool call"}
 IN_PROGRESS = "IN_PROGRESS"  # an unsettled handoff's verdict that still waits for a part (receipts.ingest.due)
 
 
@@ -37,9 +42,22 @@ class Step:
     resolved: bool = False  # a wait receipt that says the wait was decided
 
 
+@dataclass(frozen=True)
+class ToolCall:
+    """One `tool_call` report as the timeline reads it: when the call ran, and its history entry."""
+
+    agent: str
+    tool: str
+    start: datetime
+    end: datetime
+    outcome: str  # ok, error, rejected
+    anchor: str  # the history entry it is (`history-report-<pk>`)
+    at: datetime  # when the report was recorded: its place in the history
+
+
 @dataclass
 class Bar:
-    kind: str  # turn, wait, handoff
+    kind: str  # turn, wait, handoff, tool
     lane: str  # the agent
     start: datetime
     end: datetime
@@ -48,6 +66,8 @@ class Bar:
     end_anchor: str = ""  # the history entry it ends at ("" when it is still open)
     handoff_id: str = ""
     open: bool = False  # still going on at `now`
+    tool: str = ""  # a tool bar's tool
+    failed: bool = False  # a tool bar whose call raised or answered with an error
 
     @property
     def duration(self) -> timedelta:
@@ -77,8 +97,12 @@ class Timeline:
         return {bar.end_anchor: bar for bar in self.bars if bar.end_anchor}
 
 
-def build(steps: list[Step], *, start: datetime, end: datetime, running: bool) -> Timeline:
-    """The lanes and bars of `steps` (oldest first), between the run's `start` and `end` (`now` if running)."""
+def build(
+    steps: list[Step], *, start: datetime, end: datetime, running: bool, tools: Sequence[ToolCall] = ()
+) -> Timeline:
+    """The lanes and bars of `steps` and `tools`, between the run's `start` and `end` (`now` if running).
+
+    A tool bar is drawn over its agent's turn; an agent with tool calls only gets a lane after the others."""
     lanes: dict[str, Lane] = {}
     turns: dict[str, tuple[datetime, str, str]] = {}  # agent -> (since, anchor, verdict) of its open turn
     transfers: dict[str, tuple[Step, Bar | None]] = {}  # handoff id -> its created step, its closed bar
@@ -132,8 +156,12 @@ def build(steps: list[Step], *, start: datetime, end: datetime, running: bool) -
         lane(agent).bars.append(Bar("turn", agent, since, end, verdict, anchor, "", open=running))
     for bar in waits.values():
         bar.end, bar.open = max(end, bar.start), running
+    for call in sorted(tools, key=lambda c: c.start):
+        bar = Bar("tool", call.agent, call.start, max(call.end, call.start), "", call.anchor, call.anchor)
+        bar.tool, bar.failed = call.tool, call.outcome == "error"
+        lane(call.agent or "unknown agent").bars.append(bar)
     last = max([end, start, *(b.end for lane_ in lanes.values() for b in lane_.bars)])
-    times = {step.anchor: step.at for step in steps}
+    times = {step.anchor: step.at for step in steps} | {call.anchor: call.at for call in tools}
     return Timeline(list(lanes.values()), start, last, end if running else None, times)
 
 
@@ -158,9 +186,38 @@ def for_run(run, now: datetime) -> Timeline:
         )
         for r in rows
     ]
+    tools = tool_calls(run)
     start = run.started_at or run.created_at
-    if steps:
-        start = min(start, steps[0].at)
+    start = min([start, *(s.at for s in steps[:1]), *(c.start for c in tools[:1])])
     running = run.status in ("queued", "running", "waiting")
     end = now if running else (run.finished_at or (steps[-1].at if steps else start))
-    return build(steps, start=start, end=max(end, start), running=running)
+    return build(steps, start=start, end=max(end, start), running=running, tools=tools)
+
+
+def tool_calls(run) -> list[ToolCall]:
+    """`run`'s timed tool calls from their `tool_call` reports (one query); a report without both times is left out."""
+    from receipts.models import MiddlewareReport
+
+    rows = MiddlewareReport.objects.filter(run=run, kind=MiddlewareReport.Kind.TOOL_CALL).order_by("recorded_at", "pk")
+    calls = []
+    for pk, agent, detail, at in rows.values_list("pk", "agent", "detail", "recorded_at")[:MAX_TOOL_CALLS]:
+        detail = detail if isinstance(detail, dict) else {}
+        began, ended = _moment(detail.get("started_at")), _moment(detail.get("ended_at"))
+        if began is None or ended is None:
+            continue
+        outcome = str(detail.get("outcome") or "")
+        calls.append(
+            ToolCall(
+                agent, str(detail.get("tool") or "unknown tool"), began, ended, outcome, f"history-report-{pk}", at
+            )
+        )
+    return sorted(calls, key=lambda c: c.start)
+
+
+def _moment(value: object) -> datetime | None:
+    """An ISO time with its zone, or None (a naive or malformed time cannot be placed)."""
+    try:
+        moment = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+    return moment if moment is not None and moment.tzinfo is not None else None

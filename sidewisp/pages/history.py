@@ -95,6 +95,7 @@ def section_context(
         entry.since = history_words.since(entry.at, start)
         bar = took.get(entry.anchor)
         entry.took = f"{drawing.describe(bar).split(':')[0]} took {drawing.duration(bar.duration)}" if bar else ""
+        entry.duration = drawing.duration(bar.duration) if bar else ""  # a tool call's report: the call's own time
     shown = {e.anchor for e in page.entries}
 
     def href(anchor: str) -> str:

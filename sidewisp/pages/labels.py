@@ -70,7 +70,9 @@ REPORTS: dict[str, str] = {
     "unseen_without_middleware": "Agent observed without SidewispMiddleware",
     "graph_error": "Graph error",
     "unobserved_stream": "Not driven through observe",
+    "tool_call": "Tool call",
 }
+TOOL_OUTCOMES = {"ok": "returned", "error": "failed", "rejected": "was rejected by an approver"}
 
 
 def report_text(kind: str, detail: dict | None) -> str:
@@ -90,6 +92,9 @@ def report_text(kind: str, detail: dict | None) -> str:
             f"{where} held a value that may not be stored as it is (a credential shape, an absolute path, control "
             "characters or over 200 characters): it was stored as redacted: and a digest, and the rest was kept"
         )
+    if kind == "tool_call":  # its duration is the entry's "took" (sidewisp.pages.history)
+        outcome = detail.get("outcome")
+        return f"Tool {detail.get('tool') or '?'} {TOOL_OUTCOMES.get(outcome, outcome or 'ended')}"
     if kind == "no_handoff":
         return "The run made no handoff: it is judged by its outcome alone"
     if kind == "graph_error":

@@ -17,6 +17,7 @@ PLOT_WIDTH = 760
 LANE_HEIGHT = 30
 AXIS_HEIGHT = 22
 BAR_HEIGHT = 18
+TOOL_HEIGHT = 8  # a tool bar: thinner, at the foot of its agent's turn, so both can be seen
 MIN_BAR = 3  # a bar shorter than this is drawn this wide, so it can be seen and clicked
 TICKS = 5
 IN_PROGRESS = ("▸", "In progress", "info")  # not a verdict yet: a part it needs is still due
@@ -32,6 +33,7 @@ class DrawnBar:
     verdict_label: str
     text: str  # the bar in words (its link's name)
     href: str
+    height: float = BAR_HEIGHT
 
 
 def duration(value: timedelta) -> str:
@@ -55,6 +57,8 @@ def describe(bar: timeline.Bar) -> str:
         what = f"Turn of {bar.lane}"
     elif bar.kind == "wait":
         what = f"Wait in {bar.lane} for a person" + (f" (handoff {bar.handoff_id})" if bar.handoff_id else "")
+    elif bar.kind == "tool":
+        what = f"Tool call {bar.tool} in {bar.lane}{', failed' if bar.failed else ''}"
     else:
         what = f"Handoff {bar.handoff_id} from {bar.lane}"
     return f"{what}: {duration(bar.duration)}{', still going on' if bar.open else ''}"
@@ -72,15 +76,17 @@ def drawn(tl: timeline.Timeline, href_of) -> dict:
         y = AXIS_HEIGHT + i * LANE_HEIGHT
         bars = []
         for bar in lane.bars:
-            _, verdict_label, tone = _verdict(bar.verdict)
             left = x(bar.start)
             width = max(MIN_BAR, round(x(bar.end) - left, 1))
+            top = y + (LANE_HEIGHT - BAR_HEIGHT) / 2
+            if bar.kind == "tool":  # no verdict: a neutral bar, a failed call marked
+                tone = "bad" if bar.failed else "muted"
+                top += BAR_HEIGHT - TOOL_HEIGHT
+                bars.append(DrawnBar(bar, left, top, width, tone, "", describe(bar), href_of(bar.anchor), TOOL_HEIGHT))
+                continue
+            _, verdict_label, tone = _verdict(bar.verdict)
             text = f"{describe(bar)} · verdict {verdict_label}"
-            bars.append(
-                DrawnBar(
-                    bar, left, y + (LANE_HEIGHT - BAR_HEIGHT) / 2, width, tone, verdict_label, text, href_of(bar.anchor)
-                )
-            )
+            bars.append(DrawnBar(bar, left, top, width, tone, verdict_label, text, href_of(bar.anchor)))
         lanes.append({"agent": lane.agent, "y": y, "text_y": y + LANE_HEIGHT / 2 + 5, "bars": bars})
     ticks = [
         {

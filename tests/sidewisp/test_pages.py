@@ -349,8 +349,8 @@ MAX_QUERIES = {
     # query each, and the deliveries that carried out its actions), + issue 30 §1: the timeline's receipts (one
     # query) and the history's sequence numbers (one count across its sources); the two queries that date its
     # verdict entries (issue 28 §7) and the deliveries query are now asked whatever the page shows, so the count
-    # does not depend on which entries it shows
-    "sidewisp:run-detail": 29,
+    # does not depend on which entries it shows; + the timeline's tool calls (issue 30 §1, one query)
+    "sidewisp:run-detail": 30,
 }
 
 

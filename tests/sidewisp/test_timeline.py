@@ -232,3 +232,92 @@ def test_the_history_says_each_step_in_words(contracts, viewer_client):
     assert "Transfer requested" in page and not re.search(r"attempt <code>|Receipt <code>", page)
     text = re.sub(r"<[^>]+>", "", page)
     assert not re.search(r"attempt [a-z]+-[a-z0-9]+", text)  # no "attempt complete-end"
+
+
+# --- tool calls (issue 30 §1: the time each tool call took) ----------------------------------------------------
+
+
+def call(agent: str, tool: str, start_ms: int, end_ms: int, outcome: str = "ok", pk: int = 1) -> timeline.ToolCall:
+    return timeline.ToolCall(agent, tool, at(start_ms), at(end_ms), outcome, f"history-report-{pk}", at(end_ms + 5))
+
+
+TOOLS = [
+    call("sales", "check_stock", 1300, 1800, pk=1),
+    call("sales", "charge_card", 2000, 2100, "error", pk=2),
+    call("auditor", "log_event", 500, 520, pk=3),
+]
+
+
+def test_each_tool_call_is_a_bar_in_its_agents_lane_as_long_as_the_call_took():
+    tl = timeline.build(STEPS, start=T0, end=at(12000), running=False, tools=TOOLS)
+
+    tools = [(b.lane, b.tool, b.start, b.end, b.failed) for b in tl.bars if b.kind == "tool"]
+    assert tools == [
+        ("sales", "check_stock", at(1300), at(1800), False),
+        ("sales", "charge_card", at(2000), at(2100), True),  # an error is marked
+        ("auditor", "log_event", at(500), at(520), False),
+    ]
+    assert tl.took()["history-report-1"].duration == timedelta(milliseconds=500)  # ended - started
+    assert tl.times["history-report-1"] == at(1805)  # the report's own place in the history
+    # The turns, waits and handoffs are what they were; an agent with tool calls only has a lane after the others.
+    assert [b for b in tl.bars if b.kind != "tool"] == timeline.build(
+        STEPS, start=T0, end=at(12000), running=False
+    ).bars
+    assert [lane.agent for lane in tl.lanes] == ["triage", "sales", "billing", "auditor"]
+
+
+def test_a_tool_bar_is_drawn_neutral_thin_and_in_words_and_a_failed_one_is_marked():
+    tl = timeline.build(STEPS, start=T0, end=at(12000), running=False, tools=TOOLS)
+    drawn = drawing.drawn(tl, lambda anchor: f"#{anchor}")
+
+    bars = {d.bar.tool: d for lane in drawn["lanes"] for d in lane["bars"] if d.bar.kind == "tool"}
+    ok, failed = bars["check_stock"], bars["charge_card"]
+    assert (ok.tone, ok.height, ok.href) == ("muted", drawing.TOOL_HEIGHT, "#history-report-1")
+    assert ok.text == "Tool call check_stock in sales: 500 ms"
+    assert (failed.tone, failed.text) == ("bad", "Tool call charge_card in sales, failed: 100 ms")
+    turn = next(d for lane in drawn["lanes"] for d in lane["bars"] if d.bar.lane == "sales" and d.bar.kind == "turn")
+    assert ok.y + ok.height == turn.y + turn.height  # at the foot of the turn it belongs to
+
+
+def _tool_call(run, agent: str, tool: str, n: int, outcome: str = "ok", ms: int = 250):
+    from receipts.models import MiddlewareReport
+
+    start = (run.started_at or run.created_at) + timedelta(seconds=n)
+    detail = {
+        "tool": tool,
+        "call_id": f"call-{n}",
+        "started_at": start.isoformat(),
+        "ended_at": (start + timedelta(milliseconds=ms)).isoformat(),
+        "outcome": outcome,
+    }
+    return MiddlewareReport.objects.create(run=run, agent=agent, kind="tool_call", detail=detail, attempt=f"call-{n}")
+
+
+def test_the_run_page_draws_each_tool_call_and_its_history_says_how_long_it_took(record_handoff, viewer_client):
+    handoff = record_handoff("h-tl-tools", "op-tl-tools", "healthy")
+    ok = _tool_call(handoff.run, handoff.sender, "lookup_customer", 1, ms=250)
+    failed = _tool_call(handoff.run, handoff.sender, "charge_card", 2, "error", ms=40)
+
+    page = _page(viewer_client, handoff.run)
+
+    svg = re.search(r"<svg class=\"timeline-svg\".*?</svg>", page, re.S).group(0)
+    tools = re.findall(
+        r'href="#history-report-(\d+)"[^>]*><rect class="tl-bar tl-tool tone-(\w+)[^"]*"[^>]*data-tool="(\w+)"', svg
+    )
+    assert (str(ok.pk), "muted", "lookup_customer") in tools and (str(failed.pk), "bad", "charge_card") in tools
+    lane = re.search(rf'<g class="tl-lane" data-lane="{handoff.sender}">.*?</g>', svg, re.S).group(0)
+    assert 'data-tool="lookup_customer"' in lane
+    entry = re.search(rf'<li class="row history-entry" id="history-report-{ok.pk}".*?</li>', page, re.S).group(0)
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", entry))
+    assert "Tool lookup_customer returned" in text and "took 250 ms" in text
+    assert "call-1" not in re.sub(r"<[^>]+>", "", page)  # the call id is no sentence of the page
+
+
+def test_the_run_page_costs_the_same_queries_for_many_tool_calls_as_for_one(record_handoff, viewer_client):
+    one = record_handoff("h-tc-one", "op-tc-one", "healthy")
+    many = record_handoff("h-tc-many", "op-tc-many", "healthy")
+    _tool_call(one.run, one.sender, "lookup_customer", 1)
+    for n in range(30):
+        _tool_call(many.run, many.sender, "lookup_customer", n, "error" if n % 3 else "ok")
+
+    assert _queries(viewer_client, many.run) == _queries(viewer_client, one.run)

@@ -129,7 +129,9 @@ def boundary_grids(handoffs: Iterable[Handoff]) -> list[list[BoundaryCell]]:
 
 
 def run_reports(run: Run, limit: int = REPORT_LIMIT) -> list[MiddlewareReport]:
-    return list(MiddlewareReport.objects.filter(run=run).order_by("-recorded_at", "-pk")[:limit])
+    """The run's middleware reports, newest first: not its timed tool calls (the timeline and history show them)."""
+    rows = MiddlewareReport.objects.filter(run=run).exclude(kind=MiddlewareReport.Kind.TOOL_CALL)
+    return list(rows.order_by("-recorded_at", "-pk")[:limit])
 
 
 @dataclass(frozen=True)
@@ -145,9 +147,12 @@ class ReportGroup:
 
 
 def run_report_groups(run: Run, limit: int = REPORT_LIMIT) -> list[ReportGroup]:
-    """The run's middleware reports, identical ones (agent, kind, detail) grouped with a count; newest first."""
+    """The run's middleware reports, identical ones (agent, kind, detail) grouped with a count; newest first.
+
+    Not its timed tool calls: one a call, they would crowd the reports out (the timeline and history show them)."""
     rows = (
         MiddlewareReport.objects.filter(run=run)
+        .exclude(kind=MiddlewareReport.Kind.TOOL_CALL)
         .order_by()
         .values("agent", "kind", "detail")
         .annotate(n=Count("pk"), last=Max("recorded_at"), first=Min("pk"))
