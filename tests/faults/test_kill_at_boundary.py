@@ -100,7 +100,7 @@ UNINTERRUPTED = Seen(
     handoffs=(("intake", "analyst", "HEALTHY"), ("analyst", "reporter", "HEALTHY")),
     status=Run.Status.COMPLETE,
     health="healthy",
-    reports=(),
+    reports=(("reporter", "tool_call"),),  # the reporter's file_report call, timed once (issue 30 §1), never twice
     alerting=False,
     reports_filed=1,
 )
