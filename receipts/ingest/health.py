@@ -33,7 +33,7 @@ receipts.ingest.due; this module re-exports them and the levels, so `health.X` r
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from functools import partial
 
@@ -245,6 +245,150 @@ def refresh_all(*, run_model, handoffs, reports) -> int:
             run_model.objects.filter(pk=pk).update(health=found.level, health_reasons=found.reasons)
             changed += 1
     return changed
+
+
+def refresh_many(runs, *, now: datetime | None = None) -> None:
+    """`refresh` for the runs one batch touched, without publishing, in the same few queries however many.
+
+    The same inputs as `inputs` and `summary`, read for all the runs at once (grouped by run), judged by
+    `assess`, and stored in one UPDATE for the runs whose health or summary changed.
+    """
+    from django.utils import timezone
+
+    from receipts.ingest import sqlsets
+    from receipts.models import Run
+
+    runs = {run.pk: run for run in runs}
+    if not runs:
+        return
+    now = now or timezone.now()
+    rows = _stored_many(runs)
+    counts = _verdict_counts(runs)
+    settled = _settled_many([pk for pk, (verdicts, _) in counts.items() if verdicts.get("FALSE_COMPLETE")])
+    reports = _reports_many(runs)
+    changed = []
+    for pk, row in rows.items():
+        verdicts, in_progress = counts.get(pk, ({}, {}))
+        facts = _facts(row, verdicts, in_progress, settled.get(pk, set()), reports.get(pk, []))
+        found = assess(**facts)
+        kept = _summary_of(row, facts["verdicts"], in_progress)
+        run = runs[pk]
+        run.health, run.health_reasons = found.level, found.reasons
+        for name, value in kept.items():
+            setattr(run, name, value)
+        same = (row["health"], row["health_reasons"]) == (found.level, found.reasons)
+        if not same or any(row[name] != value for name, value in kept.items()):
+            run.updated_at = now
+            changed.append(run)
+    sqlsets.update_rows(Run, changed, ["health", "health_reasons", "updated_at", *SUMMARY_FIELDS])
+
+
+def _facts(row: Mapping, verdicts: dict, in_progress: dict, settled: set[int], reports: list) -> dict:
+    """`assess`'s keyword arguments for one run, as `inputs` gives them."""
+    verdicts = dict(verdicts)
+    if verdicts.get("FALSE_COMPLETE"):
+        verdicts["FALSE_COMPLETE"] -= len(settled)
+        verdicts[SETTLED_FALSE_COMPLETE] = len(settled)
+    latest = None
+    if row["status"] == "complete" and verdicts:
+        latest = "settled" if row["latest_pk"] in settled else (row["latest_verification"] or {}).get("result")
+    return {
+        "status": row["status"],
+        "error": row["error"],
+        "verdicts": verdicts,
+        "reports": reports,
+        "latest_verification": latest,
+        "in_progress": in_progress,
+        **(run_outcome(row["status"], row["final_status"], row["verification"]) if not verdicts else {}),
+    }
+
+
+def _summary_of(row: Mapping, verdicts: Mapping[str, int], in_progress: Mapping[str, int]) -> dict:
+    """`summary` from verdict counts and the newest handoff read with the run."""
+    total = sum(verdicts.values())
+    newest = row["newest_verdict"]
+    due = due_of_verdict(newest) if row["newest_due"] else None
+    return {
+        "handoff_count": total,
+        "problem_count": total - sum(verdicts.get(v, 0) for v in UNPROBLEMATIC) - sum(in_progress.values()),
+        "open_false_count": verdicts.get("FALSE_COMPLETE", 0),
+        "latest_verdict": latest_code(newest, due) if total and newest else "",
+    }
+
+
+def _stored_many(runs: Iterable[int]) -> dict[int, dict]:
+    """Each run's stored health and summary, with its newest (updated) and latest (created) handoff's facts."""
+    from django.db.models import BooleanField, ExpressionWrapper, OuterRef, Subquery
+
+    from receipts.models import Handoff, Run
+
+    newest = Handoff.objects.filter(run_id=OuterRef("pk")).order_by("-updated_at", "-pk")
+    latest = Handoff.objects.filter(run_id=OuterRef("pk")).order_by("-created_at", "-pk")
+    due = ExpressionWrapper(due_condition(), BooleanField())
+    rows = Run.objects.filter(pk__in=runs).values(
+        "pk",
+        "status",
+        "error",
+        "health",
+        "health_reasons",
+        "final_status",
+        "verification",
+        *SUMMARY_FIELDS,
+        newest_verdict=Subquery(newest.values("verdict")[:1]),
+        newest_due=Subquery(newest.annotate(due=due).values("due")[:1]),
+        latest_pk=Subquery(latest.values("pk")[:1]),
+        latest_verification=Subquery(latest.values("verification_part")[:1]),
+    )
+    return {row["pk"]: row for row in rows}
+
+
+def _verdict_counts(runs: Iterable[int]) -> dict[int, tuple[dict[str, int], dict[str, int]]]:
+    """Per run: (handoffs per verdict, those of them in progress per verdict)."""
+    from django.db.models import Count
+
+    from receipts.models import Handoff
+
+    counted = Handoff.objects.filter(run_id__in=runs).order_by().values_list("run_id", "verdict")
+    found: dict[int, tuple[dict[str, int], dict[str, int]]] = {}
+    for run_id, verdict, n, pending in counted.annotate(n=Count("pk"), due=Count("pk", filter=due_condition())):
+        verdicts, in_progress = found.setdefault(run_id, ({}, {}))
+        verdicts[verdict] = n
+        if pending:
+            in_progress[verdict] = pending
+    return found
+
+
+def _settled_many(run_ids: list[int]) -> dict[int, set[int]]:
+    """`_settled` for several runs at once (one query, none when no run has a false completion)."""
+    from django.db.models import OuterRef, Subquery
+
+    from receipts.models import Handoff, VerdictChange
+
+    if not run_ids:
+        return {}
+    latest = VerdictChange.objects.filter(handoff=OuterRef("pk")).order_by("-at", "-pk").values("cause")[:1]
+    found = Handoff.objects.filter(run_id__in=run_ids, verdict="FALSE_COMPLETE").annotate(cause=Subquery(latest))
+    settled: dict[int, set[int]] = {}
+    for run_id, pk in found.filter(cause__in=SETTLEMENT_CAUSES).values_list("run_id", "pk"):
+        settled.setdefault(run_id, set()).add(pk)
+    return settled
+
+
+def _reports_many(runs: Iterable[int]) -> dict[int, list[tuple[str, Mapping | None, int]]]:
+    from django.db.models import Count
+
+    from receipts.models import MiddlewareReport
+
+    found = (
+        MiddlewareReport.objects.filter(run_id__in=runs, kind__in=ALARM_KINDS)
+        .order_by()
+        .values_list("run_id", "kind", "detail")
+        .annotate(n=Count("pk"))
+    )
+    reports: dict[int, list[tuple[str, Mapping | None, int]]] = {}
+    for run_id, kind, detail, n in found:
+        reports.setdefault(run_id, []).append((kind, detail, n))
+    return reports
 
 
 def _settles(handoffs) -> bool:
