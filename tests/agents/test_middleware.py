@@ -7,6 +7,7 @@ from typing import Annotated, NotRequired, TypedDict
 
 import pytest
 from langchain.agents import create_agent
+from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.messages import AnyMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -42,19 +43,22 @@ def lookup_customer(email: str) -> str:
     return "account found"
 
 
-def _foreign_desk():
-    """A two-agent desk a user might bring: their own tools, prompts and graph."""
+def _foreign_desk(lookup=lookup_customer, *, email: str = "someone@example.com", hitl: bool = False):
+    """A two-agent desk a user might bring: their own tools, prompts and graph. triage calls `lookup` with `email`
+    (behind a human-in-the-loop approval with `hitl`), then hands the ticket to support, which answers."""
+    name = getattr(lookup, "name", None) or lookup.__name__
+    front_middleware = [HumanInTheLoopMiddleware(interrupt_on={name: True})] if hitl else []
     front = create_agent(
         ScriptedChatModel(
             policy=Script(
                 (
-                    Call("lookup_customer", {"email": "someone@example.com"}),
+                    Call(name, {"email": email}),
                     Call("transfer_to_support", {"request_type": "support", "ticket_id": "T-1"}),
                 )
             )
         ),
-        tools=[lookup_customer, handoff_tool(to="support", context_keys=["request_type", "ticket_id"])],
-        middleware=[SidewispMiddleware(route_version="routes/1")],
+        tools=[lookup, handoff_tool(to="support", context_keys=["request_type", "ticket_id"])],
+        middleware=[*front_middleware, SidewispMiddleware(route_version="routes/1")],
         name="triage",
     )
     back = create_agent(

@@ -8,20 +8,13 @@ import json
 from datetime import datetime
 
 import pytest
-from langchain.agents import create_agent
-from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
-from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import START, StateGraph
 from langgraph.types import Command, interrupt
 
-from agents.host.scripted import Call, Say, Script, ScriptedChatModel
 from agents.observe import writer
-from agents.observe.handoffs import handoff_tool
-from agents.observe.middleware import SidewispMiddleware
 from receipts.models import Handoff, MiddlewareReport, Run
-from tests.agents.test_middleware import DeskState
+from tests.agents.test_middleware import _foreign_desk
 
 SECRET_EMAIL = "someone-secret@example.com"
 
@@ -53,31 +46,7 @@ def confirm_with_person(email: str) -> str:
 
 def _desk(lookup, *, hitl: bool = False):
     """triage calls `lookup`, then hands the ticket to support, which answers."""
-    front_middleware = [HumanInTheLoopMiddleware(interrupt_on={lookup.name: True})] if hitl else []
-    front = create_agent(
-        ScriptedChatModel(
-            policy=Script(
-                (
-                    Call(lookup.name, {"email": SECRET_EMAIL}),
-                    Call("transfer_to_support", {"request_type": "support", "ticket_id": "T-1"}),
-                )
-            )
-        ),
-        tools=[lookup, handoff_tool(to="support", context_keys=["request_type", "ticket_id"])],
-        middleware=[*front_middleware, SidewispMiddleware(route_version="routes/1")],
-        name="triage",
-    )
-    back = create_agent(
-        ScriptedChatModel(policy=Script((Say("Sorted."),))),
-        tools=[],
-        middleware=[SidewispMiddleware(route_version="routes/1")],
-        name="support",
-    )
-    builder = StateGraph(DeskState)
-    builder.add_node("triage", front)
-    builder.add_node("support", back)
-    builder.add_conditional_edges(START, lambda s: s.get("active_agent") or "triage", ["triage", "support"])
-    return builder.compile(checkpointer=InMemorySaver())
+    return _foreign_desk(lookup, email=SECRET_EMAIL, hitl=hitl)
 
 
 def _run(name: str) -> tuple[Run, dict]:
