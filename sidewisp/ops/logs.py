@@ -17,6 +17,21 @@ class NoTracebackForPermissionDenied(logging.Filter):
         return True
 
 
+class HealthAnswersAreNotErrors(logging.Filter):
+    """/healthz answering 503 is logged at INFO: the probe asked whether everything is up and was told "not yet".
+
+    `make run`'s start-up watch asks until every process is up, and a load balancer asks every few seconds
+    during an outage: as ERROR lines those greeted a newcomer with red before the start-up box and buried real
+    errors during an outage. What is down is named on the System page, in /healthz's body and in `/metrics`.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        request = getattr(record, "request", None)
+        if getattr(record, "status_code", None) == 503 and getattr(request, "path", None) == "/healthz":
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
 class NoRoutineTaskLines(logging.Filter):
     """Beat's housekeeping says nothing when it goes well: no "Sending due task", "received" or "succeeded" line.
 
@@ -120,6 +135,7 @@ def configuration(*, level: str) -> dict:
         "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
         "filters": {
             "no_403_traceback": {"()": "sidewisp.ops.logs.NoTracebackForPermissionDenied"},
+            "health_answers": {"()": "sidewisp.ops.logs.HealthAnswersAreNotErrors"},
             # A database error's message and a query's parameters quote input values (issue 19 §2): never logged.
             "no_database_values": {"()": "sidewisp.ops.logs.NoValuesFromTheDatabase"},
             # Beat's housekeeping every few seconds logs nothing when it goes well (issue 30 §6: make run's box stays).
@@ -133,7 +149,9 @@ def configuration(*, level: str) -> dict:
             # The shell middleware logs every command and the workspace's absolute path at INFO.
             "langchain.agents.middleware.shell_tool": {"level": "WARNING"},
             # A 403 is one line ("Forbidden (Permission denied): /audit/"), without the exception's traceback.
-            "django.request": {"filters": ["no_403_traceback", "no_database_values"]},
+            "django.request": {"filters": ["no_403_traceback", "health_answers", "no_database_values"]},
+            # Django's own console handler (DEBUG) printed every request line a second time, unformatted.
+            "django": {"handlers": [], "propagate": True},
             "django.security": {"filters": ["no_403_traceback"]},
             "django.db.backends": {"filters": ["no_database_values"]},
             "celery.beat": {"filters": ["no_routine_tasks"]},

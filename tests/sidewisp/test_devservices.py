@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import subprocess
 import sys
 import time
 
+import pytest
 import redis
 
 from sidewisp.ops import devenv
@@ -288,3 +290,17 @@ def test_beats_housekeeping_logs_nothing_when_it_goes_well_and_other_tasks_still
         "Task agents.tasks.start_run[t-1] succeeded in 0.01s: 1",
         "Task receipts.tasks.beat_heartbeat[t-2] raised",
     ]
+
+
+@pytest.mark.django_db
+def test_healthz_saying_not_yet_is_an_info_line_not_an_error(client, caplog):
+    """`make run`'s start-up watch asks /healthz until every process is up: its "not yet" (503) must not greet a
+    newcomer with ERROR lines (nor repeat every few seconds as ERROR while a load balancer asks during an outage).
+    A 404 elsewhere keeps its WARNING: only the health answer changes level."""
+    caplog.set_level(logging.INFO, logger="django.request")
+
+    assert client.get("/healthz").status_code == 503  # no worker or beat in this test: not everything is up
+    client.get("/no-such-page/")
+
+    levels = {record.getMessage(): record.levelname for record in caplog.records if record.name == "django.request"}
+    assert levels == {"Service Unavailable: /healthz": "INFO", "Not Found: /no-such-page/": "WARNING"}
