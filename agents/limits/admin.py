@@ -21,10 +21,12 @@ from django.utils.html import format_html_join
 from django.views.decorators.http import require_GET, require_http_methods
 
 from agents.limits import form as limitsform
+from agents.limits import wording
 from agents.limits.checks import team_checks
 from agents.limits.described import agent_tools, variants
 from agents.limits.document import LimitsError, diff
 from agents.limits.resolution import preview
+from agents.limits.setting import schema
 from agents.limits.stoppers import stopping_warnings
 from agents.limits.validation import validate_document
 from agents.models import LimitsVersion
@@ -114,7 +116,7 @@ class LimitsVersionAdmin(ReviewedAddAdmin):
             "title": "These limits stop runs: save anyway?",
             "intro": "The settings are valid, but runs under them cannot do their work. The next run uses them.",
             "warnings": warnings,
-            "diff_rows": diff(LimitsVersion.current().document, document),
+            "diff_rows": _worded_diff(LimitsVersion.current().document, document),
             "submit": "Save anyway",
         }
 
@@ -145,7 +147,7 @@ class LimitsVersionAdmin(ReviewedAddAdmin):
             raise PermissionDenied
         version = get_object_or_404(LimitsVersion, pk=pk)
         previous = version.previous()
-        rows = diff(previous.document if previous else None, version.document)
+        rows = _worded_diff(previous.document if previous else None, version.document)
         context = {**self._context(request, f"Changes in {version}"), "version": version, "previous": previous}
         return TemplateResponse(request, "admin/agents/limitsversion/diff.html", {**context, "rows": rows})
 
@@ -164,7 +166,7 @@ class LimitsVersionAdmin(ReviewedAddAdmin):
             _log_change(request, "limits.rollback", saved, current)
             messages.success(request, f"{saved} restores the settings of {version}; the next run uses it.")
             return HttpResponseRedirect(reverse("admin:agents_limitsversion_change", args=[saved.pk]))
-        rows = diff(current.document, version.document)
+        rows = _worded_diff(current.document, version.document)
         context = {**self._context(request, f"Roll back to {version}"), "version": version, "current": current}
         return TemplateResponse(request, "admin/agents/limitsversion/rollback.html", {**context, "rows": rows})
 
@@ -184,7 +186,7 @@ class LimitsVersionAdmin(ReviewedAddAdmin):
         context = {**self._context(request, f"Limits of {scope}"), "form": form, "scope": scope, "scopes": known}
         if form.is_bound and form.is_valid() and form.new_document is not None:
             review = {
-                "rows": diff(current.document, form.new_document),
+                "rows": _worded_diff(current.document, form.new_document),
                 "warnings": stopping_warnings(form.new_document, checks),
                 "document_json": json.dumps(form.new_document, ensure_ascii=False),
                 "note": form.cleaned_data["note"] or f"{scope} changed in the form",
@@ -224,8 +226,9 @@ class LimitsVersionAdmin(ReviewedAddAdmin):
     @admin.display(description="changes from the previous version")
     def changes(self, obj: LimitsVersion) -> str:
         previous = obj.previous()
-        rows = diff(previous.document if previous else None, obj.document)
-        return format_html_join("\n", "<div><code>{}</code>: {} → {}</div>", _triples(rows)) or "—"
+        rows = _worded_diff(previous.document if previous else None, obj.document)
+        shown = [(row["place"], row["setting"], row["before"], row["after"]) for row in rows]
+        return format_html_join("\n", "<div>{} (<code>{}</code>): {} → {}</div>", shown) or "—"
 
     @admin.display(description="document")
     def full_document(self, obj: LimitsVersion) -> str:
@@ -233,10 +236,6 @@ class LimitsVersionAdmin(ReviewedAddAdmin):
 
     def _context(self, request: HttpRequest, title: str) -> dict:
         return {**self.admin_site.each_context(request), "opts": self.model._meta, "title": title}
-
-
-def _triples(rows: list[dict[str, str]]) -> list[tuple[str, str, str]]:
-    return [(row["setting"], row["before"], row["after"]) for row in rows]
 
 
 def _require_change(request: HttpRequest, action: str, object_id: object) -> None:
@@ -264,3 +263,9 @@ def _log_change(request: HttpRequest, action: str, saved: LimitsVersion, previou
         reason=saved.note,
         detail={"version": saved.number, "previous": previous.number, "changed": [r["setting"] for r in rows][:50]},
     )
+
+
+def _worded_diff(old: dict | None, new: dict) -> list[dict[str, str]]:
+    """`diff`'s rows, each with its setting's place in words (`wording.place`) beside the document's path."""
+    settings = schema()
+    return [{**row, "place": wording.place(row["setting"], settings)} for row in diff(old, new)]

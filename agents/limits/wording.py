@@ -115,16 +115,28 @@ def message(error: str, scope: str, settings: Iterable[Setting]) -> str:
     if not said:
         return _keys_in_words(error, "", settings)
     owner, rest = _scope_of(place)
-    setting = _setting_at(rest, settings)
-    if setting is not None:
-        where = ", ".join([label(setting), *_inside(rest.removeprefix(setting.path), settings)])
-    else:
-        where = section(rest.split(".", 1)[0]) if rest else ""
+    setting, where = _setting_in_words(rest, settings)
     if owner and owner != scope:
         who = "For every agent (the default)" if owner == "default" else f"For agent {owner.removeprefix('agents.')}"
         where = f"{who}, {where}" if where else who
     what = _keys_in_words(what, setting.section if setting else rest.split(".", 1)[0], settings, itself=setting)
     return f"{where}: {what}" if where else what
+
+
+def place(path: str, settings: Iterable[Setting]) -> str:
+    """Where a setting of a limits document is, in words: "agents.sales.tool_call_limit.run_limit" →
+    "Agent sales · Tool calls per run" (a diff's row; the path is shown beside it for the JSON's editors)."""
+    owner, rest = _scope_of(path)
+    who = "Every agent (the default)" if owner == "default" else owner.replace("agents.", "Agent ", 1)
+    return " · ".join(part for part in (who, _setting_in_words(rest, list(settings))[1]) if part)
+
+
+def _setting_in_words(rest: str, settings: list[Setting]) -> tuple[Setting | None, str]:
+    """The setting at `rest` (a path inside a scope) and the place in words: its label and what lies inside."""
+    setting = _setting_at(rest, settings)
+    if setting is not None:
+        return setting, ", ".join([label(setting), *_inside(rest.removeprefix(setting.path), settings)])
+    return None, section(rest.split(".", 1)[0]) if rest else ""
 
 
 def _scope_of(place: str) -> tuple[str, str]:

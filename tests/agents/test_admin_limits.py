@@ -335,3 +335,16 @@ def test_no_model_retry_that_fails_the_run_warns():
 
 def test_no_model_retry_that_continues_does_not_warn():
     assert _stoppers(default__model_retry__max_retries=0) == []
+
+
+def test_a_diff_names_each_setting_in_words_beside_its_path(client, admin_user_, world):
+    """The form's user reads labels (issue 30 §5): the review of a change says which agent and which setting in
+    words, and keeps the document's path beside it for whoever edits the JSON."""
+    client.force_login(admin_user_)
+    _post_new(client, _document(tool_call_limit={"run_limit": 1}))
+
+    page = client.get(f"/admin/agents/limitsversion/{LimitsVersion.current().pk}/diff/").content.decode()
+
+    row = page[page.index('id="limits-diff"') :]
+    assert "Agent sales · Tool calls per run" in row
+    assert row.index("Agent sales · Tool calls per run") < row.index("agents.sales.tool_call_limit.run_limit")

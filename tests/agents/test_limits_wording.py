@@ -43,3 +43,15 @@ def test_an_invalid_form_opens_with_a_summary_linking_each_field_to_correct(clie
     assert "2 fields to correct" in summary
     assert '<a href="#id_tool_call_limit__run_limit">Tool calls per run</a>: Enter a whole number.' in summary
     assert '<a href="#id_tool_retry__max_retries">Tool retries</a>: Enter a whole number.' in summary
+
+
+def test_a_documents_path_reads_as_a_place_in_words():
+    settings = schema()
+
+    assert wording.place("default.approval.deadline_minutes", settings) == (
+        "Every agent (the default) · Approval deadline (minutes)"
+    )
+    assert wording.place("agents.billing.per_tool_limits.refund.run_limit", settings) == (
+        "Agent billing · Limit per tool, refund, run limit"
+    )
+    assert wording.place("agents.billing.summarization", settings) == "Agent billing · Summarizing a long history"

@@ -154,7 +154,9 @@ def test_an_admin_changes_one_agents_limit_in_the_settings_form(browser, admin_s
     shoot(page, "admin-limits-form-error")
     page.fill("#id_tool_call_limit__run_limit", "3")
     page.click("input[value='Review the change']")
-    expect(page.locator("#limits-diff tbody td")).to_have_text(["agents.sales.tool_call_limit.run_limit", "—", "3"])
+    expect(page.locator("#limits-diff tbody td")).to_have_text(  # the setting in words, its path beside (issue 30)
+        ["Agent sales · Tool calls per run agents.sales.tool_call_limit.run_limit", "—", "3"], use_inner_text=True
+    )
     page.click("input[value='Save as a new version']")
 
     expect(page.locator(".messagelist")).to_be_visible()
