@@ -22,14 +22,15 @@ from typing import Any
 
 from django.utils import timezone
 from langgraph.types import Command
+from sidewisp_agent import evidence
+from sidewisp_agent.conclusion import final_message_of, verify
+from sidewisp_agent.decisions import resume_value, validate_decision
 
 from agents.host import registry, shipped, workspaces
 from agents.host.checkpoints import checkpointer
 from agents.host.registry import Host, HostedGraph
 from agents.models import LimitsVersion, RunLimits
-from agents.observe import Outcome, conclude, evidence, observe, writer
-from agents.observe.conclusion import final_message_of, verify
-from agents.observe.decisions import resume_value, validate_decision
+from agents.observe import Outcome, conclude, observe, writer
 from agents.observe.reopening import reopen_command
 from agents.observe.transient import TRANSIENT
 from receipts.ingest import runs

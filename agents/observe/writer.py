@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from django.conf import settings
 from django.db import connection, transaction
-from sidewisp_agent import store
+from sidewisp_agent import parking, store
 from sidewisp_agent.writer import (  # noqa: F401 - the server's callers read these as writer.X
     CAPACITY,
     FLUSH_TIMEOUT,
@@ -41,7 +41,6 @@ from sidewisp_agent.writer import (  # noqa: F401 - the server's callers read th
 )
 
 from agents.host import faults
-from agents.observe import parking
 from agents.observe.transient import TRANSIENT
 from receipts.ingest import broadcast, intake, recording
 

@@ -21,12 +21,13 @@ from django.db.backends import utils
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
+from sidewisp_agent import barrier, evidence, parking
+from sidewisp_agent.decisions import resume_value
+from sidewisp_agent.failures import STREAM_CLOSED
+from sidewisp_agent.observer import aobserve, observe
 
 from agents.host.scripted import Call, Say
-from agents.observe import barrier, evidence, parking, writer
-from agents.observe.decisions import resume_value
-from agents.observe.failures import STREAM_CLOSED
-from agents.observe.observer import aobserve, observe
+from agents.observe import writer
 from receipts.ingest import intake
 from receipts.ingest.signals import handoff_changed
 from receipts.models import Handoff, Run

@@ -12,10 +12,11 @@ import uuid
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from sidewisp_agent import steps
+from sidewisp_agent.middleware import SidewispMiddleware
+from sidewisp_agent.observer import aobserve, observe
 
-from agents.observe import steps, writer
-from agents.observe.middleware import SidewispMiddleware
-from agents.observe.observer import aobserve, observe
+from agents.observe import writer
 from receipts.ingest.contracts import import_document
 from receipts.models import ContractVersion, Handoff, MiddlewareReport
 from tests.agents import steps_team

@@ -14,9 +14,9 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from sidewisp_agent import writer as package_writer  # the one writer; the server module re-exports it
+from sidewisp_agent.observer import observe
 
 from agents.observe import writer
-from agents.observe.observer import observe
 from receipts.ingest.intake import PartEntry, ReportEntry
 from receipts.models import ContractVersion, Handoff, MiddlewareReport, Receipt
 from tests.agents import teams

@@ -119,7 +119,8 @@ def test_summaries_and_context_edits_are_information_only():
 
 @pytest.mark.django_db
 def test_a_run_reaches_failing_through_the_recording_paths(contracts):
-    from agents.observe import evidence
+    from sidewisp_agent import evidence
+
     from receipts.ingest import runs
     from receipts.ingest.recording import record
     from tests.conftest import handoff_parts

@@ -13,10 +13,11 @@ from hypothesis import strategies as st
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import tool
+from sidewisp_agent import evidence
+from sidewisp_agent.middleware import UNKNOWN_TOOL, SidewispMiddleware
 
 from agents.host.scripted import Call, Say, ScriptedChatModel
-from agents.observe import evidence, writer
-from agents.observe.middleware import UNKNOWN_TOOL, SidewispMiddleware
+from agents.observe import writer
 from receipts.models import MiddlewareReport, Run
 from receipts.verdicts.bundle import BundleError, parse_bundle, parse_part, parse_report_detail, redacted, text_problem
 

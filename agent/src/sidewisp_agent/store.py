@@ -72,6 +72,12 @@ def installed() -> bool:
     return _installed is not None
 
 
+def remote() -> bool:
+    """The runs are a server's: the current store's `remote` (True where no store is installed)."""
+    factory = _installed
+    return factory is None or bool(factory().remote)
+
+
 def current() -> Store:
     """The installed store, else an `HttpStore` on `configure()`/SIDEWISP_URL (ConfigurationError when unset)."""
     factory = _installed

@@ -14,16 +14,17 @@ from typing import Any, NamedTuple
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.types import Interrupt
 
-from agents.observe import evidence, reconcile, tracking, writer
-from agents.observe.arguments import arg_schemas
-from agents.observe.middleware import model_failure_reports
-from agents.observe.outcomes import Outcome, Verifier, WaitPolicy, claims_done
-from agents.observe.runs import record_final, submit_run
-from agents.observe.tracking import Tracker
-from agents.observe.waits import UNREAD, declined_resolution, gated_tools, pending_call_of, record_wait
 from receipts.ingest import health as run_health
 from receipts.ingest import intake
 from receipts.models import Run
+
+from . import evidence, reconcile, tracking, writer
+from .arguments import arg_schemas
+from .middleware import model_failure_reports
+from .outcomes import Outcome, Verifier, WaitPolicy, claims_done
+from .runs import record_final, submit_run
+from .tracking import Tracker
+from .waits import UNREAD, declined_resolution, gated_tools, pending_call_of, record_wait
 
 logger = logging.getLogger(__name__)
 

@@ -39,10 +39,13 @@ from langgraph.constants import END, TASKS
 from langgraph.pregel import Pregel
 from langgraph.types import Send
 
-from agents.observe import evidence, writer
-from agents.observe.handoffs import handoff_target
-from agents.observe.tracking import Tracker
-from agents.observe.transfers import (
+from receipts.ingest.intake import Entry, PartEntry, SettleEntry
+from receipts.models import Handoff
+
+from . import evidence, writer
+from .handoffs import handoff_target
+from .tracking import Tracker
+from .transfers import (
     Namespace,
     Transfer,
     destination_entries,
@@ -53,8 +56,6 @@ from agents.observe.transfers import (
     sent_tool_message_ids,
     turn_call_ids,
 )
-from receipts.ingest.intake import Entry, PartEntry, SettleEntry
-from receipts.models import Handoff
 
 logger = logging.getLogger(__name__)
 

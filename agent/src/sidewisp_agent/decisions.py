@@ -17,11 +17,13 @@ from typing import Any
 from django.conf import settings
 from langgraph.types import Command
 
-from agents.observe import evidence, remote
-from agents.observe.reopening import reopen_command
-from agents.observe.waits import gated_tools
+from agents.observe import remote
 from receipts.models import Decision, Run
 from receipts.workers import claims
+
+from . import evidence
+from .reopening import reopen_command
+from .waits import gated_tools
 
 DECISION_TYPES = ("approve", "reject", "edit")
 MAX_REJECT_MESSAGE = 1000

@@ -17,8 +17,9 @@ from django.utils import timezone
 from langchain_core.messages import ToolMessage
 from langgraph.errors import GraphBubbleUp
 
-from agents.observe import evidence
 from receipts.models import MiddlewareReport
+
+from . import evidence
 
 OK, ERROR, REJECTED = "ok", "error", "rejected"
 # How HumanInTheLoopMiddleware answers a call its approver rejected (langchain.agents.middleware.human_in_the_loop).

@@ -39,10 +39,12 @@ from langgraph.config import get_config, get_stream_writer
 from langgraph.prebuilt import ToolNode
 from langgraph.types import Command
 
-from agents.observe import barrier as barrier_module
-from agents.observe import evidence, steps, toolcalls, writer
-from agents.observe.handoffs import handoff_target
-from agents.observe.transfers import (
+from receipts.models import MiddlewareReport
+
+from . import barrier as barrier_module
+from . import evidence, steps, toolcalls, writer
+from .handoffs import handoff_target
+from .transfers import (
     DEFAULT_ROUTE_VERSION,
     HANDOFF_EVENT,
     messages_in,
@@ -50,7 +52,6 @@ from agents.observe.transfers import (
     transfer_handoff_ids,
     turn_call_ids,
 )
-from receipts.models import MiddlewareReport
 
 logger = logging.getLogger(__name__)
 CLEARED_PLACEHOLDER = "[cleared]"

@@ -35,9 +35,13 @@ from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command, Interrupt
 
-from agents.observe import evidence
-from agents.observe.handoffs import handoff_target
-from agents.observe.transfers import (
+from receipts.ingest.intake import Entry, PartEntry, ReportEntry, SettleEntry
+from receipts.models import MiddlewareReport
+from receipts.verdicts import bundle
+
+from . import evidence
+from .handoffs import handoff_target
+from .transfers import (
     DEFAULT_ROUTE_VERSION,
     HANDOFF_EVENT,
     Namespace,
@@ -55,9 +59,6 @@ from agents.observe.transfers import (
     turn_call_ids,
     update_messages,
 )
-from receipts.ingest.intake import Entry, PartEntry, ReportEntry, SettleEntry
-from receipts.models import MiddlewareReport
-from receipts.verdicts import bundle
 
 logger = logging.getLogger(__name__)
 

@@ -15,12 +15,13 @@ from typing import Any
 
 from langgraph.types import Command
 
-from agents.observe import evidence, parking, writer
-from agents.observe.outcomes import Policy
-from agents.observe.waits import UNREAD, declined_by, resolution_of, resume_token_id
 from receipts.ingest.intake import RunEntry
 from receipts.models import Run
 from receipts.verdicts import bundle
+
+from . import evidence, parking, writer
+from .outcomes import Policy
+from .waits import UNREAD, declined_by, resolution_of, resume_token_id
 
 logger = logging.getLogger(__name__)
 

@@ -18,12 +18,13 @@ from asgiref.sync import sync_to_async
 from django.db import connection
 from django.utils import timezone
 
-from agents.observe import writer
 from receipts.ingest import intake
 from receipts.ingest.recording import OBSERVER, RunNotOwned, digest, record_report
 from receipts.models import Handoff
 from receipts.verdicts import bundle
 from receipts.verdicts.bundle import BundleError
+
+from . import writer
 
 P = ParamSpec("P")
 R = TypeVar("R")

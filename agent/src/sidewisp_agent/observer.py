@@ -45,15 +45,15 @@ from langchain_core.runnables import Runnable
 from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from agents.observe import barrier, evidence, parking, reconcile, reopening, toolevents, tracking, writer
-from agents.observe.conclusion import asnapshot_of, conclude_run, gated_schemas, snapshot_of
-from agents.observe.failures import Culprit, raised
-from agents.observe.middleware import BARRIER_CHECKPOINTER, BARRIER_KEY, BARRIER_NONE_NEEDED, OBSERVED_KEY
-from agents.observe.outcomes import Ended, Outcome, Policy, Verifier, WaitPolicy
-from agents.observe.runs import Applied, Start, aparked_now, begin, parked_now, required_operation_id
-from agents.observe.streams import AsyncObservedStream, ObservedStream, UserStream
-from agents.observe.tracking import Tracker
-from agents.observe.waits import remember_resume
+from . import barrier, evidence, parking, reconcile, reopening, toolevents, tracking, writer
+from .conclusion import asnapshot_of, conclude_run, gated_schemas, snapshot_of
+from .failures import Culprit, raised
+from .middleware import BARRIER_CHECKPOINTER, BARRIER_KEY, BARRIER_NONE_NEEDED, OBSERVED_KEY
+from .outcomes import Ended, Outcome, Policy, Verifier, WaitPolicy
+from .runs import Applied, Start, aparked_now, begin, parked_now, required_operation_id
+from .streams import AsyncObservedStream, ObservedStream, UserStream
+from .tracking import Tracker
+from .waits import remember_resume
 
 
 def observe(

@@ -9,11 +9,12 @@ from typing import Any
 
 from langchain_core.messages import ToolMessage
 
-from agents.observe import evidence, writer
-from agents.observe.runs import record_final, submit_run
-from agents.observe.transfers import node_of
 from receipts.models import MiddlewareReport, Run
 from receipts.verdicts import bundle
+
+from . import evidence, writer
+from .runs import record_final, submit_run
+from .transfers import node_of
 
 logger = logging.getLogger(__name__)
 

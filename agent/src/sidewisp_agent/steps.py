@@ -41,11 +41,12 @@ from langchain_core.messages import ToolMessage
 from langgraph.config import get_config
 from langgraph.types import Command
 
-from agents.observe import evidence, writer
-from agents.observe.transfers import context_key_names, scope_name, turn_call_ids
 from receipts.ingest import intake
 from receipts.ingest.contracts import current_contracts
 from receipts.verdicts import bundle
+
+from . import evidence, writer
+from .transfers import context_key_names, scope_name, turn_call_ids
 
 logger = logging.getLogger(__name__)
 

@@ -9,10 +9,11 @@ from typing import Any
 from django.utils import timezone
 from langgraph.types import Command, Interrupt
 
-from agents.observe import evidence, writer
-from agents.observe.outcomes import DECLINED, WaitPolicy
 from receipts.models import Receipt
 from receipts.verdicts import bundle
+
+from . import evidence, writer
+from .outcomes import DECLINED, WaitPolicy
 
 _RESOLUTIONS = {"approve": "approved", "edit": "edited", "reject": "rejected"}
 UNREAD = object()  # a run's declined resolution not known yet: `verify` reads it
