@@ -25,8 +25,8 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 from redis.exceptions import RedisError
-from sidewisp_agent.decisions import remembered_interrupts
 
+from agents.observe.database import remembered_interrupts
 from receipts.models import Decision, Run, SourceToken
 from receipts.verdicts import bundle
 from receipts.workers import claims, sources

@@ -13,9 +13,9 @@ from django.db import transaction
 from django.utils import timezone
 from langchain.tools import ToolRuntime, tool
 from pydantic import Field
-from sidewisp_agent.evidence import closes_own_connection
 
 from agents.models import Order, Refund, Ticket
+from agents.observe.database import closes_own_connection
 
 PRICES = {"widget": 40, "gadget": 250, "server": 900}
 MAX_QUANTITY = 100

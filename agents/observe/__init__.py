@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from sidewisp_agent.conclusion import aconclude, conclude
 from sidewisp_agent.decisions import aawait_decision, await_decision
+from sidewisp_agent.handoffs import handoff_tool
 from sidewisp_agent.instrumentation import instrument, uninstrument
 from sidewisp_agent.middleware import SidewispMiddleware
 from sidewisp_agent.observer import aobserve, observe
-
-from agents.observe.handoffs import handoff_tool
-from agents.observe.outcomes import Outcome, OutcomeVerifier, Verifier, WaitPolicy, claims_done
+from sidewisp_agent.outcomes import Outcome, OutcomeVerifier, Verifier, WaitPolicy, claims_done
 
 __all__ = [
     "Outcome",

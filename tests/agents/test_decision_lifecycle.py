@@ -165,12 +165,14 @@ def test_in_remote_mode_the_declined_rule_follows_the_decision_the_app_resumed_w
 ):
     # Remote mode: the waits live on the server, so the decision the app resumed with says whether the
     # outcome to prove is "the order was not placed" (rejected) or "the order exists" (approved).
+    from sidewisp_agent.elsewhere import Elsewhere
+
     from agents.observe import writer
     from receipts.ingest.intake import PartEntry
 
     sent: list = []
 
-    class Sink:
+    class Sink(Elsewhere):  # the server: the waits are its own
         def write(self, entries) -> None:
             sent.extend(entries)
 

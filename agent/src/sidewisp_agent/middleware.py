@@ -39,11 +39,10 @@ from langgraph.config import get_config, get_stream_writer
 from langgraph.prebuilt import ToolNode
 from langgraph.types import Command
 
-from receipts.models import MiddlewareReport
-
 from . import barrier as barrier_module
 from . import evidence, steps, toolcalls, writer
 from .handoffs import handoff_target
+from .kinds import ReportKind
 from .transfers import (
     DEFAULT_ROUTE_VERSION,
     HANDOFF_EVENT,
@@ -67,7 +66,7 @@ _RETRIES_EXHAUSTED = re.compile(r"failed after (\d+) attempts")
 _MODEL_FAILED = re.compile(r"^Model call failed after (\d+) attempts")
 _CALL_LIMIT = "Tool call limit exceeded"
 _REJECTED = toolcalls.REJECTED_PREFIX
-Kind = MiddlewareReport.Kind
+Kind = ReportKind
 
 
 class SidewispMiddleware(AgentMiddleware):

@@ -35,12 +35,10 @@ from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command, Interrupt
 
-from receipts.ingest.intake import Entry, PartEntry, ReportEntry, SettleEntry
-from receipts.models import MiddlewareReport
-from receipts.verdicts import bundle
-
-from . import evidence
+from . import bundle, evidence
+from .entries import Entry, PartEntry, ReportEntry, SettleEntry
 from .handoffs import handoff_target
+from .kinds import ReportKind
 from .transfers import (
     DEFAULT_ROUTE_VERSION,
     HANDOFF_EVENT,
@@ -272,7 +270,7 @@ class Tracker:
         if transfer.announced:
             return []
         detail = {"agent": transfer.sender}
-        kind = MiddlewareReport.Kind.UNSEEN_WITHOUT_MIDDLEWARE
+        kind = ReportKind.UNSEEN_WITHOUT_MIDDLEWARE
         return [ReportEntry(self.operation_id, transfer.sender, kind, detail, f"unseen-{transfer.sender}")]
 
     def _finalize(self, ns: Namespace, scheduled: list[str]) -> list[Entry]:

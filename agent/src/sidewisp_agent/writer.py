@@ -302,11 +302,6 @@ def submit_all(entries: Sequence[intake.Entry]) -> None:
         submit(entry)
 
 
-def remote() -> bool:
-    """Receipts go to a Sidewisp server, not to this process's database (`store.remote`)."""
-    return store.remote()
-
-
 def flush(timeout: float | None = FLUSH_TIMEOUT) -> bool:
     """Wait until everything submitted so far is written; False (and a log line) on timeout."""
     writer = _writer
