@@ -1,14 +1,17 @@
 """The store port: the one object through which the recording side reaches where evidence is kept.
 
-An app elsewhere uses the package's `HttpStore` (`sidewisp_agent.http`: the ingest API); the Sidewisp server
-installs its database store when Django starts (`agents.apps`), so its hosted and local observed runs go through
-the same writer. `current()` is the installed store, else an `HttpStore` on the configured server.
+Everything the recording side writes (the writer's batches) or reads back (a run's stop flag, the parts its
+handoffs have, the contracts, its latest declined wait, an operator's decision) goes through `Store`. An app
+elsewhere uses the package's `HttpStore` (`sidewisp_agent.http`: the ingest API), whose runs are the server's
+(`sidewisp_agent.elsewhere`); the Sidewisp server installs its database store when Django starts
+(`agents.apps`, `agents.observe.database`), so its hosted and local observed runs run the same code.
+`current()` is the installed store, else an `HttpStore` on the configured server.
 
 Hooks the server sets, never imports of the server (`agents.observe.writer.install`), all no-ops unless set: the
-writer's `submitted(entry)` and `stored(entries)` (the server's test-only fault injection), `thread_ended()` (close the
-writer thread's database connection), `failed(exc)` and `outage(exc)` (a broken connection is discarded, a
-database outage retried for as long as it takes) and `in_callers_transaction()` (write in the caller's
-transaction, on its thread).
+writer's `submitted(entry)` and `stored(entries)` (the server's test-only fault injection), `thread_ended()` (close
+the database connection of a thread of the package that ends: the writer's, a store read's worker),
+`failed(exc)` and `outage(exc)` (a broken connection is discarded, a database outage retried for as long as it
+takes) and `in_callers_transaction()` (write in the caller's transaction, on its thread).
 """
 
 from __future__ import annotations
