@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from sidewisp_agent.observer import aobserve, observe
 
-from agents.observe.observer import aobserve, observe
 from receipts.models import ContractVersion
 from tests.agents import teams
 

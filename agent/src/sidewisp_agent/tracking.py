@@ -4,7 +4,7 @@
 receipt entries to record. It is pure: every method returns entries, nothing is written here.
 
 - A *transfer* is a tool call that returned a `Command` to the parent graph, whoever wrote the tool:
-  the observer's tool events (`agents.observe.toolevents`, given to the tracker as `tools` events)
+  the observer's tool events (`sidewisp_agent.toolevents`, given to the tracker as `tools` events)
   show the tool's output. `SidewispMiddleware`, where it is installed, announces the transfer too
   (custom stream) with the receiver the tool declares and the call's time, and has recorded
   `created` itself; without it the tracker records `created` (the receiver a tool declares in its
@@ -18,10 +18,10 @@ receipt entries to record. It is pure: every method returns entries, nothing is 
 - A `SettleEntry` says nothing more is due for a handoff (spec v1.2 Settled): its destination
   started, the step that should have started it began without it, or the run ended.
 
-`agents.observe.reconcile` re-derives from the checkpoint history what a process that died lost, for a
+`sidewisp_agent.reconcile` re-derives from the checkpoint history what a process that died lost, for a
 run that resumes from its checkpoint (the observer asks it before the graph streams); every entry is
 idempotent, so a part recorded twice is one part. The pure helpers of a transfer are in
-`agents.observe.transfers`.
+`sidewisp_agent.transfers`.
 """
 
 from __future__ import annotations
@@ -35,9 +35,11 @@ from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command, Interrupt
 
-from agents.observe import evidence
-from agents.observe.handoffs import handoff_target
-from agents.observe.transfers import (
+from . import bundle, evidence
+from .entries import Entry, PartEntry, ReportEntry, SettleEntry
+from .handoffs import handoff_target
+from .kinds import ReportKind
+from .transfers import (
     DEFAULT_ROUTE_VERSION,
     HANDOFF_EVENT,
     Namespace,
@@ -55,9 +57,6 @@ from agents.observe.transfers import (
     turn_call_ids,
     update_messages,
 )
-from receipts.ingest.intake import Entry, PartEntry, ReportEntry, SettleEntry
-from receipts.models import MiddlewareReport
-from receipts.verdicts import bundle
 
 logger = logging.getLogger(__name__)
 
@@ -271,7 +270,7 @@ class Tracker:
         if transfer.announced:
             return []
         detail = {"agent": transfer.sender}
-        kind = MiddlewareReport.Kind.UNSEEN_WITHOUT_MIDDLEWARE
+        kind = ReportKind.UNSEEN_WITHOUT_MIDDLEWARE
         return [ReportEntry(self.operation_id, transfer.sender, kind, detail, f"unseen-{transfer.sender}")]
 
     def _finalize(self, ns: Namespace, scheduled: list[str]) -> list[Entry]:
