@@ -1,10 +1,10 @@
 """The agent package in a fresh virtualenv with no Django (issue 31 §2).
 
-The package is built into a wheel, installed into a new virtualenv (no system site-packages) with langchain,
-langgraph and httpx at the repository's pins, and run there outside the repository: it imports without Django,
-refuses a missing or wrong URL or token in words at `configure()`, delivers a waiting handoff's evidence to a
-real server (the verdict is the one the same evidence gets from a local app) and takes back the decision an
-approver made on the dashboard. One virtualenv per session (tests/agents/fresh_venv.py, its tests in one xdist group).
+The package is built into a wheel, installed into a new virtualenv (no system site-packages) with what it
+needs at the repository's pins (tests/agents/fresh_venv.py), and run there outside the repository: it imports
+without Django, refuses a missing or wrong URL or token in words at `configure()`, delivers a waiting handoff's
+evidence to a real server (the verdict is the one the same evidence gets from a local app) and takes back the
+decision an approver made on the dashboard. A whole team run there: test_agent_venv_swarm.py.
 """
 
 from __future__ import annotations
