@@ -26,7 +26,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 from redis.exceptions import RedisError
 
-from agents.observe.decisions import remembered_interrupts
+from agents.observe.database import remembered_interrupts
 from receipts.models import Decision, Run, SourceToken
 from receipts.verdicts import bundle
 from receipts.workers import claims, sources

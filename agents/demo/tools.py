@@ -15,7 +15,7 @@ from langchain.tools import ToolRuntime, tool
 from pydantic import Field
 
 from agents.models import Order, Refund, Ticket
-from agents.observe.evidence import closes_own_connection
+from agents.observe.database import closes_own_connection
 
 PRICES = {"widget": 40, "gadget": 250, "server": 900}
 MAX_QUANTITY = 100

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from sidewisp_agent.evidence import digest
+
 from agents.demo.scenarios import SCENARIOS
 from agents.host import workspaces
 from agents.models import Order, Refund, Ticket
-from agents.observe.evidence import digest
 from receipts.models import Run
 
 Check = Callable[[str], bool]

@@ -22,14 +22,14 @@ from typing import Any
 
 from django.utils import timezone
 from langgraph.types import Command
+from sidewisp_agent.conclusion import final_message_of, verify
+from sidewisp_agent.decisions import resume_value, validate_decision
 
 from agents.host import registry, shipped, workspaces
 from agents.host.checkpoints import checkpointer
 from agents.host.registry import Host, HostedGraph
 from agents.models import LimitsVersion, RunLimits
-from agents.observe import Outcome, conclude, evidence, observe, writer
-from agents.observe.conclusion import final_message_of, verify
-from agents.observe.decisions import resume_value, validate_decision
+from agents.observe import Outcome, conclude, database, observe, writer
 from agents.observe.reopening import reopen_command
 from agents.observe.transient import TRANSIENT
 from receipts.ingest import runs
@@ -266,7 +266,7 @@ def _say_if_unverified(run: Run, hosted: HostedGraph, outcome: Outcome) -> None:
     # Without a verifier a completion claim is never proven (FALSE_COMPLETE, spec §1): say why on the run.
     if hosted.verifier is None and outcome.status == "complete":
         detail = {"graph": run.graph}
-        evidence.add_report(run.operation_id, OBSERVER, MiddlewareReport.Kind.NO_VERIFIER, detail, "graph")
+        database.add_report(run.operation_id, OBSERVER, MiddlewareReport.Kind.NO_VERIFIER, detail, "graph")
 
 
 def _finish(run: Run, outcome: Outcome) -> str:
@@ -280,5 +280,5 @@ def _finish(run: Run, outcome: Outcome) -> str:
 
 
 def _verified(run: Run) -> bool:
-    handoff = evidence.latest_handoff(run.operation_id)
+    handoff = database.latest_handoff(run.operation_id)
     return handoff is not None and (handoff.verification_part or {}).get("result") == "pass"

@@ -15,11 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from sidewisp_agent.waits import gated_tools, resume_token_id
+
 from agents.host import registry
 from agents.limits import DEFAULT_SETTINGS, graph_limits, resolve
 from agents.models import LimitsVersion, RunLimits
 from agents.observe.arguments import arg_schemas, redacted_values
-from agents.observe.waits import gated_tools, resume_token_id
 from receipts.models import Handoff, Run
 from receipts.workers.runtime import Escalation, PendingCall
 

@@ -36,6 +36,7 @@ from langchain.agents.middleware import (
     ToolErrorMiddleware,
     ToolRetryMiddleware,
 )
+from sidewisp_agent.middleware import SidewispMiddleware
 
 from agents.host import workspaces
 from agents.host.scripted import Say, ScriptedChatModel, emulator_model, summarize
@@ -46,7 +47,6 @@ from agents.limits.legacy import as_settings
 from agents.limits.workspace_layers import PREVIEW_WORKSPACE, tool_search_layer, workspace_layers
 from agents.models import AgentLimits
 from agents.observe import WaitPolicy
-from agents.observe.middleware import SidewispMiddleware
 
 
 def build_middleware(

@@ -10,13 +10,13 @@ LangChain, LangGraph, Django; never: agents.demo, agents.limits, the rest of age
 
 from __future__ import annotations
 
-from agents.observe.conclusion import aconclude, conclude
-from agents.observe.decisions import aawait_decision, await_decision
-from agents.observe.handoffs import handoff_tool
-from agents.observe.instrumentation import instrument, uninstrument
-from agents.observe.middleware import SidewispMiddleware
-from agents.observe.observer import aobserve, observe
-from agents.observe.outcomes import Outcome, OutcomeVerifier, Verifier, WaitPolicy, claims_done
+from sidewisp_agent.conclusion import aconclude, conclude
+from sidewisp_agent.decisions import aawait_decision, await_decision
+from sidewisp_agent.handoffs import handoff_tool
+from sidewisp_agent.instrumentation import instrument, uninstrument
+from sidewisp_agent.middleware import SidewispMiddleware
+from sidewisp_agent.observer import aobserve, observe
+from sidewisp_agent.outcomes import Outcome, OutcomeVerifier, Verifier, WaitPolicy, claims_done
 
 __all__ = [
     "Outcome",

@@ -9,6 +9,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypedDict
 
+from sidewisp_agent.kinds import HELD_BEFORE, held_before  # noqa: F401 - the package defines the code; read here as assessment.X
+
 from receipts.ingest.due import due_of_verdict, in_progress_words
 from receipts.verdicts import bundle
 from receipts.verdicts.rules import classify_run
@@ -53,16 +55,6 @@ REPORT_REASONS: dict[str, tuple[str, str]] = {
 ALARM_KINDS = tuple(REPORT_REASONS)
 # A run that made no handoff is judged by its outcome (spec v1.3): "no handoff recorded" is a neutral fact.
 RUN_FALSE_COMPLETE = "run_false_complete"
-
-# A parked run's Run.error when the graph itself holds it (a destination held by `interrupt_before`), not a
-# stopped auto-continue: "held_before:sales" (node names only).
-HELD_BEFORE = "held_before:"
-
-
-def held_before(nodes: Iterable[str]) -> str:
-    """The Run.error of a run parked before `nodes` by the graph's interrupt_before: "held_before:sales"."""
-    return f"{HELD_BEFORE}{','.join(nodes)}"[:200]
-
 
 STATUS_REASONS: dict[str, tuple[str, str]] = {
     "failed": (FAILING, "Task failed"),

@@ -7,6 +7,7 @@ from datetime import UTC, date, datetime
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from sidewisp_agent.kinds import ReportKind, RunStatus
 
 from receipts.models.appendonly import AppendOnlyModel, AppendOnlyQuerySet
 from receipts.verdicts import bundle
@@ -70,12 +71,12 @@ class Run(models.Model):
     """
 
     class Status(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        WAITING = "waiting"
-        COMPLETE = "complete"
-        FAILED = "failed"
-        PARKED = "parked"
+        QUEUED = RunStatus.QUEUED
+        RUNNING = RunStatus.RUNNING
+        WAITING = RunStatus.WAITING
+        COMPLETE = RunStatus.COMPLETE
+        FAILED = RunStatus.FAILED
+        PARKED = RunStatus.PARKED
 
     class Source(models.TextChoices):
         AGENT = "agent"
@@ -345,28 +346,28 @@ class MiddlewareReport(AppendOnlyModel):
     """What the other middleware did to a run (retries, limits, summaries), minimized."""
 
     class Kind(models.TextChoices):
-        RETRY_EXHAUSTED = "retry_exhausted"
-        TOOL_ERROR = "tool_error"
-        CALL_LIMIT = "call_limit"
-        SUMMARIZED = "summarized"
-        CONTEXT_EDITED = "context_edited"
-        MODEL_FAILED = "model_failed"
+        RETRY_EXHAUSTED = ReportKind.RETRY_EXHAUSTED
+        TOOL_ERROR = ReportKind.TOOL_ERROR
+        CALL_LIMIT = ReportKind.CALL_LIMIT
+        SUMMARIZED = ReportKind.SUMMARIZED
+        CONTEXT_EDITED = ReportKind.CONTEXT_EDITED
+        MODEL_FAILED = ReportKind.MODEL_FAILED
         # Observation: evidence that could not be recorded as it was (a missing part is the truth).
-        EVIDENCE_DROPPED = "evidence_dropped"
+        EVIDENCE_DROPPED = ReportKind.EVIDENCE_DROPPED
         # The run ended without any handoff recorded: nothing was proven.
-        NO_HANDOFF = "no_handoff"
+        NO_HANDOFF = ReportKind.NO_HANDOFF
         # The graph ran with the middleware but outside `observe`: what only the observer sees is missing.
-        UNOBSERVED_STREAM = "unobserved_stream"
+        UNOBSERVED_STREAM = ReportKind.UNOBSERVED_STREAM
         # A transfer the observer saw but cannot prove in full without SidewispMiddleware on that agent.
-        UNSEEN_WITHOUT_MIDDLEWARE = "unseen_without_middleware"
+        UNSEEN_WITHOUT_MIDDLEWARE = ReportKind.UNSEEN_WITHOUT_MIDDLEWARE
         # A hosted graph with no outcome verifier registered: completion claims cannot be proven.
-        NO_VERIFIER = "no_verifier"
+        NO_VERIFIER = ReportKind.NO_VERIFIER
         # The graph raised: the exception class and where (node, tool), never its message.
-        GRAPH_ERROR = "graph_error"
+        GRAPH_ERROR = ReportKind.GRAPH_ERROR
         # An id or a name refused as credential-shaped, stored as `redacted:<digest>` (spec v1.3): the field.
-        VALUE_REDACTED = "value_redacted"
+        VALUE_REDACTED = ReportKind.VALUE_REDACTED
         # How long a tool call that is no transfer took (agents.observe.toolcalls): its name, times and outcome.
-        TOOL_CALL = "tool_call"
+        TOOL_CALL = ReportKind.TOOL_CALL
 
     run = models.ForeignKey(Run, related_name="reports", on_delete=models.PROTECT)
     agent = models.CharField(max_length=200)

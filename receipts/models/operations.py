@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from sidewisp_agent.kinds import DecisionKind
 
 from receipts.models.appendonly import AppendOnlyModel
 from receipts.models.evidence import Handoff, Run
@@ -18,12 +19,12 @@ class Decision(models.Model):
     """
 
     class Kind(models.TextChoices):
-        APPROVE = "approve"
-        REJECT = "reject"
-        EDIT = "edit"
+        APPROVE = DecisionKind.APPROVE
+        REJECT = DecisionKind.REJECT
+        EDIT = DecisionKind.EDIT
         # A false completion reopened (spec §5 v1.3): the destination works again. Not an answer to a wait; its
         # resume token is "reopen-<audit entry>", and the app or a worker claims it like any decision.
-        REOPEN = "reopen"
+        REOPEN = DecisionKind.REOPEN
 
     run = models.ForeignKey(Run, related_name="decisions", on_delete=models.PROTECT)
     handoff = models.ForeignKey(Handoff, related_name="decisions", on_delete=models.PROTECT)

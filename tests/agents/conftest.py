@@ -7,8 +7,8 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from sidewisp_agent.observer import aobserve, observe
 
-from agents.observe.observer import aobserve, observe
 from receipts.models import ContractVersion
 from tests.agents import fresh_venv, teams
 

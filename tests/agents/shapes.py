@@ -26,9 +26,9 @@ from langgraph_supervisor import create_supervisor
 from langgraph_supervisor.handoff import create_forward_message_tool
 from langgraph_supervisor.handoff import create_handoff_tool as supervisor_handoff
 from langgraph_swarm import create_handoff_tool, create_swarm
+from sidewisp_agent.middleware import SidewispMiddleware
 
 from agents.host.scripted import Call, Say, Script, ScriptedChatModel, Step
-from agents.observe.middleware import SidewispMiddleware
 from tests.agents import teams
 
 ROUTE_VERSION = "shapes/1"

@@ -18,9 +18,9 @@ from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
+from sidewisp_agent.middleware import SidewispMiddleware
 
 from agents.host.scripted import Call, Say, Script, ScriptedChatModel, Step
-from agents.observe.middleware import SidewispMiddleware
 
 ROUTE_VERSION = "steps/1"
 FIRST_STEP = "warranty_collector"

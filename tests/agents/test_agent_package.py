@@ -32,7 +32,8 @@ APP = Path(__file__).with_name("agent_venv_app.py")
 def test_the_package_imports_without_django_and_django_is_not_even_installed(venv_python, tmp_path):
     check = (
         "import importlib.util, sys, sidewisp_agent, sidewisp_agent.writer, sidewisp_agent.http;"
-        "import sidewisp_agent.losses, sidewisp_agent.store;"
+        "import sidewisp_agent.losses, sidewisp_agent.store, sidewisp_agent.observer, sidewisp_agent.middleware;"
+        "import sidewisp_agent.decisions, sidewisp_agent.instrumentation, sidewisp_agent.conclusion;"
         "assert 'django' not in sys.modules; assert importlib.util.find_spec('django') is None;"
         "assert importlib.util.find_spec('receipts') is None; print(sidewisp_agent.__file__)"
     )

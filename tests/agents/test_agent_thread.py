@@ -21,12 +21,13 @@ from django.db.backends import utils
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
+from sidewisp_agent import barrier, parking
+from sidewisp_agent.decisions import resume_value
+from sidewisp_agent.failures import STREAM_CLOSED
+from sidewisp_agent.observer import aobserve, observe
 
 from agents.host.scripted import Call, Say
-from agents.observe import barrier, evidence, parking, writer
-from agents.observe.decisions import resume_value
-from agents.observe.failures import STREAM_CLOSED
-from agents.observe.observer import aobserve, observe
+from agents.observe import database, writer
 from receipts.ingest import intake
 from receipts.ingest.signals import handoff_changed
 from receipts.models import Handoff, Run
@@ -198,7 +199,7 @@ def test_a_stop_no_receipt_carries_is_read_once_the_memory_is_older_than_its_bou
     Run.objects.create(operation_id="op-stopped-quietly", thread_id="th-op-stopped-quietly")
     original_lookup = teams.lookup.func
 
-    @evidence.closes_own_connection
+    @database.closes_own_connection
     def stop_then_look(query: str) -> str:
         Run.objects.filter(operation_id="op-stopped-quietly").update(auto_continue=False)
         return original_lookup(query)

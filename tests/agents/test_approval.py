@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from sidewisp_agent.waits import resume_token_id
 
 from agents.demo.contracts import install_team_contracts
 from agents.demo.scenarios import SCENARIOS, create_run
 from agents.host import runner
 from agents.host.checkpoints import checkpointer
 from agents.models import Order
-from agents.observe.waits import resume_token_id
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 from langgraph.types import Command
+from sidewisp_agent.decisions import resume_value
 
 from agents.demo.contracts import install_team_contracts
 from agents.demo.scenarios import SCENARIOS, create_run
@@ -14,7 +15,6 @@ from agents.host import execution, runner
 from agents.host.checkpoints import checkpointer
 from agents.models import Order
 from agents.observe import OutcomeVerifier, claims_done, observe
-from agents.observe.decisions import resume_value
 from receipts import actions
 from receipts.models import Decision, Run
 
@@ -154,7 +154,7 @@ def test_a_verifier_may_bring_its_own_claim_check(contracts):
     runner.resume_run(run, {"type": "reject", "message": "over budget"})
     lenient = OutcomeVerifier(verifier("order_exists"), claims_done=lambda text: "definitely" in text)
 
-    from agents.observe.conclusion import verify
+    from sidewisp_agent.conclusion import verify
 
     assert verify(run.operation_id, lenient, attempt="own-check", final_message="Your server is ordered.") == "pass"
 
@@ -165,12 +165,14 @@ def test_in_remote_mode_the_declined_rule_follows_the_decision_the_app_resumed_w
 ):
     # Remote mode: the waits live on the server, so the decision the app resumed with says whether the
     # outcome to prove is "the order was not placed" (rejected) or "the order exists" (approved).
+    from sidewisp_agent.elsewhere import Elsewhere
+
     from agents.observe import writer
     from receipts.ingest.intake import PartEntry
 
     sent: list = []
 
-    class Sink:
+    class Sink(Elsewhere):  # the server: the waits are its own
         def write(self, entries) -> None:
             sent.extend(entries)
 

@@ -7,10 +7,10 @@ from django.urls import reverse
 from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph_swarm import create_handoff_tool, create_swarm
+from sidewisp_agent import decisions
+from sidewisp_agent.observer import observe
 
 from agents.host.scripted import Call, Say, Script, ScriptedChatModel
-from agents.observe import decisions
-from agents.observe.observer import observe
 from receipts import actions
 from receipts.models import Handoff, MiddlewareReport, Run
 from tests.agents import teams

@@ -9,8 +9,8 @@ import json
 import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from sidewisp_agent.observer import observe
 
-from agents.observe.observer import observe
 from receipts.models import Handoff, MiddlewareReport, Receipt, Run
 from tests.agents import teams
 

@@ -51,7 +51,7 @@ def test_the_agent_package_imports_neither_django_nor_the_server() -> None:
     """Issue 31 §1: `sidewisp_agent` is installed into apps that have no Django and no Sidewisp server."""
     offenders = [
         importer
-        for prefix in ("django", "receipts", "agents", "sidewisp", "asgiref", "channels", "celery")
+        for prefix in ("django", "receipts", "agents", "sidewisp", "asgiref", "channels", "celery", "psycopg", "kombu")
         for importer in importers_of(prefix, ["agent/src"])
     ]
 

@@ -13,6 +13,8 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
+from sidewisp_agent.middleware import SidewispMiddleware, history_reports
+from sidewisp_agent.observer import observe
 
 from agents.demo.contracts import install_team_contracts
 from agents.demo.scenarios import create_run
@@ -20,8 +22,6 @@ from agents.host import runner
 from agents.host.scripted import Call, Say, Script, ScriptedChatModel
 from agents.observe import writer
 from agents.observe.handoffs import handoff_tool
-from agents.observe.middleware import SidewispMiddleware, history_reports
-from agents.observe.observer import observe
 from receipts.models import Handoff, MiddlewareReport, Run
 
 

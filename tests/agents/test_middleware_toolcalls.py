@@ -130,8 +130,7 @@ def test_under_ainvoke_the_lookup_is_timed_too(contracts):
 
 def test_a_call_answered_with_an_error_message_is_an_error_and_a_rejections_answer_a_rejection():
     from langchain_core.messages import ToolMessage
-
-    from agents.observe import toolcalls
+    from sidewisp_agent import toolcalls
 
     failed = ToolMessage("`lookup` failed with ValueError", tool_call_id="a", name="lookup", status="error")
     rejected = ToolMessage("User rejected the tool call for `lookup` with id a", tool_call_id="a", status="error")

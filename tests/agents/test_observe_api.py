@@ -12,11 +12,11 @@ from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
+from sidewisp_agent.failures import STREAM_CLOSED
+from sidewisp_agent.observer import aobserve, observe
 
 from agents.host.scripted import Call, Say
 from agents.observe import writer
-from agents.observe.failures import STREAM_CLOSED
-from agents.observe.observer import aobserve, observe
 from receipts.models import Handoff, MiddlewareReport, Receipt, Run
 from sidewisp.pages import labels
 from tests.agents import teams

@@ -17,11 +17,11 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from sidewisp_agent.observer import aobserve, observe
 
 from agents.host import hosting
 from agents.host.provider import TESTED_VERSIONS, check_model_choice
 from agents.models import Order
-from agents.observe.observer import aobserve, observe
 from receipts.models import Handoff, Run
 from tests.agents import teams
 from tests.agents.hosted_graph import DESK, INPUT, PAYMENTS

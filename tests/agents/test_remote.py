@@ -21,10 +21,11 @@ from langchain.agents import create_agent
 from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from sidewisp_agent import decisions
+from sidewisp_agent.decisions import PendingInterrupt
 
 from agents.host.scripted import Call, Say, Script, ScriptedChatModel
-from agents.observe import decisions, remote
-from agents.observe.decisions import PendingInterrupt
+from agents.observe import remote
 from receipts.ingest import intake
 from receipts.models import AuditEntry, Handoff, Receipt, Run, SourceToken
 from receipts.verdicts import bundle
@@ -207,7 +208,7 @@ def test_a_remote_wait_carries_its_tool_and_argument_names_to_the_inbox_and_back
 ):
     # Issue 30 §3: the remote app sends its wait's pending call as conclusion.py does (names only), the approver's
     # inbox shows the tool and its argument names, and await_decision needs no `pending=` to resume.
-    from agents.observe.waits import pending_call_of
+    from sidewisp_agent.waits import pending_call_of
 
     settings.SIDEWISP_REMOTE_URL, settings.SIDEWISP_REMOTE_TOKEN = live_server.url, billing
     operation_id = "op-remote-names"

@@ -17,9 +17,9 @@ from langgraph.func import entrypoint, task
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.types import Command
+from sidewisp_agent.observer import observe
 
 from agents.host.scripted import Call, Say, Script, ScriptedChatModel
-from agents.observe.observer import observe
 from receipts.models import Handoff, Run
 from tests.agents import teams
 

@@ -12,10 +12,11 @@ import uuid
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from sidewisp_agent import steps
+from sidewisp_agent.middleware import SidewispMiddleware
+from sidewisp_agent.observer import aobserve, observe
 
-from agents.observe import steps, writer
-from agents.observe.middleware import SidewispMiddleware
-from agents.observe.observer import aobserve, observe
+from agents.observe import database, writer
 from receipts.ingest.contracts import import_document
 from receipts.models import ContractVersion, Handoff, MiddlewareReport
 from tests.agents import steps_team
@@ -239,7 +240,7 @@ def _step_change(call_id: str = "call_1", step: str = "issue_classifier"):
 
 def test_the_contracts_are_read_once_however_many_tools_return(step_contracts, monkeypatch):
     reads = []
-    monkeypatch.setattr(steps, "current_contracts", lambda: reads.append(1) or steps_team_contracts())
+    monkeypatch.setattr(database, "current_contracts", lambda: reads.append(1) or steps_team_contracts())
     monkeypatch.setattr(steps, "_config", lambda: {"configurable": {"operation_id": "op-reads"}})
     watch = steps.StepWatch(steps_team.ROUTE_VERSION, first_step="warranty_collector")
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 from langgraph.graph import END, START, StateGraph
+from sidewisp_agent.observer import observe
 from typing_extensions import TypedDict
 
-from agents.observe.observer import observe
 from receipts.models import Run, Team, TeamGraph
 from receipts.org import teams
 

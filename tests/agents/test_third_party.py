@@ -10,11 +10,11 @@ import uuid
 import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from sidewisp_agent import decisions
+from sidewisp_agent.observer import aobserve, observe
 
 from agents.host.scripted import Call, Say
-from agents.observe import decisions
 from agents.observe.handoffs import handoff_tool
-from agents.observe.observer import aobserve, observe
 from receipts import actions
 from receipts.models import AuditEntry, Handoff, MiddlewareReport, Run
 from tests.agents import teams
@@ -373,8 +373,7 @@ def test_an_edit_reaches_the_app_only_with_the_graphs_pending_interrupts(team_co
 
 def test_a_pending_call_keeps_only_names_that_pass_the_minimization_check():
     from langgraph.types import Interrupt
-
-    from agents.observe.waits import pending_call_of
+    from sidewisp_agent.waits import pending_call_of
 
     pending = Interrupt(
         value={

@@ -14,9 +14,10 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from sidewisp_agent import writer as package_writer  # the one writer; the server module re-exports it
+from sidewisp_agent.elsewhere import Elsewhere
+from sidewisp_agent.observer import observe
 
 from agents.observe import writer
-from agents.observe.observer import observe
 from receipts.ingest.intake import PartEntry, ReportEntry
 from receipts.models import ContractVersion, Handoff, MiddlewareReport, Receipt
 from tests.agents import teams
@@ -25,8 +26,9 @@ from tests.factories import healthy_parts
 PASS = lambda op: ("stock_check", "pass", "v-1")  # noqa: E731
 
 
-class CapturingSink:
-    """Stands in for the database or the server: keeps what it was given, optionally after a gate opens."""
+class CapturingSink(Elsewhere):
+    """Stands in for the database or the server (a store elsewhere, as the server's is to the recording side):
+    keeps what it was given, optionally after a gate opens."""
 
     def __init__(self, gate: threading.Event | None = None) -> None:
         self.gate = gate

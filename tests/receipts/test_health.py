@@ -119,7 +119,7 @@ def test_summaries_and_context_edits_are_information_only():
 
 @pytest.mark.django_db
 def test_a_run_reaches_failing_through_the_recording_paths(contracts):
-    from agents.observe import evidence
+    from agents.observe import database
     from receipts.ingest import runs
     from receipts.ingest.recording import record
     from tests.conftest import handoff_parts
@@ -128,7 +128,7 @@ def test_a_run_reaches_failing_through_the_recording_paths(contracts):
         record(handoff_id="h-dead", operation_id="op-dead", part=part, value=value)
     run = Run.objects.get(operation_id="op-dead")
     assert run.health == health.IN_PROGRESS
-    evidence.add_report("op-dead", "sales", "model_failed", {"attempts": 3}, "end")
+    database.add_report("op-dead", "sales", "model_failed", {"attempts": 3}, "end")
     runs.set_status(run, Run.Status.FAILED, error="NoCompletionClaim")
 
     run.refresh_from_db()

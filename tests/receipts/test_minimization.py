@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import tool
+from sidewisp_agent.middleware import UNKNOWN_TOOL, SidewispMiddleware
 
 from agents.host.scripted import Call, Say, ScriptedChatModel
-from agents.observe import evidence, writer
-from agents.observe.middleware import UNKNOWN_TOOL, SidewispMiddleware
+from agents.observe import database, writer
 from receipts.models import MiddlewareReport, Run
 from receipts.verdicts.bundle import BundleError, parse_bundle, parse_part, parse_report_detail, redacted, text_problem
 
@@ -185,8 +185,8 @@ def _detail_of(run: Run, kind: str) -> dict:
 def test_a_report_with_a_refused_name_is_kept_redacted_and_names_the_field(db, caplog) -> None:
     run = Run.objects.create(operation_id="op-min-1", thread_id="th-min-1")
 
-    stored = evidence.add_report("op-min-1", "sales\u202e", MiddlewareReport.Kind.TOOL_ERROR, {"tool": "x"}, "1")
-    evidence.add_report("op-min-1", "sales", MiddlewareReport.Kind.CALL_LIMIT, {"tool": "see /home/alice/x"}, "1")
+    stored = database.add_report("op-min-1", "sales\u202e", MiddlewareReport.Kind.TOOL_ERROR, {"tool": "x"}, "1")
+    database.add_report("op-min-1", "sales", MiddlewareReport.Kind.CALL_LIMIT, {"tool": "see /home/alice/x"}, "1")
 
     assert stored is True
     assert run.reports.get(kind="tool_error").agent == redacted("sales\u202e")
@@ -201,7 +201,7 @@ def test_a_report_that_is_not_valid_is_dropped_and_logged_by_field_only(db, capl
     run = Run.objects.create(operation_id="op-min-1", thread_id="th-min-1")
     caplog.set_level(logging.WARNING, logger="receipts.ingest.recording")
 
-    stored = evidence.add_report("op-min-1", "sales", MiddlewareReport.Kind.TOOL_ERROR, {"tool": {"x": 1}}, "1")
+    stored = database.add_report("op-min-1", "sales", MiddlewareReport.Kind.TOOL_ERROR, {"tool": {"x": 1}}, "1")
 
     assert stored is False
     assert not run.reports.filter(kind="tool_error").exists()
@@ -210,9 +210,9 @@ def test_a_report_that_is_not_valid_is_dropped_and_logged_by_field_only(db, capl
 
 
 def test_a_report_path_failure_never_raises(db) -> None:
-    assert evidence.add_report(7, "sales", MiddlewareReport.Kind.TOOL_ERROR, {}, "1") is False
-    assert evidence.add_report("op-min-2", "sales", "made_up_kind", {}, "1") is False
-    assert evidence.add_report("op-min-2", "sales", MiddlewareReport.Kind.TOOL_ERROR, {"n": object()}, "1") is False
+    assert database.add_report(7, "sales", MiddlewareReport.Kind.TOOL_ERROR, {}, "1") is False
+    assert database.add_report("op-min-2", "sales", "made_up_kind", {}, "1") is False
+    assert database.add_report("op-min-2", "sales", MiddlewareReport.Kind.TOOL_ERROR, {"n": object()}, "1") is False
 
 
 @tool

@@ -15,9 +15,9 @@ import uuid
 
 import pytest
 from django.urls import reverse
+from sidewisp_agent.decisions import await_decision
 
 from agents.observe import writer
-from agents.observe.decisions import await_decision
 from receipts.ingest import intake
 from receipts.models import Decision, Handoff, Receipt, Run
 from tests.conftest import handoff_parts

@@ -4,6 +4,11 @@ No Django in it. An app elsewhere reports to a Sidewisp server over its ingest A
 
     import sidewisp_agent
     sidewisp_agent.configure()  # SIDEWISP_URL and SIDEWISP_TOKEN, or configure(url=..., token=...)
+    outcome = sidewisp_agent.observe(graph, graph_input, config)  # or sidewisp_agent.instrument() once
+
+The recording side is all here: the middleware (`SidewispMiddleware`), the observer (`observe`, `aobserve`,
+`conclude`), `instrument()`, the decisions an approver sends back (`await_decision`) and the writer that
+batches the evidence (`flush` waits for it).
 
 `configure` checks the settings and asks the server once whether it takes the token, so a missing or wrong
 URL or token is a `ConfigurationError` naming it there, before any graph runs. The Sidewisp server runs the same
@@ -12,9 +17,15 @@ package with its database as the store (`sidewisp_agent.store`).
 
 from __future__ import annotations
 
+from .conclusion import aconclude, conclude
 from .config import ConfigurationError, Settings
+from .decisions import aawait_decision, await_decision
 from .handoffs import handoff_tool
+from .instrumentation import instrument, uninstrument
+from .middleware import SidewispMiddleware
+from .observer import aobserve, observe
 from .outcomes import Outcome, OutcomeVerifier, Verifier, WaitPolicy, claims_done
+from .writer import flush
 
 __version__ = "0.1.0"
 __all__ = [
@@ -22,11 +33,21 @@ __all__ = [
     "Outcome",
     "OutcomeVerifier",
     "Settings",
+    "SidewispMiddleware",
     "Verifier",
     "WaitPolicy",
+    "aawait_decision",
+    "aconclude",
+    "aobserve",
+    "await_decision",
     "claims_done",
+    "conclude",
     "configure",
+    "flush",
     "handoff_tool",
+    "instrument",
+    "observe",
+    "uninstrument",
 ]
 
 

@@ -14,6 +14,7 @@ and a timeout. Errors the writer and `await_decision` tell apart:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -25,7 +26,9 @@ from dataclasses import dataclass
 import httpx
 
 from . import bundle, config
+from .elsewhere import Elsewhere
 from .entries import Entry, to_json
+from .kinds import DecisionKind
 
 logger = logging.getLogger(__name__)
 
@@ -143,10 +146,13 @@ def refusal(status: int, answer: dict) -> RemoteError:
     return RemoteRefused(status, field, message)
 
 
-class HttpStore:
-    """The store of an app elsewhere: its entries and decisions over the ingest API (see the module doc)."""
+# Sidewisp keeps argument names only: an edit laid over nothing would drop the other arguments.
+EDIT_NEEDS_PENDING = "an edit decision needs the pending interrupts: pass pending=graph.get_state(config).interrupts"
+SERVER_LACKS_PENDING = "the server has no pending interrupts: pass pending=graph.get_state(config).interrupts"
 
-    remote = True  # no local database: the recording side reads nothing back but decisions
+
+class HttpStore(Elsewhere):
+    """The store of an app elsewhere: its entries and decisions over the ingest API (see the module doc)."""
 
     def __init__(self, client: Client | None = None) -> None:
         self.client = client or Client.configured()
@@ -184,6 +190,22 @@ class HttpStore:
         if status != 200:
             raise refusal(status, answer)
         return answer["decision"]
+
+    def take_decision(self, operation_id: str, *, has_pending: bool) -> dict | None:
+        """The run's oldest decision, claimed (see `store.Store`): one try per call, as `await_decision` polls.
+
+        A reopen is the dashboard's own (`sidewisp.api` never offers one); `RemoteUnavailable` when the server
+        does not answer.
+        """
+        once = HttpStore(dataclasses.replace(self.client, attempts=1))
+        offered = once.pending_decision(operation_id)
+        if offered is None:
+            return None
+        if offered["type"] == DecisionKind.EDIT and not has_pending:
+            raise ValueError(EDIT_NEEDS_PENDING)
+        if not has_pending and not offered["interrupts"]:
+            raise ValueError(SERVER_LACKS_PENDING)
+        return once.claim_decision(operation_id, offered["id"])
 
     def verify(self) -> None:
         """Ask the server once whether it takes this token: `ConfigurationError` when it refuses it.

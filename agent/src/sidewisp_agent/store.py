@@ -14,23 +14,44 @@ transaction, on its thread).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Protocol
 
+from .bundle import Contracts
 from .entries import Entry
 
 
 class Store(Protocol):
-    remote: bool  # True: nothing to read back locally (the runs are the server's)
+    """Where the recording side writes its entries and reads back what it needs of its runs.
+
+    Every read is one query at most; the recording side calls them off an event loop (`evidence.run_orm`).
+    """
+
+    remote: bool  # True: the runs are a server's (their lifecycle is the server's: no run entries are sent)
 
     def write(self, entries: Sequence[Entry]) -> None:
         """Store `entries` (all or nothing); raise on failure (`bundle.BundleError` names a refused entry)."""
 
-    def pending_decision(self, operation_id: str) -> dict | None:
-        """The run's oldest unclaimed decision as `{"id", "type", "interrupts"}`, or None."""
+    def auto_continue(self, operation_id: str) -> bool | None:
+        """The run's auto-continue flag (False: an operator stopped it); None when there is no such run."""
 
-    def claim_decision(self, operation_id: str, decision_id: int) -> dict | None:
-        """Claim the decision once: `{"id", "type", "resume", "interrupts"}`, or None when another caller took it."""
+    def stopped(self, operation_ids: Collection[str]) -> set[str]:
+        """The runs among `operation_ids` an operator stopped."""
+
+    def known_parts(self, operation_id: str) -> dict[str, set[str]]:
+        """{handoff id: the parts among created, reduced and destination it has} for the run's handoffs."""
+
+    def contracts(self) -> Contracts | None:
+        """The current handoff contracts, or None when there are none to read."""
+
+    def declined_resolution(self, operation_id: str) -> str | None:
+        """`rejected` or `expired` when the run's latest decided wait was declined, else None."""
+
+    def take_decision(self, operation_id: str, *, has_pending: bool) -> dict | None:
+        """Claim the run's next decision for this app, once: `{"type", "resume", "interrupts"}` (the interrupts
+        as `{"id", "value"}`, names only), or `{"type": "reopen", "reopen": {"destination", "verifier", "result",
+        "token"}}`; None when there is none. ValueError, unclaimed, when it needs the pending interrupts and
+        `has_pending` is False (an edit)."""
 
 
 def _nothing(*_args: object) -> None:
@@ -70,6 +91,12 @@ def install(factory: Callable[[], Store] | None) -> None:
 
 def installed() -> bool:
     return _installed is not None
+
+
+def remote() -> bool:
+    """The runs are a server's: the current store's `remote` (True where no store is installed)."""
+    factory = _installed
+    return factory is None or bool(factory().remote)
 
 
 def current() -> Store:

@@ -42,11 +42,11 @@ from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.config import get_config
 from langgraph.pregel import Pregel
 
-from agents.observe.evidence import operation_id_of
-from agents.observe.middleware import OBSERVED_KEY, SidewispMiddleware
-from agents.observe.observer import aobserve, observe
-from agents.observe.outcomes import Verifier, WaitPolicy
-from agents.observe.transfers import HANDOFF_EVENT
+from .evidence import operation_id_of
+from .middleware import OBSERVED_KEY, SidewispMiddleware
+from .observer import aobserve, observe
+from .outcomes import Verifier, WaitPolicy
+from .transfers import HANDOFF_EVENT
 
 # True while an observed run's stream advances: the graphs run meanwhile are part of that run.
 _INSIDE_OBSERVED_RUN: contextvars.ContextVar[bool] = contextvars.ContextVar(

@@ -39,10 +39,11 @@ from langgraph.config import get_config, get_stream_writer
 from langgraph.prebuilt import ToolNode
 from langgraph.types import Command
 
-from agents.observe import barrier as barrier_module
-from agents.observe import evidence, steps, toolcalls, writer
-from agents.observe.handoffs import handoff_target
-from agents.observe.transfers import (
+from . import barrier as barrier_module
+from . import evidence, steps, toolcalls, writer
+from .handoffs import handoff_target
+from .kinds import ReportKind
+from .transfers import (
     DEFAULT_ROUTE_VERSION,
     HANDOFF_EVENT,
     messages_in,
@@ -50,7 +51,6 @@ from agents.observe.transfers import (
     transfer_handoff_ids,
     turn_call_ids,
 )
-from receipts.models import MiddlewareReport
 
 logger = logging.getLogger(__name__)
 CLEARED_PLACEHOLDER = "[cleared]"
@@ -66,7 +66,7 @@ _RETRIES_EXHAUSTED = re.compile(r"failed after (\d+) attempts")
 _MODEL_FAILED = re.compile(r"^Model call failed after (\d+) attempts")
 _CALL_LIMIT = "Tool call limit exceeded"
 _REJECTED = toolcalls.REJECTED_PREFIX
-Kind = MiddlewareReport.Kind
+Kind = ReportKind
 
 
 class SidewispMiddleware(AgentMiddleware):

@@ -17,7 +17,7 @@ import os
 import threading
 from typing import Any
 
-from agents.observe import writer
+from . import writer
 
 logger = logging.getLogger(__name__)
 

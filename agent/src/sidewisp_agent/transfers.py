@@ -16,9 +16,8 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.constants import END
 from langgraph.types import Send
 
-from agents.observe import evidence
-from receipts.ingest.intake import Entry, PartEntry, SettleEntry
-from receipts.verdicts import bundle
+from . import bundle, evidence
+from .entries import Entry, PartEntry, SettleEntry
 
 # The contract version transfers follow when neither SidewispMiddleware nor observe names one.
 DEFAULT_ROUTE_VERSION = "routes/1"

@@ -14,20 +14,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
 from langgraph.types import Command
 
-from agents.observe import evidence, remote
-from agents.observe.reopening import reopen_command
-from agents.observe.waits import gated_tools
-from receipts.models import Decision, Run
-from receipts.workers import claims
+from . import evidence, store
+from .http import RemoteUnavailable
+from .kinds import DecisionKind
+from .reopening import reopen_command
+from .waits import gated_tools
 
-DECISION_TYPES = ("approve", "reject", "edit")
+DECISION_TYPES = (DecisionKind.APPROVE, DecisionKind.REJECT, DecisionKind.EDIT)
 MAX_REJECT_MESSAGE = 1000
-# Sidewisp keeps argument names only: an edit laid over nothing would drop the other arguments.
-_EDIT_NEEDS_PENDING = "an edit decision needs the pending interrupts: pass pending=graph.get_state(config).interrupts"
-_SERVER_LACKS_PENDING = "the server has no pending interrupts: pass pending=graph.get_state(config).interrupts"
 logger = logging.getLogger(__name__)
 
 
@@ -110,19 +106,16 @@ def await_decision(
     which answers an approval or a rejection, while an edit raises ValueError
     unclaimed (its other argument values are only in your checkpoint).
 
-    In remote mode (`SIDEWISP_REMOTE_URL` set) the decision is fetched and claimed
-    over the server's API with `SIDEWISP_REMOTE_TOKEN` (agents.observe.remote); while the
-    server does not answer there is simply no decision yet.
+    The decision comes from the store (`store.Store.take_decision`): the server's database, or, for an app
+    elsewhere (`sidewisp_agent.configure()`), the server's API with the source token; while the server does
+    not answer there is simply no decision yet.
 
     The run is the local app's of that operation id: a remote source's operation ids live in its own namespace
     (issue 29 §4), so a source that posts the same id first has its own run and cannot block this wait.
     """
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
-        if settings.SIDEWISP_REMOTE_URL:
-            command = _claim_remote(operation_id, pending)
-        else:
-            command = evidence.run_orm(_claim, operation_id, pending)
+        command = evidence.run_orm(_claim, operation_id, pending)
         if command is not None or (deadline is not None and time.monotonic() >= deadline):
             return command
         time.sleep(poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic())))
@@ -134,74 +127,25 @@ async def aawait_decision(
     """`await_decision` for async apps (the ORM in a worker thread; polling sleeps on the loop)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
-        if settings.SIDEWISP_REMOTE_URL:
-            command = await asyncio.to_thread(_claim_remote, operation_id, pending)
-        else:
-            command = await evidence.arun_orm(_claim, operation_id, pending)
+        command = await evidence.arun_orm(_claim, operation_id, pending)
         if command is not None or (deadline is not None and time.monotonic() >= deadline):
             return command
         await asyncio.sleep(poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic())))
 
 
 def _claim(operation_id: str, pending: Sequence[Any] | None) -> Command | None:
-    run = Run.objects.for_operation(operation_id).first()
-    if run is None:
-        return None
-    for decision in claims.unclaimed(run):
-        if decision.kind == Decision.Kind.REOPEN:
-            if claims.claim(decision, resumed_by="app"):
-                return reopen_of(decision)
-            continue
-        if decision.kind == Decision.Kind.EDIT and pending is None:
-            raise ValueError(_EDIT_NEEDS_PENDING)
-        if claims.claim(decision, resumed_by="app"):
-            interrupts = list(pending) if pending is not None else remembered_interrupts(run)
-            return Command(resume=resume_value(interrupts, decision.as_resume()))
-    return None
-
-
-def reopen_of(decision: Decision) -> Command:
-    """The reopen's command: the destination of the false-complete handoff works again, told which verifier
-    failed and its result (agents.observe.reopening); `observe(graph, command, config)` verifies it again."""
-    found = decision.handoff.verification_part or {}
-    verifier, result = str(found.get("verifier") or "unknown"), str(found.get("result") or "fail")
-    return reopen_command(decision.handoff.receiver, verifier, result, decision.resume_token_id)
-
-
-def _claim_remote(operation_id: str, pending: Sequence[Any] | None) -> Command | None:
-    """`_claim` over the receipts API (remote mode); a server that does not answer is no decision yet."""
+    """The run's next decision as the command that applies it, claimed; None when there is none yet."""
     try:
-        offered = remote.pending_decision(operation_id)
-        if offered is None:
-            return None
-        if offered["type"] == Decision.Kind.EDIT and pending is None:
-            raise ValueError(_EDIT_NEEDS_PENDING)
-        if pending is None and not offered["interrupts"]:
-            raise ValueError(_SERVER_LACKS_PENDING)
-        claimed = remote.claim_decision(operation_id, offered["id"])
-    except remote.RemoteUnavailable as exc:
+        taken = store.current().take_decision(operation_id, has_pending=pending is not None)
+    except RemoteUnavailable as exc:
         logger.warning("no decision from the Sidewisp server for now: %s", exc)
         return None
-    if claimed is None:
-        return None  # another caller took it
+    if taken is None:
+        return None
+    if taken["type"] == DecisionKind.REOPEN:
+        return reopen_command(**taken["reopen"])
     if pending is not None:
         interrupts = list(pending)
     else:
-        interrupts = [PendingInterrupt(id=item["id"], value=item["value"]) for item in claimed["interrupts"]]
-    return Command(resume=resume_value(interrupts, claimed["resume"]))
-
-
-def remembered_interrupts(run: Run) -> list[PendingInterrupt]:
-    """The run's pending interrupts rebuilt from `Run.pending_call` (tool names, no argument values)."""
-    call = run.pending_call or {}
-    tools = [name for name in str(call.get("tool") or "").split(", ") if name]
-    allowed = list(call.get("allowed_decisions") or DECISION_TYPES)
-    interrupts = []
-    for entry in call.get("interrupts") or ():
-        names, tools = tools[: entry.get("calls", 0)], tools[entry.get("calls", 0) :]
-        value = {
-            "action_requests": [{"name": name} for name in names],
-            "review_configs": [{"action_name": name, "allowed_decisions": allowed} for name in names],
-        }
-        interrupts.append(PendingInterrupt(id=str(entry.get("id")), value=value))
-    return interrupts
+        interrupts = [PendingInterrupt(id=item["id"], value=item["value"]) for item in taken["interrupts"]]
+    return Command(resume=resume_value(interrupts, taken["resume"]))

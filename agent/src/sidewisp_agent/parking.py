@@ -1,8 +1,9 @@
 """Which runs an operator stopped, as this process knows it: the observer's per-step check reads memory.
 
-An operator's "stop auto-continue" is a column of the run (`Run.auto_continue`), written by the web
-process. The observer checks it before every root step; reading the database there would cost the
-agent a query per step, so this process keeps what it last read of each run it is driving:
+An operator's "stop auto-continue" is a flag of the run (the server's `Run.auto_continue`), written by the web
+process and read through the store (`store.Store.auto_continue`, `stopped`). The observer checks it before every
+root step; reading the store there would cost the agent a query per step, so this process keeps what it last
+read of each run it is driving:
 
 - `observe` reads the run's row when it starts (the database is the truth on every start and resume);
 - the evidence writer reads the flags of the runs in each batch it wrote, on its own thread, after the
@@ -22,7 +23,7 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
-from receipts.models import Run
+from . import store
 
 MAX_AGE_SECONDS = 1.0
 
@@ -57,10 +58,9 @@ def stopped(operation_id: str) -> bool | None:
 
 
 def read(operation_id: str) -> bool:
-    """Read the run's flag from the database (one indexed query) and remember it; True when stopped."""
+    """Read the run's flag from the store (one indexed query) and remember it; True when stopped."""
     read_at = time.monotonic()
-    flag = Run.objects.for_operation(operation_id).values_list("auto_continue", flat=True).first()
-    is_stopped = flag is False
+    is_stopped = store.current().auto_continue(operation_id) is False
     learn({operation_id: is_stopped}, read_at)
     return is_stopped
 
@@ -77,11 +77,7 @@ def refresh(operation_ids: Iterable[str]) -> None:
     if not wanted:
         return
     read_at = time.monotonic()
-    stopped_ones = set(
-        Run.objects.filter(source_name="", operation_id__in=wanted, auto_continue=False).values_list(
-            "operation_id", flat=True
-        )
-    )
+    stopped_ones = store.current().stopped(wanted)
     learn({op: op in stopped_ones for op in wanted}, read_at)
 
 

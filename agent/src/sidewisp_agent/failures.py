@@ -9,11 +9,10 @@ from typing import Any
 
 from langchain_core.messages import ToolMessage
 
-from agents.observe import evidence, writer
-from agents.observe.runs import record_final, submit_run
-from agents.observe.transfers import node_of
-from receipts.models import MiddlewareReport, Run
-from receipts.verdicts import bundle
+from . import bundle, evidence, writer
+from .kinds import ReportKind, RunStatus
+from .runs import record_final, submit_run
+from .transfers import node_of
 
 logger = logging.getLogger(__name__)
 
@@ -37,20 +36,18 @@ def raised(operation_id: str, exc: BaseException, culprit: Culprit, *, retry: bo
         if isinstance(exc, Exception):
             detail = culprit.detail(error)
             attempt = f"error-{evidence.digest(*detail.values())}"
-            evidence.submit_report(operation_id, evidence.OBSERVER, MiddlewareReport.Kind.GRAPH_ERROR, detail, attempt)
+            evidence.submit_report(operation_id, evidence.OBSERVER, ReportKind.GRAPH_ERROR, detail, attempt)
         _failed(operation_id, error)
 
 
 def _failed(operation_id: str, error: str) -> None:
     record_final(operation_id, "failed", "error")
-    if not writer.remote():
-        submit_run(operation_id, Run.Status.FAILED, error=error, final=True)
+    submit_run(operation_id, RunStatus.FAILED, error=error, final=True)
     writer.flush()
 
 
 def _retry_expected(operation_id: str, error: str) -> None:
-    if not writer.remote():
-        submit_run(operation_id, Run.Status.QUEUED, error=error)  # an existing run only: a start named no thread
+    submit_run(operation_id, RunStatus.QUEUED, error=error)  # an existing run only: a start named no thread
     writer.flush()
 
 

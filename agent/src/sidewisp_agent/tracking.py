@@ -35,9 +35,11 @@ from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command, Interrupt
 
-from agents.observe import evidence
-from agents.observe.handoffs import handoff_target
-from agents.observe.transfers import (
+from . import bundle, evidence
+from .entries import Entry, PartEntry, ReportEntry, SettleEntry
+from .handoffs import handoff_target
+from .kinds import ReportKind
+from .transfers import (
     DEFAULT_ROUTE_VERSION,
     HANDOFF_EVENT,
     Namespace,
@@ -55,9 +57,6 @@ from agents.observe.transfers import (
     turn_call_ids,
     update_messages,
 )
-from receipts.ingest.intake import Entry, PartEntry, ReportEntry, SettleEntry
-from receipts.models import MiddlewareReport
-from receipts.verdicts import bundle
 
 logger = logging.getLogger(__name__)
 
@@ -271,7 +270,7 @@ class Tracker:
         if transfer.announced:
             return []
         detail = {"agent": transfer.sender}
-        kind = MiddlewareReport.Kind.UNSEEN_WITHOUT_MIDDLEWARE
+        kind = ReportKind.UNSEEN_WITHOUT_MIDDLEWARE
         return [ReportEntry(self.operation_id, transfer.sender, kind, detail, f"unseen-{transfer.sender}")]
 
     def _finalize(self, ns: Namespace, scheduled: list[str]) -> list[Entry]:

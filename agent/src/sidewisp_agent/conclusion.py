@@ -14,24 +14,23 @@ from typing import Any, NamedTuple
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.types import Interrupt
 
-from agents.observe import evidence, reconcile, tracking, writer
-from agents.observe.arguments import arg_schemas
-from agents.observe.middleware import model_failure_reports
-from agents.observe.outcomes import Outcome, Verifier, WaitPolicy, claims_done
-from agents.observe.runs import record_final, submit_run
-from agents.observe.tracking import Tracker
-from agents.observe.waits import UNREAD, declined_resolution, gated_tools, pending_call_of, record_wait
-from receipts.ingest import health as run_health
-from receipts.ingest import intake
-from receipts.models import Run
+from . import entries as intake
+from . import evidence, reconcile, store, tracking, writer
+from .arguments import arg_schemas
+from .kinds import RunStatus, held_before
+from .middleware import model_failure_reports
+from .outcomes import Outcome, Verifier, WaitPolicy, claims_done
+from .runs import record_final, submit_run
+from .tracking import Tracker
+from .waits import UNREAD, declined_resolution, gated_tools, pending_call_of, record_wait
 
 logger = logging.getLogger(__name__)
 
 _STATUS = {
-    "complete": Run.Status.COMPLETE,
-    "waiting": Run.Status.WAITING,
-    "failed": Run.Status.FAILED,
-    "parked": Run.Status.PARKED,
+    "complete": RunStatus.COMPLETE,
+    "waiting": RunStatus.WAITING,
+    "failed": RunStatus.FAILED,
+    "parked": RunStatus.PARKED,
 }
 
 
@@ -87,17 +86,17 @@ def conclude_run(
     elif snapshot.next:
         # Halted before a node without an interrupt (e.g. a node held by interrupt_before).
         record_final(operation_id, "running", f"held-{evidence.digest(*snapshot.next)}")
-        outcome = Outcome("parked", error=run_health.held_before(snapshot.next))  # not auto-continue stopped
+        outcome = Outcome("parked", error=held_before(snapshot.next))  # not auto-continue stopped
     else:
         outcome = _ending(operation_id, snapshot, verifier, declined, attempt)
     pending = None
     if outcome.status == "waiting":
         call = partial(pending_call_of, operation_id, snapshot.interrupts, schemas or {})
         pending = evidence.guarded(operation_id, "run", call)
-    if not writer.remote():  # the server keeps a remote run's lifecycle
-        # After the run's receipts in the writer's FIFO: a wait is stored before the run says it waits.
-        submit_run(operation_id, _STATUS[outcome.status], error=outcome.error, pending_call=pending, final=True)
-    elif pending is not None:
+    # After the run's receipts in the writer's FIFO: a wait is stored before the run says it waits (a store
+    # elsewhere keeps its runs' lifecycle itself: runs.submit_run).
+    submit_run(operation_id, _STATUS[outcome.status], error=outcome.error, pending_call=pending, final=True)
+    if store.remote() and pending is not None:
         # Issue 30 §3: a remote wait carries its tool and argument key names (never values, nor declared ranges)
         # so its approver does not approve blind; after the wait's receipts in the same FIFO.
         names = {key: value for key, value in pending.items() if key != "arg_schema"}

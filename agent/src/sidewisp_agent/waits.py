@@ -3,23 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
-from typing import Any
+from datetime import UTC, datetime, timedelta
 
-from django.utils import timezone
-from langgraph.types import Command, Interrupt
+from langgraph.types import Interrupt
 
-from agents.observe import evidence, writer
-from agents.observe.outcomes import DECLINED, WaitPolicy
-from receipts.models import Receipt
-from receipts.verdicts import bundle
+from . import bundle, evidence, store
+from .outcomes import DECLINED, WaitPolicy
 
 _RESOLUTIONS = {"approve": "approved", "edit": "edited", "reject": "rejected"}
 UNREAD = object()  # a run's declined resolution not known yet: `verify` reads it
 DECISION_ORDER = ("approve", "edit", "reject")
-# Remote mode keeps no waits locally: how this process last resumed each run (bounded, oldest forgotten).
-_resumed_with: dict[str, str | None] = {}
-_REMEMBERED_RESUMES = 1024
 
 
 def resume_token_id(operation_id: str, interrupt_id: str) -> str:
@@ -32,7 +25,7 @@ def record_wait(
     policy = _policy_for(pending, wait_policies)
     deadline = None
     if policy.deadline_minutes:
-        deadline = (timezone.now() + timedelta(minutes=policy.deadline_minutes)).isoformat()
+        deadline = (datetime.now(UTC) + timedelta(minutes=policy.deadline_minutes)).isoformat()
     wait = {
         "owner": policy.owner or None,
         "reason": policy.reason or None,
@@ -109,32 +102,10 @@ def _resolution(value: object) -> str | None:
     return _RESOLUTIONS.get(kinds.pop()) if len(kinds) == 1 else None
 
 
-def remember_resume(operation_id: str, graph_input: Any) -> None:
-    if not isinstance(graph_input, Command) or graph_input.resume is None:
-        return
-    decided = set(resolution_of(graph_input.resume).values())
-    _resumed_with.pop(operation_id, None)
-    _resumed_with[operation_id] = decided.pop() if len(decided) == 1 else None
-    while len(_resumed_with) > _REMEMBERED_RESUMES:
-        _resumed_with.pop(next(iter(_resumed_with)))
-
-
 def declined_resolution(operation_id: str) -> str | None:
-    """`rejected` or `expired` when the run's latest decided wait was declined, else None.
-
-    In remote mode the waits are on the server: the decision this process resumed the run with decides.
-    """
-    if writer.remote():
-        resolution = _resumed_with.get(operation_id)
-        return resolution if resolution in DECLINED else None
-    waits = Receipt.objects.filter(
-        handoff__run__source_name="", handoff__run__operation_id=operation_id, part="wait"
-    ).order_by("-recorded_at", "-pk")
-    for payload in waits.values_list("payload", flat=True)[:50]:
-        if isinstance(payload, Mapping) and payload.get("resolved") is True:
-            resolution = payload.get("resolution")
-            return resolution if resolution in DECLINED else None
-    return None
+    """`rejected` or `expired` when the run's latest decided wait was declined, else None (read from the store:
+    a store elsewhere keeps no waits, so there the decision this process resumed the run with decides)."""
+    return store.current().declined_resolution(operation_id)
 
 
 def declined_by(decided: Mapping[str | None, str | None]) -> str | None:

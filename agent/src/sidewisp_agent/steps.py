@@ -41,11 +41,9 @@ from langchain_core.messages import ToolMessage
 from langgraph.config import get_config
 from langgraph.types import Command
 
-from agents.observe import evidence, writer
-from agents.observe.transfers import context_key_names, scope_name, turn_call_ids
-from receipts.ingest import intake
-from receipts.ingest.contracts import current_contracts
-from receipts.verdicts import bundle
+from . import bundle, evidence, store, writer
+from . import entries as intake
+from .transfers import context_key_names, scope_name, turn_call_ids
 
 logger = logging.getLogger(__name__)
 
@@ -217,8 +215,6 @@ class StepWatch:
 
     def _cached_contracts(self) -> tuple[bool, bundle.Contracts | None]:
         """(True, the contracts or None when there are none to read) while fresh; (False, None) when due."""
-        if writer.remote():
-            return True, None  # the contracts are on the server
         cached = self._contracts
         if cached is not None and time.monotonic() - cached[0] < CONTRACTS_TTL_SECONDS:
             return True, cached[1]
@@ -228,7 +224,7 @@ class StepWatch:
         fresh, found = self._cached_contracts()
         if fresh:
             return found
-        contracts = evidence.run_orm(evidence.closes_own_connection(current_contracts))
+        contracts = evidence.run_orm(store.current().contracts)  # none from a store elsewhere: the server's
         self._contracts = (time.monotonic(), contracts)
         return contracts
 

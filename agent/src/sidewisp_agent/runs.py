@@ -1,7 +1,8 @@
 """The run's lifecycle as the observer hands it to the writer: its start, its stop flag, parking and final status.
 
-Every change is a `receipts.ingest.intake.RunEntry` in the writer's FIFO, after the run's receipts
-(`receipts.ingest.lifecycle` applies it), so a wait is stored before the run shows as waiting.
+Every change is a `sidewisp_agent.entries.RunEntry` in the writer's FIFO, after the run's receipts
+(the server's `receipts.ingest.lifecycle` applies it), so a wait is stored before the run shows as waiting. A
+store elsewhere (`store.remote`) keeps its runs' lifecycle itself: no run entry is sent there.
 """
 
 from __future__ import annotations
@@ -15,12 +16,11 @@ from typing import Any
 
 from langgraph.types import Command
 
-from agents.observe import evidence, parking, writer
-from agents.observe.outcomes import Policy
-from agents.observe.waits import UNREAD, declined_by, resolution_of, resume_token_id
-from receipts.ingest.intake import RunEntry
-from receipts.models import Run
-from receipts.verdicts import bundle
+from . import bundle, elsewhere, evidence, parking, store, writer
+from .entries import RunEntry
+from .kinds import RunStatus
+from .outcomes import Policy
+from .waits import UNREAD, declined_by, resolution_of, resume_token_id
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def begin(operation_id: str, config: dict, graph_input: Any, policy: Policy) -> 
     graph = _graph_name(configurable.get("graph_name"))
     if is_stopped:
         logger.info("run %s parked: auto-continue stopped", operation_id)
-        submit_run(operation_id, Run.Status.PARKED, thread_id=thread_id, graph=graph)
+        submit_run(operation_id, RunStatus.PARKED, thread_id=thread_id, graph=graph)
         return Start(parked=True)
     resumed = None
     declined: object = None
@@ -65,23 +65,26 @@ def begin(operation_id: str, config: dict, graph_input: Any, policy: Policy) -> 
         decided = resolution_of(graph_input.resume)
         resumed = {resume_token_id(operation_id, key) if key is not None else None: v for key, v in decided.items()}
         declined = declined_by(decided)
+        elsewhere.remember_resume(operation_id, declined)
     elif exists and policy.verifier is not None:
         declined = UNREAD  # decided in an earlier call: read when the verifier runs
-    submit_run(operation_id, Run.Status.RUNNING, thread_id=thread_id, resumed=resumed, graph=graph)
+    submit_run(operation_id, RunStatus.RUNNING, thread_id=thread_id, resumed=resumed, graph=graph)
     return Start(parked=False, declined=declined)
 
 
 def _stop_flag(operation_id: str) -> tuple[bool, bool]:
-    """(the run exists, an operator stopped it), read from the database and remembered (agents.observe.parking)."""
+    """(the run exists, an operator stopped it), read from the store and remembered (`parking`)."""
     read_at = time.monotonic()
-    flag = Run.objects.for_operation(operation_id).values_list("auto_continue", flat=True).first()
+    flag = store.current().auto_continue(operation_id)
     parking.learn({operation_id: flag is False}, read_at)
     return flag is not None, flag is False
 
 
 def submit_run(operation_id: str, status: str, **change: Any) -> None:
-    """Hand a change of the run's lifecycle to the writer (`receipts.ingest.lifecycle`), after its receipts."""
-    writer.submit(RunEntry(operation_id, status, **change))
+    """Hand a change of the run's lifecycle to the writer (`receipts.ingest.lifecycle`), after its receipts; a store
+    elsewhere keeps its runs' lifecycle itself."""
+    if not store.remote():
+        writer.submit(RunEntry(operation_id, status, **change))
 
 
 def record_final(operation_id: str, status: str, attempt: str) -> None:
@@ -126,7 +129,7 @@ async def aparked_now(operation_id: str) -> bool:
 
 def _park(operation_id: str) -> bool:
     logger.info("run %s parked: auto-continue stopped", operation_id)
-    submit_run(operation_id, Run.Status.PARKED, final=True)
+    submit_run(operation_id, RunStatus.PARKED, final=True)
     writer.flush()  # the run's one flush: it ends here
     return True
 

@@ -2,7 +2,7 @@
 
 Everything written here is a name, an id, a count or a digest: callers pass
 nothing else, and nothing here logs message content. Receipts go to the
-batched writer (`agents.observe.writer`) as `receipts.ingest.intake` entries.
+batched writer (`sidewisp_agent.writer`) as `sidewisp_agent.entries`.
 """
 
 from __future__ import annotations
@@ -11,65 +11,45 @@ import asyncio
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from functools import wraps
+from datetime import UTC, datetime
 from typing import ParamSpec, TypeVar
 
-from asgiref.sync import sync_to_async
-from django.db import connection
-from django.utils import timezone
-
-from agents.observe import writer
-from receipts.ingest import intake
-from receipts.ingest.recording import OBSERVER, RunNotOwned, digest, record_report
-from receipts.models import Handoff
-from receipts.verdicts import bundle
-from receipts.verdicts.bundle import BundleError
+from . import bundle, writer
+from .bundle import BundleError
+from .entries import OBSERVER, PartEntry, ReportEntry, RunNotOwned, digest
+from .store import hooks
 
 P = ParamSpec("P")
 R = TypeVar("R")
 logger = logging.getLogger(__name__)
-# One report per run, agent, kind and attempt: receipts.ingest.recording owns the rules.
-add_report = record_report
-
-
-def closes_own_connection(fn: Callable[P, R]) -> Callable[P, R]:
-    """Close the database connection afterwards when this call opened it.
-
-    LangGraph runs tools and hooks in short-lived executor threads; a Django
-    connection opened there would otherwise stay open until garbage collection.
-    A thread that already holds a connection (the worker's own) keeps it.
-    """
-
-    @wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        opened_here = connection.connection is None
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            if opened_here and not connection.in_atomic_block:
-                connection.close()
-
-    return wrapper
 
 
 def run_orm(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-    """Call `fn` (which uses the ORM) from sync code, even on a thread that runs an event loop.
+    """Call `fn` (which reads the store, or runs the user's verifier) from sync code, even on a thread that runs
+    an event loop.
 
-    Django refuses sync ORM calls on such a thread (SynchronousOnlyOperation), so
-    there the call runs in a short-lived worker thread, which closes the
-    connection it opened. Elsewhere it is a plain call.
+    A database refuses sync calls on such a thread (Django: SynchronousOnlyOperation), so there the call runs in
+    a short-lived worker thread, which closes what it opened (`store.hooks.thread_ended`). Elsewhere it is a
+    plain call.
     """
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return fn(*args, **kwargs)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sidewisp-orm") as pool:
-        return pool.submit(closes_own_connection(fn), *args, **kwargs).result()
+        return pool.submit(_in_a_worker, fn, *args, **kwargs).result()
 
 
 async def arun_orm(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-    """`run_orm` for async code: a worker thread that closes the connection it opened."""
-    return await sync_to_async(closes_own_connection(fn), thread_sensitive=False)(*args, **kwargs)
+    """`run_orm` for async code: a worker thread that closes what it opened."""
+    return await asyncio.to_thread(_in_a_worker, fn, *args, **kwargs)
+
+
+def _in_a_worker(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        hooks.thread_ended()
 
 
 def guarded(operation_id: str, part: str, call: Callable[[], R], *, agent: str = OBSERVER) -> R | None:
@@ -84,8 +64,7 @@ def guarded(operation_id: str, part: str, call: Callable[[], R], *, agent: str =
     except RunNotOwned:
         pass  # another side's run (issue 19): recording logged the refusal, and a report could not go there
     except BundleError as exc:
-        report = writer.dropped_report(operation_id, part, exc.field, agent=agent)
-        _swallowing(add_report, report.operation_id, report.agent, report.report, dict(report.detail), report.attempt)
+        _swallowing(writer.submit, writer.dropped_report(operation_id, part, exc.field, agent=agent))
     except Exception as exc:  # noqa: BLE001 - recording must never raise into the user's graph
         logger.warning("%s receipt not recorded: %s", part, type(exc).__name__)
     return None
@@ -112,28 +91,22 @@ def operation_id_of(config: dict | None) -> str | None:
     return None if found is None else bundle.identifier(str(found))
 
 
-def latest_handoff(operation_id: str) -> Handoff | None:
-    return (
-        Handoff.objects.filter(run__source_name="", run__operation_id=operation_id).order_by("created_at", "pk").last()
-    )
-
-
 def submit_outcome(operation_id: str, part: str, value: object, attempt: str) -> None:
     """Hand a run outcome (wait, verification, final_status) to the writer, for the run's latest handoff.
 
     The writer attaches it to the latest handoff when it writes it, and stores
     nothing when the run has none (receipts.ingest.intake).
     """
-    writer.submit(intake.PartEntry(operation_id, None, part, value, attempt))
+    writer.submit(PartEntry(operation_id, None, part, value, attempt))
 
 
 def submit_part(operation_id: str, handoff_id: str, part: str, value: object, attempt: str = "1") -> None:
-    writer.submit(intake.PartEntry(operation_id, handoff_id, part, value, attempt))
+    writer.submit(PartEntry(operation_id, handoff_id, part, value, attempt))
 
 
 def submit_report(operation_id: str, agent: str, kind: str, detail: dict, attempt: str) -> None:
-    writer.submit(intake.ReportEntry(operation_id, agent, kind, detail, attempt))
+    writer.submit(ReportEntry(operation_id, agent, kind, detail, attempt))
 
 
 def now_iso() -> str:
-    return timezone.now().isoformat()
+    return datetime.now(UTC).isoformat()

@@ -22,7 +22,7 @@ transfer the history shows, the parts the database lacks, with the tracker's own
   the resumed run is about to run, the tracker awaits it in the live stream.
 
 Entries carry the live path's attempt keys, so a part recorded twice is one part. Only local runs
-with a checkpointer are reconciled (remote mode keeps no database here).
+with a checkpointer are reconciled (a store elsewhere, `store.remote`, keeps no parts to compare with here).
 """
 
 from __future__ import annotations
@@ -33,16 +33,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import BooleanField, ExpressionWrapper, Q
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.constants import END, TASKS
 from langgraph.pregel import Pregel
 from langgraph.types import Send
 
-from agents.observe import evidence, writer
-from agents.observe.handoffs import handoff_target
-from agents.observe.tracking import Tracker
-from agents.observe.transfers import (
+from . import evidence, store
+from .entries import Entry, PartEntry, SettleEntry
+from .handoffs import handoff_target
+from .tracking import Tracker
+from .transfers import (
     Namespace,
     Transfer,
     destination_entries,
@@ -53,8 +53,6 @@ from agents.observe.transfers import (
     sent_tool_message_ids,
     turn_call_ids,
 )
-from receipts.ingest.intake import Entry, PartEntry, SettleEntry
-from receipts.models import Handoff
 
 logger = logging.getLogger(__name__)
 
@@ -77,13 +75,13 @@ class Step:
 
 def entries(tracker: Tracker, graph: Any, config: dict) -> list[Entry]:
     """The entries a crash lost for this thread's run (and the destinations to await); [] when none can be."""
-    if not tracker.checkpointed or writer.remote() or not isinstance(graph, Pregel):
+    if not tracker.checkpointed or store.remote() or not isinstance(graph, Pregel):
         return []
     try:
         snapshot = graph.get_state(config)
         if not snapshot.values:
             return []  # a new thread: nothing happened before
-        known = evidence.run_orm(evidence.closes_own_connection(known_parts), tracker.operation_id)
+        known = evidence.run_orm(store.current().known_parts, tracker.operation_id)
         stopped_midway = bool(snapshot.next or snapshot.tasks) and not snapshot.interrupts
         incomplete = any(not set(PARTS) <= parts for parts in known.values())
         if not (stopped_midway or incomplete):
@@ -97,16 +95,6 @@ def entries(tracker: Tracker, graph: Any, config: dict) -> list[Entry]:
 async def aentries(tracker: Tracker, graph: Any, config: dict) -> list[Entry]:
     """`entries` off the event loop (async checkpointers answer synchronous calls from another thread)."""
     return await asyncio.to_thread(entries, tracker, graph, config)
-
-
-def known_parts(operation_id: str) -> dict[str, set[str]]:
-    """{handoff id: the parts among created, reduced and destination it has} for the run's handoffs."""
-    flags = {part: ExpressionWrapper(Q(**{f"{part}_part__isnull": False}), BooleanField()) for part in PARTS}
-    rows = Handoff.objects.filter(run__source_name="", run__operation_id=operation_id).annotate(**flags)
-    return {
-        row[0]: {p for p, has in zip(PARTS, row[1:], strict=True) if has}
-        for row in rows.values_list("handoff_id", *PARTS)
-    }
 
 
 def histories(graph: Pregel, config: dict) -> dict[Namespace, list[Step]]:

@@ -19,16 +19,16 @@ and, at the end, the run's outcome on its latest handoff (a `wait` per
 interrupt, the outcome `verification`, `final_status`) and the run's status.
 Receipts and the run's lifecycle (created, running, waiting with its pending
 call, parked, ended: `receipts.ingest.intake.RunEntry`, applied by
-`receipts.ingest.lifecycle`) go to the batched writer (`agents.observe.writer`) in one FIFO,
+`receipts.ingest.lifecycle`) go to the batched writer (`sidewisp_agent.writer`) in one FIFO,
 so a wait is stored before the run shows as waiting without a flush; nothing
 raises into the graph. The agent's side reads the run's stop flag once, as
-`observe` starts (`agents.observe.parking` remembers it for the per-step check), and
+`observe` starts (`parking` remembers it for the per-step check), and
 waits for the writer once, as it returns. `observe` also works on a thread
 that runs an event loop, and `aobserve` is its async twin.
 
-In remote mode (`SIDEWISP_REMOTE_URL`) the run lives on the server: the
-observer touches no local database (no run row, status, pending call, parked
-check or auto-continue) and sends only entries, `final_status` included.
+What it reads back of the run goes through the store (`sidewisp_agent.store`): the server's database, or,
+for an app elsewhere, the Sidewisp server, whose runs are its own: there the observer sends only entries,
+`final_status` included, and finds no run, no stop flag and no parts to reconcile here.
 
 The pieces: `outcomes` (what observe is told and returns), `runs` (the run's lifecycle entries),
 `waits` (approval waits and resumes), `failures` (a run that raised), `conclusion` (the end of a
@@ -45,15 +45,14 @@ from langchain_core.runnables import Runnable
 from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from agents.observe import barrier, evidence, parking, reconcile, reopening, toolevents, tracking, writer
-from agents.observe.conclusion import asnapshot_of, conclude_run, gated_schemas, snapshot_of
-from agents.observe.failures import Culprit, raised
-from agents.observe.middleware import BARRIER_CHECKPOINTER, BARRIER_KEY, BARRIER_NONE_NEEDED, OBSERVED_KEY
-from agents.observe.outcomes import Ended, Outcome, Policy, Verifier, WaitPolicy
-from agents.observe.runs import Applied, Start, aparked_now, begin, parked_now, required_operation_id
-from agents.observe.streams import AsyncObservedStream, ObservedStream, UserStream
-from agents.observe.tracking import Tracker
-from agents.observe.waits import remember_resume
+from . import barrier, evidence, parking, reconcile, reopening, toolevents, tracking, writer
+from .conclusion import asnapshot_of, conclude_run, gated_schemas, snapshot_of
+from .failures import Culprit, raised
+from .middleware import BARRIER_CHECKPOINTER, BARRIER_KEY, BARRIER_NONE_NEEDED, OBSERVED_KEY
+from .outcomes import Ended, Outcome, Policy, Verifier, WaitPolicy
+from .runs import Applied, aparked_now, begin, parked_now, required_operation_id
+from .streams import AsyncObservedStream, ObservedStream, UserStream
+from .tracking import Tracker
 
 
 def observe(
@@ -202,17 +201,14 @@ def _observed(
 ) -> Generator[Any, None, Outcome]:
     """The one driver of `observe` and `observe.stream`: yields the caller's chunks, returns the Outcome."""
     operation_id = required_operation_id(config)
-    local = not writer.remote()
-    if not local:
-        remember_resume(operation_id, graph_input)
     with parking.watching(operation_id):
-        return (yield from _driven(graph, graph_input, config, policy, user, operation_id, local))
+        return (yield from _driven(graph, graph_input, config, policy, user, operation_id))
 
 
 def _driven(
-    graph: Any, graph_input: Any, config: dict, policy: Policy, user: UserStream, operation_id: str, local: bool
+    graph: Any, graph_input: Any, config: dict, policy: Policy, user: UserStream, operation_id: str
 ) -> Generator[Any, None, Outcome]:
-    start = evidence.run_orm(begin, operation_id, config, graph_input, policy) if local else Start(False)
+    start = evidence.run_orm(begin, operation_id, config, graph_input, policy)
     if start.parked:
         writer.flush()  # the run's one flush
         return Outcome("parked")
@@ -226,7 +222,7 @@ def _driven(
         for ns, mode, chunk in graph.stream(graph_input, config, **user.options(options)):
             if _root_start(ns, mode, chunk):
                 applied.stored_before_the_step()
-                if local and parked_now(operation_id):
+                if parked_now(operation_id):
                     return Outcome("parked")
             if (tool_event := toolevents.unwrapped(mode, chunk)) is not None:
                 applied.submit(tracker.on_event(ns, "tools", tool_event))
@@ -262,10 +258,7 @@ async def _aobserved(
 ) -> AsyncGenerator[Any, None]:
     """`_observed` on `graph.astream`; the Outcome goes to `ended` (an async generator returns nothing)."""
     operation_id = required_operation_id(config)
-    local = not writer.remote()
-    if not local:
-        remember_resume(operation_id, graph_input)
-    driven = _adriven(graph, graph_input, config, policy, user, ended, operation_id, local)
+    driven = _adriven(graph, graph_input, config, policy, user, ended, operation_id)
     with parking.watching(operation_id):
         try:
             async for item in driven:
@@ -282,9 +275,8 @@ async def _adriven(
     user: UserStream,
     ended: Ended,
     operation_id: str,
-    local: bool,
 ) -> AsyncGenerator[Any, None]:
-    start = await evidence.arun_orm(begin, operation_id, config, graph_input, policy) if local else Start(False)
+    start = await evidence.arun_orm(begin, operation_id, config, graph_input, policy)
     if start.parked:
         await asyncio.to_thread(writer.flush)  # the run's one flush
         ended.outcome = Outcome("parked")
@@ -300,7 +292,7 @@ async def _adriven(
             if _root_start(ns, mode, chunk):
                 if applied.due():
                     await asyncio.to_thread(applied.stored_before_the_step)  # off the event loop
-                if local and await aparked_now(operation_id):
+                if await aparked_now(operation_id):
                     ended.outcome = Outcome("parked")
                     return
             if (tool_event := toolevents.unwrapped(mode, chunk)) is not None:

@@ -11,14 +11,13 @@ passes through untouched and nothing is reported, since the call runs again when
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
-from django.utils import timezone
 from langchain_core.messages import ToolMessage
 from langgraph.errors import GraphBubbleUp
 
-from agents.observe import evidence
-from receipts.models import MiddlewareReport
+from . import evidence
+from .kinds import ReportKind
 
 OK, ERROR, REJECTED = "ok", "error", "rejected"
 # How HumanInTheLoopMiddleware answers a call its approver rejected (langchain.agents.middleware.human_in_the_loop).
@@ -26,7 +25,7 @@ REJECTED_PREFIX = "User rejected the tool call for "
 
 
 def started() -> datetime:
-    return timezone.now()
+    return datetime.now(UTC)
 
 
 def outcome_of(result: object) -> str:
@@ -45,10 +44,10 @@ def report(context: dict | None, tool: str, since: datetime, outcome: str) -> No
         "tool": tool,
         "call_id": context["tool_call_id"],
         "started_at": since.isoformat(),
-        "ended_at": timezone.now().isoformat(),
+        "ended_at": datetime.now(UTC).isoformat(),
         "outcome": outcome,
     }
-    kind = MiddlewareReport.Kind.TOOL_CALL
+    kind = ReportKind.TOOL_CALL
     evidence.submit_report(context["operation_id"], context["sender"], kind, detail, context["tool_call_id"])
 
 
