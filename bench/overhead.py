@@ -108,9 +108,10 @@ def lookup(query: str) -> str:
 def build_graph(*, observed: bool) -> Any:
     """front → back over `handoff_tool`; with `observed`, SidewispMiddleware is each agent's (last) middleware."""
     # Imported here: the agents package needs Django set up first.
+    from sidewisp_agent.handoffs import handoff_tool
+    from sidewisp_agent.middleware import SidewispMiddleware
+
     from agents.host.scripted import Call, Say, Script, ScriptedChatModel
-    from agents.observe.handoffs import handoff_tool
-    from agents.observe.middleware import SidewispMiddleware
 
     def middleware(name: str) -> list:
         return [SidewispMiddleware(agent=name, route_version=ROUTE_VERSION)] if observed else []
@@ -305,7 +306,7 @@ def sidewisp_unwritten(graph: Any) -> Variant | None:
 
 
 def _observe(graph: Any, operation_id: str, *, expect: str | None) -> None:
-    from agents.observe.observer import observe
+    from sidewisp_agent.observer import observe
 
     outcome = observe(graph, INPUT, _config(operation_id), verifier=_verifier)
     if expect is not None and outcome.status != expect:

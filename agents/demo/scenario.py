@@ -7,12 +7,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sidewisp_agent.handoffs import Fault
+
 from agents.demo.limits import DEMO_LIMITS
 from agents.demo.team import AGENT_TOOLS, AGENTS, ROUTE_VERSION, Team, Transfer, build_team, declared_transfers
 from agents.host.scripted import Script
 from agents.limits import AgentSettings, resolve
 from agents.models import LimitsVersion
-from agents.observe.handoffs import Fault
 
 if TYPE_CHECKING:
     from agents.host.registry import Host

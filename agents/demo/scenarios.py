@@ -13,13 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from sidewisp_agent.handoffs import Fault
+from sidewisp_agent.reopening import was_reopened
 
 from agents.demo.scenario import Scenario
 from agents.demo.team import Transfer
 from agents.host import hosting
 from agents.host.scripted import Call, Fail, Say, Script, Step, last_result
-from agents.observe.handoffs import Fault
-from agents.observe.reopening import was_reopened
 from receipts.ingest import runs
 from receipts.models import Run
 

@@ -2,7 +2,7 @@
 
 A hosted run (a registered graph) is started, resumed, re-verified and driven
 by Sidewisp's Celery workers. An observed run is driven by the app's own
-process: a decision reaches it through `agents.observe.decisions.await_decision`, so
+process: a decision reaches it through `sidewisp_agent.decisions.await_decision`, so
 nothing is enqueued for it. Imported runs have no graph behind them.
 """
 

@@ -24,13 +24,13 @@ from django.utils import timezone
 from langgraph.types import Command
 from sidewisp_agent.conclusion import final_message_of, verify
 from sidewisp_agent.decisions import resume_value, validate_decision
+from sidewisp_agent.reopening import reopen_command
 
 from agents.host import registry, shipped, workspaces
 from agents.host.checkpoints import checkpointer
 from agents.host.registry import Host, HostedGraph
 from agents.models import LimitsVersion, RunLimits
 from agents.observe import Outcome, conclude, database, observe, writer
-from agents.observe.reopening import reopen_command
 from agents.observe.transient import TRANSIENT
 from receipts.ingest import runs
 from receipts.ingest.recording import OBSERVER
@@ -113,7 +113,7 @@ def reopen_run(run: Run, token: str, destination: str, verifier: str, result: st
     """Give a reopened false-complete task back to its `destination` agent (spec §5 v1.3) and drive the graph on.
 
     From the run's last checkpoint, the graph gets `Command(goto=destination)` with a note naming the verifier
-    and its result (agents.observe.reopening); when the destination ends, `observe` verifies the outcome again
+    and its result (sidewisp_agent.reopening); when the destination ends, `observe` verifies the outcome again
     under the reopen's own attempt. Raises ValueError when the run's graph has not ended (nothing to reopen).
     """
     _check_hosted(run)

@@ -20,9 +20,9 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from sidewisp_agent.reopening import is_reopen_note
 
 from agents.host import provider
-from agents.observe.reopening import is_reopen_note
 
 SUMMARY_PREFIX = "SCRIPTED-SUMMARY"
 _SUMMARY_TOOLS = re.compile(rf"{SUMMARY_PREFIX} tools=([\w,]*)")

@@ -4,7 +4,7 @@
 with which arguments" from the run's checkpoint at request time: the argument
 names and types, the tool's argument schema (for validating an edit), and the
 values redacted by the waiting agent's shell redaction rules plus an
-absolute-path rule (`agents.observe.arguments.redacted_values`). The values exist only
+absolute-path rule (`sidewisp_agent.arguments.redacted_values`). The values exist only
 in the returned object, for the page of someone who may decide the wait: never
 stored, audited or sent in an event. `escalation_for` reads the run's approval
 settings (its pinned limits version) to decide what the deadline sweep does.
@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from sidewisp_agent.arguments import arg_schemas, redacted_values
 from sidewisp_agent.waits import gated_tools, resume_token_id
 
 from agents.host import registry
 from agents.limits import DEFAULT_SETTINGS, graph_limits, resolve
 from agents.models import LimitsVersion, RunLimits
-from agents.observe.arguments import arg_schemas, redacted_values
 from receipts.models import Handoff, Run
 from receipts.workers.runtime import Escalation, PendingCall
 

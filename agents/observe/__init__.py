@@ -1,11 +1,12 @@
-"""The observing side: what runs inside the user's process to record what their LangGraph team did.
+"""The server's side of the agent package (`sidewisp_agent`, issue 31): its store and its settings.
 
-The LangChain middleware, the graph observer and its stream tracking, the batched evidence writer and
-its remote sink, and the decisions an approver sends back. Users import the names below from here;
-the submodules import their siblings, never this package.
+The recording side (the middleware, the observer, the writer, decisions) is the package's; the server installs
+its database as the package's store (`database`, by `writer.install` when Django starts) or, in remote mode,
+the package's HTTP store on its settings (`remote`). The names below are the package's, re-exported for the
+server's own callers (hosted runs, the demo).
 
-May import: receipts (models, ingest, verdicts, workers), agents.host.faults (test-only fault hooks),
-LangChain, LangGraph, Django; never: agents.demo, agents.limits, the rest of agents.host, sidewisp.
+May import: sidewisp_agent, receipts (models, ingest, verdicts, workers), agents.host.faults (test-only fault
+hooks), Django; never: agents.demo, agents.limits, the rest of agents.host, sidewisp.
 """
 
 from __future__ import annotations

@@ -38,12 +38,3 @@ class RemoteSink(HttpStore):
     def __init__(self, client: http.Client | None = None) -> None:
         super().__init__(client or Client.from_settings())
 
-
-def pending_decision(operation_id: str, client: http.Client | None = None) -> dict | None:
-    """The run's oldest unclaimed decision as `{"id", "type", "interrupts"}`, or None."""
-    return HttpStore(client or Client.from_settings(attempts=1)).pending_decision(operation_id)
-
-
-def claim_decision(operation_id: str, decision_id: int, client: http.Client | None = None) -> dict | None:
-    """Claim the decision once: `{"id", "type", "resume", "interrupts"}`, or None when another caller took it."""
-    return HttpStore(client or Client.from_settings(attempts=1)).claim_decision(operation_id, decision_id)

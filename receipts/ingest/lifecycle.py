@@ -1,6 +1,6 @@
 """An observed run's lifecycle, applied by the evidence writer in the same FIFO as the run's receipts.
 
-The observer (`agents.observe.observer`) hands its run changes over as `receipts.ingest.intake.RunEntry` instead of
+The observer (`sidewisp_agent.observer`) hands its run changes over as `receipts.ingest.intake.RunEntry` instead of
 writing them on the agent's thread: the run created or found when `observe` starts (the waits a
 resume decided marked resolved, its pending call cleared), its status set running, waiting, parked,
 queued for a retry or ended, and a wait's pending call. Entries are written in submission order, so

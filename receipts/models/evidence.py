@@ -366,7 +366,7 @@ class MiddlewareReport(AppendOnlyModel):
         GRAPH_ERROR = ReportKind.GRAPH_ERROR
         # An id or a name refused as credential-shaped, stored as `redacted:<digest>` (spec v1.3): the field.
         VALUE_REDACTED = ReportKind.VALUE_REDACTED
-        # How long a tool call that is no transfer took (agents.observe.toolcalls): its name, times and outcome.
+        # How long a tool call that is no transfer took (sidewisp_agent.toolcalls): its name, times and outcome.
         TOOL_CALL = ReportKind.TOOL_CALL
 
     run = models.ForeignKey(Run, related_name="reports", on_delete=models.PROTECT)

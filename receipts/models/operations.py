@@ -55,7 +55,7 @@ class Decision(models.Model):
         if self.kind == self.Kind.REJECT:
             return {"type": "reject", "message": self.message}
         if self.kind == self.Kind.REOPEN:
-            msg = "a reopen is not a wait's decision: it is applied with agents.observe.reopening"
+            msg = "a reopen is not a wait's decision: it is applied with sidewisp_agent.reopening"
             raise ValueError(msg)
         return {"type": "approve"}
 

@@ -9,7 +9,7 @@ stored receipts say when each step happened (their `recorded_at`), who sent and 
   (or the end of its wait) until its next transfer, its wait, or its `final_status` claim;
 - a wait bar, in its receiver's lane, from the `wait` receipt until the one that says it was decided;
 - a tool bar, in its agent's lane, from the start to the end of a tool call that is no transfer, as its
-  `tool_call` report says (agents.observe.toolcalls); a failed call is marked.
+  `tool_call` report says (sidewisp_agent.toolcalls); a failed call is marked.
 
 A step still open is drawn until `now` when the run is running (and marked open), else until the run's end.
 `for_run` reads the receipts in one query (at most MAX_RECEIPTS, oldest first) and the tool calls in one more

@@ -1,7 +1,7 @@
 """Claiming an operator's decision: the one process that resumes the graph takes it, exactly once.
 
 An observing app claims the decisions on its run, in the order they were made,
-either in this process (`agents.observe.decisions.await_decision`) or from another
+either in this process (`sidewisp_agent.decisions.await_decision`) or from another
 host over the API (`sidewisp.api`). A claim is atomic: two callers never both
 get one decision. Each claim is audited as a resume by the app.
 """

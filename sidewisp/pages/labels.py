@@ -102,7 +102,7 @@ def report_text(kind: str, detail: dict | None) -> str:
     if kind == "unobserved_stream":
         return (
             "This run was not driven through observe: the reduced and destination receipts, which only the "
-            "observer sees, are missing — run it with agents.observe.observer.observe(...) or observe.stream(...)"
+            "observer sees, are missing — run it with sidewisp_agent.observe(...) or observe.stream(...)"
         )
     if kind == "unseen_without_middleware":
         return (

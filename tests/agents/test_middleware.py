@@ -13,6 +13,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
+from sidewisp_agent.handoffs import handoff_tool
 from sidewisp_agent.middleware import SidewispMiddleware, history_reports
 from sidewisp_agent.observer import observe
 
@@ -21,7 +22,6 @@ from agents.demo.scenarios import create_run
 from agents.host import runner
 from agents.host.scripted import Call, Say, Script, ScriptedChatModel
 from agents.observe import writer
-from agents.observe.handoffs import handoff_tool
 from receipts.models import Handoff, MiddlewareReport, Run
 
 

@@ -11,10 +11,10 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from sidewisp_agent import decisions
+from sidewisp_agent.handoffs import handoff_tool
 from sidewisp_agent.observer import aobserve, observe
 
 from agents.host.scripted import Call, Say
-from agents.observe.handoffs import handoff_tool
 from receipts import actions
 from receipts.models import AuditEntry, Handoff, MiddlewareReport, Run
 from tests.agents import teams

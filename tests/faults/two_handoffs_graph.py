@@ -15,11 +15,11 @@ from langchain.tools import ToolRuntime, tool
 from langchain_core.messages import AnyMessage
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
+from sidewisp_agent.handoffs import handoff_tool
 from sidewisp_agent.middleware import SidewispMiddleware
 
 from agents.host.scripted import Call, Say, Script, chat_model
 from agents.models import Order
-from agents.observe.handoffs import handoff_tool
 
 ROUTE_VERSION = "faults-two-handoffs/1"
 CONTRACTS = {ROUTE_VERSION: {"intake": {"analyst": ["case_id"]}, "analyst": {"reporter": ["finding"]}}}

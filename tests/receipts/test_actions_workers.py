@@ -112,7 +112,7 @@ def test_a_task_verified_again_still_missing_its_order_stays_false_complete_with
 
 def _stop_after_the_transfer_is_reduced(run: Run, operator) -> None:
     # The operator presses "stop" the moment the stale transfer's `created` receipt lands: the run's
-    # checkpoint waits for that receipt (agents.observe.barrier), so the stop is known before the next step.
+    # checkpoint waits for that receipt (sidewisp_agent.barrier), so the stop is known before the next step.
     def on_receipt(sender, handoff, cause: str, **kwargs) -> None:
         if cause == "created" and handoff.run_id == run.pk:
             Run.objects.filter(pk=run.pk).update(auto_continue=False)

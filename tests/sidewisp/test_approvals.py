@@ -7,12 +7,12 @@ import uuid
 
 import pytest
 from django.urls import reverse
+from sidewisp_agent.arguments import PATH_MARK, redacted_values
 
 from agents.demo.contracts import install_team_contracts
 from agents.demo.scenarios import create_run
 from agents.host import runner
 from agents.limits import DEFAULT_SETTINGS
-from agents.observe.arguments import PATH_MARK, redacted_values
 from receipts.ingest import broadcast
 from receipts.models import AuditEntry, Decision, Receipt
 

@@ -43,8 +43,8 @@ def test_the_site_builds_strictly_without_django_settings(tmp_path):
     assert "WARNING" not in output, output
     api = (tmp_path / "site" / "api" / "index.html").read_text()
     for name in ("SidewispMiddleware", "observe", "aobserve", "await_decision", "instrument", "uninstrument"):
-        assert f'id="agents.observe.{name}"' in api, name
-    for name in ("configure", "ConfigurationError", "WaitPolicy", "Outcome"):
+        assert f'id="sidewisp_agent.{name}"' in api, name
+    for name in ("configure", "ConfigurationError", "WaitPolicy", "Outcome", "conclude", "flush"):
         assert f'id="sidewisp_agent.{name}"' in api, name
     first_graph = (tmp_path / "site" / "getting-started" / "index.html").read_text()
     assert "make_graph" in first_graph and "--8&lt;--" not in first_graph  # included from the tested file

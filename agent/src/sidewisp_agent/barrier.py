@@ -2,7 +2,7 @@
 
 A worker killed after LangGraph saved the step that applied a transfer, but before the evidence writer
 stored the transfer's `created`, would leave the resumed run to re-derive `created` from the checkpoint
-history (`agents.observe.reconcile`) without what only the middleware knew (its route version, its attempt).
+history (`sidewisp_agent.reconcile`) without what only the middleware knew (its route version, its attempt).
 So the middleware `hold`s the run's thread at the writer's current mark when it recorded a transfer, and
 the run's checkpointer, `guard`ed by the observer, waits for the writer to reach that mark before it
 saves anything of that thread (`put`, `put_writes` and their async twins). A checkpoint that follows no

@@ -76,7 +76,7 @@ def conclude_run(
 ) -> Outcome:
     """Record the run's outcome as `snapshot` shows it and its final status, then flush: the run's one flush.
 
-    `attempt` names the ending (a reopened run's is its own: agents.observe.reopening.ending_attempt).
+    `attempt` names the ending (a reopened run's is its own: sidewisp_agent.reopening.ending_attempt).
     """
     if snapshot.interrupts:
         for pending in snapshot.interrupts:

@@ -98,7 +98,7 @@ def await_decision(
 
     For observed runs: the app then calls `observe(graph, command, config)`. An approval, rejection or edit is
     `Command(resume=...)`; a reopened false completion (spec §5 v1.3) is `Command(goto=<destination>,
-    update={"messages": [note]})` (agents.observe.reopening): the destination agent works on the task again from
+    update={"messages": [note]})` (sidewisp_agent.reopening): the destination agent works on the task again from
     the checkpoint and observe verifies its outcome again. The
     decision is claimed atomically, so two callers never both get it. Pass the
     graph's own `pending` interrupts (`graph.get_state(config).interrupts`);

@@ -12,11 +12,11 @@ super-step.
   before it runs; any other records it once it returned a parent `Command`
   (one per destination of a goto list; a Command to END only is no transfer).
   The transfer is announced on the custom stream (names and ids only), where
-  the observer (`agents.observe.tracking`) pairs it with what the parent graph did.
+  the observer (`sidewisp_agent.tracking`) pairs it with what the parent graph did.
   The observer sees transfers without this middleware too (from the graph's
   `tools` stream); the middleware adds the declared receiver, the call's time,
-  the middleware reports below and single-agent steps (`agents.observe.steps`).
-- Receipts and reports are handed to the batched writer (`agents.observe.writer`): the
+  the middleware reports below and single-agent steps (`sidewisp_agent.steps`).
+- Receipts and reports are handed to the batched writer (`sidewisp_agent.writer`): the
   agent's threads never wait on a database, and recording never raises into
   the agent (a receipt that does not validate becomes an `evidence_dropped` report).
 - The effects of the other middleware, found in the history the model is
@@ -56,11 +56,11 @@ logger = logging.getLogger(__name__)
 CLEARED_PLACEHOLDER = "[cleared]"
 # What a report says for a tool the model named that is not bound to the agent: never the made-up name.
 UNKNOWN_TOOL = "unknown_tool"
-# The configurable key `agents.observe.observe` marks its runs with: a transfer without it is streamed unobserved.
+# The configurable key `sidewisp_agent.observe` marks its runs with: a transfer without it is streamed unobserved.
 OBSERVED_KEY = "sidewisp_observed"
 # How the observer keeps a transfer's `created` ahead of the checkpoint past it (`_before_next_checkpoint`).
 BARRIER_KEY = "sidewisp_transfer_barrier"
-BARRIER_CHECKPOINTER = "checkpointer"  # the run's checkpointer waits for the writer (agents.observe.barrier)
+BARRIER_CHECKPOINTER = "checkpointer"  # the run's checkpointer waits for the writer (sidewisp_agent.barrier)
 BARRIER_NONE_NEEDED = "none"  # the run has no checkpointer
 _RETRIES_EXHAUSTED = re.compile(r"failed after (\d+) attempts")
 _MODEL_FAILED = re.compile(r"^Model call failed after (\d+) attempts")
@@ -78,7 +78,7 @@ class SidewispMiddleware(AgentMiddleware):
     transfer is the agent *node* that ran it (from the checkpoint namespace),
     falling back to the agent name.
 
-    Single-agent steps (`agents.observe.steps`): `step_key` names the step variable where
+    Single-agent steps (`sidewisp_agent.steps`): `step_key` names the step variable where
     the contracts cannot (remote mode); `first_step` is the step while it is unset.
     """
 
@@ -156,7 +156,7 @@ class SidewispMiddleware(AgentMiddleware):
 
     @staticmethod
     def _time_call(context: dict | None, request: ToolCallRequest, since: Any, outcome: str) -> None:
-        """Report how long a call that is no transfer took (`agents.observe.toolcalls`): a declared one is one."""
+        """Report how long a call that is no transfer took (`sidewisp_agent.toolcalls`): a declared one is one."""
         if context is None or context["declared"]:
             return
         tool = request.tool_call.get("name") if request.tool is not None else UNKNOWN_TOOL
@@ -192,7 +192,7 @@ class SidewispMiddleware(AgentMiddleware):
         The caller then makes the next checkpoint of the run wait for the writer (`_before_next_checkpoint`):
         a worker killed after LangGraph saved the step that applies the transfer still leaves its `created`
         (with this middleware's route version) for the resumed run's observer to complete from the
-        checkpoint history (`agents.observe.reconcile`).
+        checkpoint history (`sidewisp_agent.reconcile`).
         """
         if not isinstance(result, Command) or result.graph != Command.PARENT:
             return False
@@ -283,7 +283,7 @@ def _before_next_checkpoint(context: dict) -> None:
     """Keep the crash promise for a recorded transfer at the least cost the run allows.
 
     The observer says how (`BARRIER_KEY`): its checkpointer waits for the writer before it saves anything
-    of this thread (`agents.observe.barrier`), or the run has no checkpointer to move past the transfer. A run
+    of this thread (`sidewisp_agent.barrier`), or the run has no checkpointer to move past the transfer. A run
     observed otherwise (no observer, or a checkpointer that cannot be guarded) waits for the writer now.
     """
     barrier = _barrier_of(context)

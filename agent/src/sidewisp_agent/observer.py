@@ -340,7 +340,7 @@ def _root_start(ns: tuple, mode: str, chunk: Any) -> bool:
 
 def marked(config: dict, graph: Any = None, tracker: Tracker | None = None) -> dict:
     """`config` with the observer's mark, which tells `SidewispMiddleware` that this run is observed, and
-    how a transfer's `created` is kept ahead of the checkpoint past it (`agents.observe.barrier`)."""
+    how a transfer's `created` is kept ahead of the checkpoint past it (`sidewisp_agent.barrier`)."""
     configurable = {**(config.get("configurable") or {}), OBSERVED_KEY: True}
     if tracker is not None and (how := _barrier(graph, configurable, tracker)) is not None:
         configurable[BARRIER_KEY] = how

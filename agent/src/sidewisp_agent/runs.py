@@ -139,7 +139,7 @@ class Applied:
     """A checkpointed run's applied transfers: their `reduced` is stored before the next root step starts.
 
     The crash promise of "Evidence after a crash": a worker killed in the step after a transfer leaves the
-    resumed run a checkpoint history from which `agents.observe.reconcile` re-derives what that step left unstored;
+    resumed run a checkpoint history from which `sidewisp_agent.reconcile` re-derives what that step left unstored;
     the transfer's `reduced` (submitted once the parent saved the step that applied it) is not among it. So
     the step after a transfer waits for the writer to reach the mark after that `reduced` (a wait only in
     steps that follow a transfer, only with a checkpointer). A run without one has no history to resume

@@ -45,7 +45,7 @@ class UserStream:
 
     def options(self, observer: dict[str, Any]) -> dict[str, Any]:
         # "messages" wakes the stream for each token of the relay. The observer's own tool events come
-        # from `agents.observe.toolevents`: asking for "tools" would stream every chat model of the run.
+        # from `sidewisp_agent.toolevents`: asking for "tools" would stream every chat model of the run.
         modes = list(dict.fromkeys([*observer["stream_mode"], *sorted(self.modes)]))
         return {**self.kwargs, **observer, "stream_mode": modes, "subgraphs": True}
 

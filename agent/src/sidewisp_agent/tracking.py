@@ -4,7 +4,7 @@
 receipt entries to record. It is pure: every method returns entries, nothing is written here.
 
 - A *transfer* is a tool call that returned a `Command` to the parent graph, whoever wrote the tool:
-  the observer's tool events (`agents.observe.toolevents`, given to the tracker as `tools` events)
+  the observer's tool events (`sidewisp_agent.toolevents`, given to the tracker as `tools` events)
   show the tool's output. `SidewispMiddleware`, where it is installed, announces the transfer too
   (custom stream) with the receiver the tool declares and the call's time, and has recorded
   `created` itself; without it the tracker records `created` (the receiver a tool declares in its
@@ -18,10 +18,10 @@ receipt entries to record. It is pure: every method returns entries, nothing is 
 - A `SettleEntry` says nothing more is due for a handoff (spec v1.2 Settled): its destination
   started, the step that should have started it began without it, or the run ended.
 
-`agents.observe.reconcile` re-derives from the checkpoint history what a process that died lost, for a
+`sidewisp_agent.reconcile` re-derives from the checkpoint history what a process that died lost, for a
 run that resumes from its checkpoint (the observer asks it before the graph streams); every entry is
 idempotent, so a part recorded twice is one part. The pure helpers of a transfer are in
-`agents.observe.transfers`.
+`sidewisp_agent.transfers`.
 """
 
 from __future__ import annotations

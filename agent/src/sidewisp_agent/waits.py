@@ -55,7 +55,7 @@ def pending_call_of(
 ) -> dict:
     """An approval wait as names only (never argument values), as `Run.pending_call` holds it.
 
-    `arg_schema` is the gated tools' argument schema (`agents.observe.arguments.arg_schemas`: types and declared
+    `arg_schema` is the gated tools' argument schema (`sidewisp_agent.arguments.arg_schemas`: types and declared
     ranges), what an edit is validated against for observed runs too.
     """
     tools: list[str] = []
