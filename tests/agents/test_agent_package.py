@@ -1,19 +1,16 @@
 """The agent package in a fresh virtualenv with no Django (issue 31 §2).
 
-The package is built into a wheel, installed into a new virtualenv (no system site-packages) with langchain,
-langgraph and httpx at the repository's pins, and run there outside the repository: it imports without Django,
-refuses a missing or wrong URL or token in words at `configure()`, delivers a waiting handoff's evidence to a
-real server (the verdict is the one the same evidence gets from a local app) and takes back the decision an
-approver made on the dashboard. One virtualenv per session (a module fixture, its tests in one xdist group).
+The package is built into a wheel, installed into a new virtualenv (no system site-packages) with what it
+needs at the repository's pins (tests/agents/fresh_venv.py), and run there outside the repository: it imports
+without Django, refuses a missing or wrong URL or token in words at `configure()`, delivers a waiting handoff's
+evidence to a real server (the verdict is the one the same evidence gets from a local app) and takes back the
+decision an approver made on the dashboard. A whole team run there: test_agent_venv_swarm.py.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -24,50 +21,12 @@ from agents.observe import writer
 from receipts.ingest import intake
 from receipts.models import Handoff
 from receipts.workers import sources
+from tests.agents.fresh_venv import XDIST_GROUP, in_venv, start_in_venv
 from tests.conftest import handoff_parts
 
-pytestmark = pytest.mark.xdist_group("agent_venv")
+pytestmark = pytest.mark.xdist_group(XDIST_GROUP)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 APP = Path(__file__).with_name("agent_venv_app.py")
-# What the package needs from the repository's pins (the same versions the server's tests run).
-PINNED = ("langchain", "langchain-core", "langgraph", "httpx")
-
-
-def _pins() -> list[str]:
-    lines = (REPO_ROOT / "requirements.txt").read_text().splitlines()
-    pins = dict(line.split("#")[0].strip().split("==") for line in lines if "==" in line and "[" not in line)
-    return [f"{name}=={pins[name]}" for name in PINNED]
-
-
-def _run(command: list[str], **options) -> subprocess.CompletedProcess:
-    completed = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False, **options)
-    assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-3000:]
-    return completed
-
-
-@pytest.fixture(scope="module")
-def venv_python(tmp_path_factory) -> Path:
-    """A new virtualenv holding the built wheel and its dependencies only; its Python."""
-    where = tmp_path_factory.mktemp("agent-venv")
-    _run([sys.executable, "-m", "pip", "wheel", str(REPO_ROOT / "agent"), "--no-deps", "-q", "-w", str(where)])
-    (wheel,) = where.glob("sidewisp_agent-*.whl")
-    _run([sys.executable, "-m", "venv", str(where / "venv")])
-    python = where / "venv" / "bin" / "python"
-    _run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel), *_pins()])
-    return python
-
-
-def in_venv(python: Path, *args: str, env: dict | None = None, cwd: Path) -> subprocess.CompletedProcess:
-    """Run the venv's Python outside the repository (so nothing of the server is on its path)."""
-    return subprocess.run(
-        [str(python), *args], env={**_clean_environment(), **(env or {})}, cwd=cwd, capture_output=True, text=True
-    )
-
-
-def _clean_environment() -> dict[str, str]:
-    """This process's environment without the server's settings and Python path."""
-    return {k: v for k, v in os.environ.items() if not k.startswith(("SIDEWISP_", "DJANGO", "PYTHON"))}
 
 
 def test_the_package_imports_without_django_and_django_is_not_even_installed(venv_python, tmp_path):
@@ -122,14 +81,7 @@ def test_the_app_delivers_its_evidence_and_takes_back_the_dashboard_decision(
     entries = _waiting_entries("op-venv")
     (tmp_path / "entries.json").write_text(json.dumps([intake.to_json(entry) for entry in entries]))
     env = {"SIDEWISP_URL": live_server.url, "SIDEWISP_TOKEN": token}
-    app = subprocess.Popen(
-        [str(venv_python), str(APP), "entries.json"],
-        env={**_clean_environment(), **env},
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    app = start_in_venv(venv_python, str(APP), "entries.json", env=env, cwd=tmp_path)
     try:
         assert json.loads(app.stdout.readline()) == {"step": "configured", "django": False}
         delivered = json.loads(app.stdout.readline())

@@ -27,7 +27,7 @@ from sidewisp_agent.decisions import PendingInterrupt
 from agents.host.scripted import Call, Say, Script, ScriptedChatModel
 from agents.observe import remote
 from receipts.ingest import intake
-from receipts.models import AuditEntry, ContractVersion, Handoff, Receipt, Run, SourceToken
+from receipts.models import AuditEntry, Handoff, Receipt, Run, SourceToken
 from receipts.verdicts import bundle
 from receipts.workers import sources
 from tests.agents import teams
@@ -281,19 +281,6 @@ def test_the_async_remote_await_decision_claims_a_dashboard_decision(
 
 
 # --- an app in its own process ----------------------------------------------------------
-
-
-@pytest.fixture
-def sidewisp_server(transactional_db, celery_isolation, contracts, monkeypatch):
-    """daphne on the test database (kill() and start() it at will), with the swarm team's contracts."""
-    from tests.e2e.test_live_pages import Server
-
-    ContractVersion.objects.create(version=teams.ROUTE_VERSION, routes=teams.ROUTES)
-    server = Server(celery_isolation)
-    server.env.update({"DEBUG": "1", "LOG_LEVEL": "ERROR"})
-    server.start()
-    yield server
-    server.stop()
 
 
 def start_app(server, token: str, operation_id: str, tmp_path, *args: str) -> subprocess.Popen:
