@@ -45,13 +45,11 @@ def _failed(operation_id: str, error: str) -> None:
     record_final(operation_id, "failed", "error")
     if not writer.remote():
         submit_run(operation_id, Run.Status.FAILED, error=error, final=True)
-    writer.flush()
 
 
 def _retry_expected(operation_id: str, error: str) -> None:
     if not writer.remote():
         submit_run(operation_id, Run.Status.QUEUED, error=error)  # an existing run only: a start named no thread
-    writer.flush()
 
 
 @dataclass

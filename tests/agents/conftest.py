@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from agents.observe.observer import aobserve, observe
 from receipts.models import ContractVersion
 from tests.agents import teams
+from tests.agents.stored import aobserve, observe
 
 
 @pytest.fixture

@@ -25,11 +25,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph_swarm import create_handoff_tool, create_swarm
 
 from agents.host.scripted import Call, Say, Script, ScriptedChatModel
-from agents.observe import observe
 from receipts import actions
 from receipts.models import ContractVersion, Handoff, Run
 from tests import documentation
 from tests.agents import shapes, teams
+from tests.agents.stored import observe
 from tests.agents.test_remote import start_app, statuses
 from tests.conftest import start_worker_process, wait_until
 

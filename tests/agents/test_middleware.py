@@ -21,8 +21,8 @@ from agents.host.scripted import Call, Say, Script, ScriptedChatModel
 from agents.observe import writer
 from agents.observe.handoffs import handoff_tool
 from agents.observe.middleware import SidewispMiddleware, history_reports
-from agents.observe.observer import observe
 from receipts.models import Handoff, MiddlewareReport, Run
+from tests.agents.stored import observe
 
 
 @pytest.fixture

@@ -19,9 +19,9 @@ from langgraph.prebuilt import ToolNode
 from langgraph.types import Command
 
 from agents.host.scripted import Call, Say, Script, ScriptedChatModel
-from agents.observe.observer import observe
 from receipts.models import Handoff, Run
 from tests.agents import teams
+from tests.agents.stored import observe
 
 PASS = lambda op: ("pipeline_check", "pass", "v-1")  # noqa: E731
 FAIL = lambda op: ("pipeline_check", "fail", "v-1")  # noqa: E731

@@ -15,10 +15,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from agents.observe import steps, writer
 from agents.observe.middleware import SidewispMiddleware
-from agents.observe.observer import aobserve, observe
 from receipts.ingest.contracts import import_document
 from receipts.models import ContractVersion, Handoff, MiddlewareReport
 from tests.agents import steps_team
+from tests.agents.stored import aobserve, observe
 
 PASS = lambda op: ("issue_resolved", "pass", "v-1")  # noqa: E731
 

@@ -6,9 +6,9 @@ import pytest
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
-from agents.observe.observer import observe
 from receipts.models import Run, Team, TeamGraph
 from receipts.org import teams
+from tests.agents.stored import observe
 
 
 class State(TypedDict):

@@ -14,10 +14,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from agents.host.scripted import Call, Say
 from agents.observe import decisions
 from agents.observe.handoffs import handoff_tool
-from agents.observe.observer import aobserve, observe
 from receipts import actions
 from receipts.models import AuditEntry, Handoff, MiddlewareReport, Run
 from tests.agents import teams
+from tests.agents.stored import aobserve, observe
 
 PASS = lambda op: ("stock_check", "pass", "v-1")  # noqa: E731
 FAIL = lambda op: ("stock_check", "fail", "v-1")  # noqa: E731

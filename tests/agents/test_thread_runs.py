@@ -18,9 +18,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 
 from agents.host.scripted import Call, Say, Script, ScriptedChatModel
-from agents.observe.observer import observe
 from receipts.models import Handoff, Run
 from tests.agents import teams
+from tests.agents.stored import observe
 
 PASS = lambda op: ("stock_check", "pass", "v-1")  # noqa: E731
 FAIL = lambda op: ("stock_check", "fail", "v-1")  # noqa: E731

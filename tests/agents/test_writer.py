@@ -16,10 +16,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from sidewisp_agent import writer as package_writer  # the one writer; the server module re-exports it
 
 from agents.observe import writer
-from agents.observe.observer import observe
 from receipts.ingest.intake import PartEntry, ReportEntry
 from receipts.models import ContractVersion, Handoff, MiddlewareReport, Receipt
 from tests.agents import teams
+from tests.agents.stored import observe
 from tests.factories import healthy_parts
 
 PASS = lambda op: ("stock_check", "pass", "v-1")  # noqa: E731
