@@ -255,7 +255,7 @@ def _flaky_graph(failures: list[int]):
 
 
 def test_a_lost_connection_inside_the_graph_escapes_observe_for_a_retry_when_asked():
-    from agents.observe.observer import observe
+    from tests.agents.stored import observe
     from agents.observe.transient import TRANSIENT
 
     graph, config = _flaky_graph([1]), {"configurable": {"thread_id": "th-flaky", "operation_id": "op-flaky"}}
@@ -271,7 +271,7 @@ def test_a_lost_connection_inside_the_graph_escapes_observe_for_a_retry_when_ask
 
 
 def test_without_retry_on_a_lost_connection_inside_the_graph_fails_the_observed_run():
-    from agents.observe.observer import observe
+    from tests.agents.stored import observe
 
     graph, config = _flaky_graph([1]), {"configurable": {"thread_id": "th-flaky2", "operation_id": "op-flaky2"}}
     with pytest.raises(OperationalError):

@@ -17,8 +17,9 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(autouse=True)
 def own_keys(settings, celery_isolation):
     settings.CELERY_TASK_DEFAULT_QUEUE = celery_isolation  # this test run's own Redis keys
+    url = settings.REDIS_URL  # a test may point the setting elsewhere
     yield
-    with redis.Redis.from_url(settings.REDIS_URL) as client:
+    with redis.Redis.from_url(url) as client:
         client.delete(writers.processes_key(), *[writers.writer_count_key(name) for name in writers.WRITER_COUNTS])
 
 
