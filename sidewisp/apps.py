@@ -18,10 +18,11 @@ class SidewispConfig(AppConfig):
         revocations.connect()  # logging out or deactivating a user closes their live sockets at once
 
         # Metrics: health events that could not be published, and the evidence writers' counters of each
-        # worker process, are counted in Redis (sidewisp.ops.metrics).
+        # worker process, are counted in Redis (sidewisp.ops.metrics, sidewisp.ops.writers).
         from celery.signals import task_postrun
 
-        from sidewisp.ops.metrics import count_publish_failures, push_writer_counts
+        from sidewisp.ops.metrics import count_publish_failures
+        from sidewisp.ops.writers import push_writer_counts
 
         count_publish_failures()
         task_postrun.connect(push_writer_counts, weak=False, dispatch_uid="sidewisp-writer-counts")

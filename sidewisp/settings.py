@@ -286,6 +286,10 @@ if SIDEWISP_REMOTE_URL:
         raise ImproperlyConfigured(msg)
 # Seconds an API call may take before remote mode counts the server as away.
 SIDEWISP_REMOTE_TIMEOUT = env_float("SIDEWISP_REMOTE_TIMEOUT", 10.0, minimum=0.1)
+# The evidence writer's queue, per process (sidewisp_agent.writer): entries that may wait to be stored, and how
+# long an agent waits for room in a full queue before the entry is dropped (counted, and reported on its run).
+SIDEWISP_WRITER_CAPACITY = env_int("SIDEWISP_WRITER_CAPACITY", 10_000, minimum=1)
+SIDEWISP_WRITER_WAIT_SECONDS = env_float("SIDEWISP_WRITER_WAIT_SECONDS", 30.0, minimum=0.0)
 # The server side: requests per token per window (seconds), and the largest body it reads.
 SIDEWISP_API_RATE_LIMIT = env_int("SIDEWISP_API_RATE_LIMIT", 600, minimum=1)
 SIDEWISP_API_RATE_WINDOW = env_int("SIDEWISP_API_RATE_WINDOW", 60, minimum=1)

@@ -21,7 +21,7 @@ from receipts.models import RetentionPolicy
 from receipts.org import teams
 from receipts.workers.runtime import current as current_runtime
 from sidewisp import forms, pages
-from sidewisp.ops import health
+from sidewisp.ops import health, writers
 from sidewisp.pages import PageScope, auditcsv, decidedpage
 from sidewisp.web.access import action_login_required, viewer_required
 
@@ -138,6 +138,7 @@ def false_completions(request: HttpRequest) -> HttpResponse:
 def system(request: HttpRequest) -> HttpResponse:
     # The workers as beat's status task last found them, with its age: no ping on a request.
     context = {"checks": health.shown(), "retention": retention.last_run(), "policy": RetentionPolicy.current()}
+    context["writers"] = writers.shown()  # each process's evidence writer, as it last reported it
     return _page(request, "system", context)
 
 

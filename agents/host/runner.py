@@ -235,11 +235,13 @@ def _variant(run: Run) -> str:
 def _observed(run: Run, graph: Any, graph_input: Any, config: dict[str, Any], **kwargs: Any) -> Outcome:
     """`observe` for a hosted run: a transient error escapes for a retry; any other ends the run failed.
 
+    Durable: the run's evidence is stored before its task goes on (and ends) — the worker's time, not a user's.
+
     `observe` records a graph's failure on the run and either returns it as an outcome or raises the
     graph's exception (an observed app gets what its graph raised); here both end the same way.
     """
     try:
-        return observe(graph, graph_input, config, retry_on=TRANSIENT, **kwargs)
+        return observe(graph, graph_input, config, retry_on=TRANSIENT, durable=True, **kwargs)
     except TRANSIENT:
         raise
     except Exception as exc:  # noqa: BLE001 - recorded by observe; a hosted run's failure stays out of Celery

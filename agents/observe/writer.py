@@ -7,6 +7,7 @@ starts (`install`, from `agents.apps`):
 - the store: `agents.observe.database.LocalSink`, this process's database (one transaction and one event
   publish per batch, and what the recording side reads back of its runs), or, in
   remote mode (`SIDEWISP_REMOTE_URL`), a Sidewisp server (`agents.observe.remote.RemoteSink`);
+- its queue's bounds: `SIDEWISP_WRITER_CAPACITY` and `SIDEWISP_WRITER_WAIT_SECONDS` (settings);
 - the hooks: the writer thread closes its own connection as it ends, a broken connection is discarded and a
   database outage retried, a caller inside a transaction (`atomic`) gets its entries written in that
   transaction, and the test-only fault injection (`agents.host.faults`).
@@ -20,20 +21,21 @@ import logging
 from django.conf import settings
 from django.db import connection
 from sidewisp_agent import store
+from sidewisp_agent import writer as agent_writer
+from sidewisp_agent.config import WriterLimits
 from sidewisp_agent.writer import (  # noqa: F401 - the server's callers read these as writer.X
-    CAPACITY,
     FLUSH_TIMEOUT,
     LINGER_SECONDS,
     MAX_ATTEMPTS,
     MAX_BACKOFF_SECONDS,
     MAX_BATCH,
-    SUBMIT_TIMEOUT,
     Sink,
     Stats,
     Writer,
     dropped_report,
     flush,
     get,
+    settle,
     shutdown,
     stats,
     submit,
@@ -70,6 +72,7 @@ def _discard_broken_connection(exc: BaseException) -> None:
 def install() -> None:
     """Make the server's store and hooks the agent package's (Django's start: `agents.apps`)."""
     store.install(lambda: sink())  # looked up at each call: a test may replace `sink`
+    agent_writer.limit(WriterLimits(settings.SIDEWISP_WRITER_CAPACITY, settings.SIDEWISP_WRITER_WAIT_SECONDS))
     hooks = store.hooks
     hooks.submitted = lambda entry: faults.submitted(entry)  # tests/faults only (off unless SIDEWISP_FAULT_KILL)
     hooks.stored = lambda entries: faults.stored(entries)

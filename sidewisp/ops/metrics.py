@@ -3,7 +3,8 @@
 A custom collector queries the database on every scrape (a fixed number of aggregates, however many handoffs
 there are), so the numbers are the database's own and no process keeps counters that a multi-process deployment
 would have to merge. What lives outside the database comes from Redis: the Celery queue's length, the heartbeats
-sidewisp.ops.health reads, the count of unpublished health events and the writers' and API's counters.
+sidewisp.ops.health reads, the count of unpublished health events and the writers' and API's counters, and
+each process's evidence writer as it last reported it (sidewisp.ops.writers).
 
 Access is default deny (sidewisp.ops.metricsaccess).
 """
@@ -13,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -31,14 +31,14 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 
-from agents.observe import writer
 from receipts import retention
 from receipts.ingest import silence
 from receipts.models import Handoff, MiddlewareReport, Receipt
 from receipts.notify import outbox
 from receipts.queries import dashboard
 from receipts.tasks import beat_heartbeat_key
-from sidewisp.ops import health, metricsaccess
+from sidewisp.ops import health, metricsaccess, writers
+from sidewisp.ops.writers import WRITER_COUNTS, writer_count_key
 
 # Agents beyond this many (the busiest keep their names) share the label "other": a fleet that invents
 # agent names cannot blow up the number of series.
@@ -54,12 +54,6 @@ PART_TIME_FIELDS = {"created": "at", "reduced": "at", "destination": "started_at
 # kombu's Redis transport keeps a queue's messages of priority p > 0 under "<queue>\x06\x16<p>".
 _PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")
 _REDIS_TIMEOUT_SECONDS = 1.0
-# The evidence writer's counters (agents.observe.writer.stats()) that /metrics shows, summed over worker processes.
-WRITER_COUNTS = {
-    "blocked": "Receipts an agent had to wait to hand over: its worker's evidence buffer was full.",
-    "dropped": "Receipts given up on by a worker's evidence writer (each one logged).",
-    "failed": "Batches a worker's evidence writer could not write at first try (retried).",
-}
 # How long the time a worker was last seen is kept: a deployment gone for longer leaves no key behind.
 WORKER_SEEN_SECONDS = 24 * 3600
 
@@ -93,6 +87,7 @@ class SidewispCollector:
         yield self._unapplied_intents()
         yield from self._recording_latency()
         yield from self._redis_facts()
+        yield from self._writer_processes()
         yield from self._heartbeats()
         yield from self._retention()
 
@@ -247,6 +242,22 @@ class SidewispCollector:
         doc = "Bodies POST /api/v1/receipts refused as not valid (400) or out of scope (403): none of it stored."
         yield CounterMetricFamily("sidewisp_api_receipts_refused", doc, value=int(refused or 0))
 
+    def _writer_processes(self) -> Iterator[Metric]:
+        try:
+            states = writers.processes()
+        except redis.RedisError:
+            return  # sidewisp_redis_up says why
+        metric = GaugeMetricFamily(
+            "sidewisp_evidence_writer_entries",
+            "Each process's evidence writer as it last reported it: entries queued now, stored and dropped "
+            "since the process started.",
+            labels=["process", "state"],
+        )
+        for state in states:
+            for name in ("queued", "stored", "dropped"):
+                metric.add_metric([state["process"], name], state[name])
+        yield metric
+
     def _heartbeats(self) -> Iterator[Metric]:
         now = time.time()
         worker = health.cached_worker_check()
@@ -362,38 +373,3 @@ def count_publish_failures() -> None:
 
 def refused_receipts_key() -> str:
     return f"{settings.CELERY_TASK_DEFAULT_QUEUE}:metrics:api_receipts_refused"
-
-
-def writer_count_key(name: str) -> str:
-    return f"{settings.CELERY_TASK_DEFAULT_QUEUE}:metrics:evidence_writer_{name}"
-
-
-# What this process last added to Redis, per counter (a forked child starts from its parent's values: the
-# comparison below sees its own writer's counts start again from zero).
-_pushed_writer_counts: dict[str, int] = {}
-_push_lock = threading.Lock()
-
-
-def push_writer_counts(**kwargs) -> None:
-    """Celery `task_postrun` receiver: add what this process's evidence writer counted since the last push.
-
-    Each worker process keeps its writer's counts in memory (agents.observe.writer.stats()); adding the growth to
-    Redis counters after each task sums them over every process and keeps them across restarts.
-    """
-    with _push_lock:  # tasks of a threads pool end at once
-        counts = writer.stats()
-        growth = {}
-        for name in WRITER_COUNTS:
-            pushed = _pushed_writer_counts.get(name, 0)
-            # Fewer than pushed: a new writer (a forked child, a restarted one) counts from zero again.
-            growth[name] = counts[name] - pushed if counts[name] >= pushed else counts[name]
-        if not any(growth.values()):
-            return
-        client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=0.2, socket_timeout=0.2)
-        with contextlib.suppress(redis.RedisError), client:
-            pipe = client.pipeline(transaction=False)
-            for name, n in growth.items():
-                if n:
-                    pipe.incrby(writer_count_key(name), n)
-            pipe.execute()
-            _pushed_writer_counts.update({name: counts[name] for name in WRITER_COUNTS})

@@ -7,10 +7,10 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from sidewisp_agent.observer import aobserve, observe
 
 from receipts.models import ContractVersion
 from tests.agents import fresh_venv, teams
+from tests.agents.stored import aobserve, observe
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ from sidewisp_agent.decisions import await_decision  # noqa: E402
 from sidewisp_agent.middleware import SidewispMiddleware  # noqa: E402
 
 from agents.host.scripted import Call, Say, Script, ScriptedChatModel  # noqa: E402
-from agents.observe import WaitPolicy, observe  # noqa: E402
+from agents.observe import WaitPolicy, observe, writer  # noqa: E402
 
 ROUTE_VERSION = "teams/1"  # the contract version (made in the server's admin) these transfers follow
 WAIT_POLICIES = {"place_order": WaitPolicy(owner="ops-lead", reason="purchase_approval", deadline_minutes=60)}
@@ -87,6 +87,9 @@ def main() -> None:
             raise SystemExit("no decision came back in time")
         outcome = observe(graph, command, config, **sidewisp)
         print(json.dumps({"status": outcome.status, "operation_id": args.operation_id}), flush=True)
+    # observe returned before its receipts were delivered: the app keeps them until the server has them
+    # (within the writer's flush timeout), as an app that must not lose a run's evidence at exit does.
+    writer.flush()
 
 
 if __name__ == "__main__":

@@ -14,9 +14,10 @@ from agents.demo.verifiers import verifier
 from agents.host import execution, runner
 from agents.host.checkpoints import checkpointer
 from agents.models import Order
-from agents.observe import OutcomeVerifier, claims_done, observe
+from agents.observe import OutcomeVerifier, claims_done
 from receipts import actions
 from receipts.models import Decision, Run
+from tests.agents.stored import observe
 
 
 @pytest.fixture

@@ -8,12 +8,12 @@ from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph_swarm import create_handoff_tool, create_swarm
 from sidewisp_agent import decisions
-from sidewisp_agent.observer import observe
 
 from agents.host.scripted import Call, Say, Script, ScriptedChatModel
 from receipts import actions
 from receipts.models import Handoff, MiddlewareReport, Run
 from tests.agents import teams
+from tests.agents.stored import observe
 from tests.agents.test_third_party import ask, config_for
 
 # The order was not placed: the verifier's own check fails, which after a rejection is what proves it.

@@ -25,11 +25,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph_swarm import create_handoff_tool, create_swarm
 
 from agents.host.scripted import Call, Say, Script, ScriptedChatModel
-from agents.observe import observe
+from agents.observe import writer
 from receipts import actions
 from receipts.models import ContractVersion, Handoff, Run
 from tests import documentation
 from tests.agents import shapes, teams
+from tests.agents.stored import observe
 from tests.agents.test_remote import start_app, statuses
 from tests.conftest import start_worker_process, wait_until
 
@@ -133,6 +134,7 @@ def test_the_observed_example_waits_for_approval_then_ends_healthy(owner):
     assert (waiting.sender, waiting.receiver, waiting.verdict) == ("alice", "bob", "WAITING_ON_APPROVAL")
     assert approve(owner, waiting).outcome == "done"
     thread.join(timeout=60)
+    assert writer.flush()  # the app's observe returned before its last receipts were stored
 
     assert "error" not in names, names.get("error")
     assert names["outcome"].status == "complete"

@@ -9,10 +9,10 @@ import json
 import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from sidewisp_agent.observer import observe
 
 from receipts.models import Handoff, MiddlewareReport, Receipt, Run
 from tests.agents import teams
+from tests.agents.stored import observe
 
 PASS = lambda op: ("stock_check", "pass", "v-1")  # noqa: E731
 IDENTIFIERS = {

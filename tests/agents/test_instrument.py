@@ -26,13 +26,13 @@ from langgraph.types import Command
 from langgraph_swarm import create_handoff_tool, create_swarm
 from sidewisp_agent.failures import STREAM_CLOSED
 from sidewisp_agent.middleware import SidewispMiddleware
-from sidewisp_agent.observer import aobserve, observe
 
 from agents.host.scripted import Call, Say, Script, ScriptedChatModel
 from agents.observe import await_decision, instrument, uninstrument
 from receipts import actions
 from receipts.models import ContractVersion, Handoff, Run
 from tests.agents import shapes, teams
+from tests.agents.stored import aobserve, observe
 from tests.agents.test_team_shapes import routes
 from tests.agents.test_third_party import PASS, _hitl_swarm, ask, config_for
 
@@ -51,8 +51,8 @@ def shape_contracts(transactional_db, contracts):
 
 @pytest.fixture
 def instrumented():
-    """`instrument(**keywords)` for the test; always undone after it."""
-    yield lambda **keywords: instrument(**keywords)
+    """`instrument(durable=True, **keywords)` for the test (each run is read as it returns); always undone after."""
+    yield lambda **keywords: instrument(durable=True, **keywords)
     uninstrument()
 
 

@@ -15,7 +15,6 @@ from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 from sidewisp_agent.handoffs import handoff_tool
 from sidewisp_agent.middleware import SidewispMiddleware, history_reports
-from sidewisp_agent.observer import observe
 
 from agents.demo.contracts import install_team_contracts
 from agents.demo.scenarios import create_run
@@ -23,6 +22,7 @@ from agents.host import runner
 from agents.host.scripted import Call, Say, Script, ScriptedChatModel
 from agents.observe import writer
 from receipts.models import Handoff, MiddlewareReport, Run
+from tests.agents.stored import observe
 
 
 @pytest.fixture

@@ -13,13 +13,13 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from sidewisp_agent.failures import STREAM_CLOSED
-from sidewisp_agent.observer import aobserve, observe
 
 from agents.host.scripted import Call, Say
 from agents.observe import writer
 from receipts.models import Handoff, MiddlewareReport, Receipt, Run
 from sidewisp.pages import labels
 from tests.agents import teams
+from tests.agents.stored import aobserve, observe
 from tests.agents.test_third_party import config_for
 
 PASS = lambda op: ("stock_check", "pass", "v-1")  # noqa: E731
@@ -129,7 +129,7 @@ def test_a_node_that_raises_is_named_without_a_tool(team_contracts, drive):
 
 def test_a_caller_who_closes_the_stream_early_leaves_no_run_running(team_contracts):
     config = config_for("closed")
-    chunks = observe.stream(teams.swarm(InMemorySaver()), ask(), config, stream_mode="updates")
+    chunks = observe.stream(teams.swarm(InMemorySaver()), ask(), config, stream_mode="updates", durable=True)
 
     next(chunks)
     chunks.close()
@@ -146,7 +146,9 @@ def test_observe_stream_gives_the_messages_graph_stream_gives_and_records_the_ru
     unobserved = list(teams.swarm(InMemorySaver()).stream(ask(), config_for("plain"), stream_mode="messages"))
     config = config_for("messages")
 
-    chunks = observe.stream(teams.swarm(InMemorySaver()), ask(), config, stream_mode="messages", verifier=PASS)
+    chunks = observe.stream(
+        teams.swarm(InMemorySaver()), ask(), config, stream_mode="messages", verifier=PASS, durable=True
+    )
     observed = list(chunks)
 
     assert messages_of(observed) == messages_of(unobserved)
@@ -162,7 +164,7 @@ def test_observe_stream_with_subgraphs_gives_each_agents_tokens_with_their_names
     config = config_for("tokens")
 
     chunks = observe.stream(
-        teams.swarm(InMemorySaver()), ask(), config, stream_mode="messages", subgraphs=True, verifier=PASS
+        teams.swarm(InMemorySaver()), ask(), config, stream_mode="messages", subgraphs=True, verifier=PASS, durable=True
     )
     observed = list(chunks)
 
@@ -177,7 +179,9 @@ def test_a_list_of_modes_gives_mode_and_chunk_pairs_of_those_modes_only(team_con
     unobserved = list(teams.swarm(InMemorySaver()).stream(ask(), config_for("plain"), stream_mode=modes))
     config = config_for("pairs")
 
-    observed = list(observe.stream(teams.swarm(InMemorySaver()), ask(), config, stream_mode=modes, verifier=PASS))
+    observed = list(
+        observe.stream(teams.swarm(InMemorySaver()), ask(), config, stream_mode=modes, verifier=PASS, durable=True)
+    )
 
     shape = lambda chunks: [(mode, sorted(c) if mode == "updates" else messages_of([c])) for mode, c in chunks]  # noqa: E731
     assert shape(observed) == shape(unobserved)
@@ -232,7 +236,9 @@ def test_aobserve_astream_gives_the_messages_graph_astream_gives(team_contracts)
     async def both():
         plain = teams.swarm(InMemorySaver()).astream(ask(), config_for("plain"), stream_mode="messages")
         unobserved = [chunk async for chunk in plain]
-        chunks = aobserve.astream(teams.swarm(InMemorySaver()), ask(), config, stream_mode="messages", verifier=PASS)
+        chunks = aobserve.astream(
+            teams.swarm(InMemorySaver()), ask(), config, stream_mode="messages", verifier=PASS, durable=True
+        )
         return unobserved, [chunk async for chunk in chunks], chunks.outcome
 
     config = config_for("amessages")
@@ -247,7 +253,9 @@ def test_aobserve_astream_events_gives_the_events_graph_astream_events_gives(tea
     async def both():
         plain = teams.swarm(InMemorySaver()).astream_events(ask(), config_for("plain"), version="v2")
         unobserved = [event async for event in plain]
-        events = aobserve.astream_events(teams.swarm(InMemorySaver()), ask(), config, version="v2", verifier=PASS)
+        events = aobserve.astream_events(
+            teams.swarm(InMemorySaver()), ask(), config, version="v2", verifier=PASS, durable=True
+        )
         return unobserved, [event async for event in events], events.outcome
 
     config = config_for("events")

@@ -17,7 +17,6 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from sidewisp_agent.observer import aobserve, observe
 
 from agents.host import hosting
 from agents.host.provider import TESTED_VERSIONS, check_model_choice
@@ -26,6 +25,7 @@ from receipts.models import Handoff, Run
 from tests.agents import teams
 from tests.agents.hosted_graph import DESK, INPUT, PAYMENTS
 from tests.agents.openai_server import by_tools, serving
+from tests.agents.stored import aobserve, observe
 from tests.conftest import start_worker_process, wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -98,7 +98,7 @@ def test_a_caller_who_streams_messages_streams_the_provider_as_unobserved(team_c
         unobserved, server.requests[:] = list(server.requests), []
 
         graph, config = teams.openai_swarm(InMemorySaver(), server.base_url), config_for("streamed")
-        chunks = observe.stream(graph, ask(), config, stream_mode="messages", verifier=PASS)
+        chunks = observe.stream(graph, ask(), config, stream_mode="messages", verifier=PASS, durable=True)
         observed_tokens = list(chunks)
         observed = server.requests
 
@@ -117,7 +117,9 @@ def test_a_caller_who_streams_tools_gets_langgraphs_tool_events_alone_and_one_ha
         unobserved_chunks = list(plain_graph.stream(ask(), plain_config, stream_mode=modes, subgraphs=True))
         unobserved = list(server.requests)
         config = config_for("tools")
-        observed_chunks = list(observe.stream(graph, ask(), config, stream_mode=modes, subgraphs=True, verifier=PASS))
+        observed_chunks = list(
+            observe.stream(graph, ask(), config, stream_mode=modes, subgraphs=True, verifier=PASS, durable=True)
+        )
         observed = server.requests[len(unobserved) :]
 
     events = lambda chunks: [(mode, c.get("event"), c.get("tool_name")) for _, mode, c in chunks]  # noqa: E731

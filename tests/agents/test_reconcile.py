@@ -15,9 +15,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph_swarm import SwarmState
 
-from agents.observe import conclude, observe, writer
+from agents.observe import conclude, writer
 from receipts.models import ContractVersion, Handoff, Receipt
 from tests.agents import teams
+from tests.agents.stored import observe
 
 PASS = lambda op: ("stock_check", "pass", "v-1")  # noqa: E731
 

@@ -22,9 +22,10 @@ from agents.demo.scenarios import SCENARIOS, create_run
 from agents.demo.verifiers import verifier
 from agents.host import execution, runner
 from agents.models import Order
-from agents.observe import await_decision, observe
+from agents.observe import await_decision
 from receipts import actions
 from receipts.models import AuditEntry, Decision, Run
+from tests.agents.stored import observe
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -12,9 +12,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph_supervisor import create_supervisor
 
 from agents.host.scripted import Say, Script, ScriptedChatModel
-from agents.observe import observe
 from receipts.models import Handoff
 from tests.agents import teams
+from tests.agents.stored import observe
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -17,11 +17,11 @@ from langgraph.func import entrypoint, task
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.types import Command
-from sidewisp_agent.observer import observe
 
 from agents.host.scripted import Call, Say, Script, ScriptedChatModel
 from receipts.models import Handoff, Run
 from tests.agents import teams
+from tests.agents.stored import observe
 
 PASS = lambda op: ("pipeline_check", "pass", "v-1")  # noqa: E731
 FAIL = lambda op: ("pipeline_check", "fail", "v-1")  # noqa: E731

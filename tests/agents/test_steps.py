@@ -14,12 +14,12 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from sidewisp_agent import steps
 from sidewisp_agent.middleware import SidewispMiddleware
-from sidewisp_agent.observer import aobserve, observe
 
 from agents.observe import database, writer
 from receipts.ingest.contracts import import_document
 from receipts.models import ContractVersion, Handoff, MiddlewareReport
 from tests.agents import steps_team
+from tests.agents.stored import aobserve, observe
 
 PASS = lambda op: ("issue_resolved", "pass", "v-1")  # noqa: E731
 

@@ -140,7 +140,7 @@ def test_a_resumed_graph_exception_that_observe_raises_fails_the_waiting_run():
 
 
 def test_a_lost_connection_that_observe_raises_is_still_retried_and_the_run_completes():
-    from sidewisp_agent.observer import observe
+    from tests.agents.stored import observe
 
     run = create_run("healthy_purchase")
     failures = iter([OperationalError("terminated")])
@@ -255,9 +255,8 @@ def _flaky_graph(failures: list[int]):
 
 
 def test_a_lost_connection_inside_the_graph_escapes_observe_for_a_retry_when_asked():
-    from sidewisp_agent.observer import observe
-
     from agents.observe.transient import TRANSIENT
+    from tests.agents.stored import observe
 
     graph, config = _flaky_graph([1]), {"configurable": {"thread_id": "th-flaky", "operation_id": "op-flaky"}}
     with pytest.raises(OperationalError):
@@ -272,7 +271,7 @@ def test_a_lost_connection_inside_the_graph_escapes_observe_for_a_retry_when_ask
 
 
 def test_without_retry_on_a_lost_connection_inside_the_graph_fails_the_observed_run():
-    from sidewisp_agent.observer import observe
+    from tests.agents.stored import observe
 
     graph, config = _flaky_graph([1]), {"configurable": {"thread_id": "th-flaky2", "operation_id": "op-flaky2"}}
     with pytest.raises(OperationalError):

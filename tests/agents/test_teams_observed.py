@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 from langgraph.graph import END, START, StateGraph
-from sidewisp_agent.observer import observe
 from typing_extensions import TypedDict
 
 from receipts.models import Run, Team, TeamGraph
 from receipts.org import teams
+from tests.agents.stored import observe
 
 
 class State(TypedDict):

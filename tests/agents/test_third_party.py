@@ -12,12 +12,12 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from sidewisp_agent import decisions
 from sidewisp_agent.handoffs import handoff_tool
-from sidewisp_agent.observer import aobserve, observe
 
 from agents.host.scripted import Call, Say
 from receipts import actions
 from receipts.models import AuditEntry, Handoff, MiddlewareReport, Run
 from tests.agents import teams
+from tests.agents.stored import aobserve, observe
 
 PASS = lambda op: ("stock_check", "pass", "v-1")  # noqa: E731
 FAIL = lambda op: ("stock_check", "fail", "v-1")  # noqa: E731

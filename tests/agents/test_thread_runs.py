@@ -16,11 +16,11 @@ from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
-from sidewisp_agent.observer import observe
 
 from agents.host.scripted import Call, Say, Script, ScriptedChatModel
 from receipts.models import Handoff, Run
 from tests.agents import teams
+from tests.agents.stored import observe
 
 PASS = lambda op: ("stock_check", "pass", "v-1")  # noqa: E731
 FAIL = lambda op: ("stock_check", "fail", "v-1")  # noqa: E731

@@ -10,11 +10,11 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import Command
-from sidewisp_agent.observer import observe
 from sidewisp_agent.transfers import scope_name, transfer_gotos
 
 from receipts.models import ContractVersion, Handoff, MiddlewareReport
 from tests.agents import teams
+from tests.agents.stored import observe
 
 ROUTE_VERSION = "nodes/1"
 PASS = lambda op: ("check", "pass", "v-1")  # noqa: E731

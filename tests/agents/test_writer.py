@@ -15,12 +15,12 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from sidewisp_agent import writer as package_writer  # the one writer; the server module re-exports it
 from sidewisp_agent.elsewhere import Elsewhere
-from sidewisp_agent.observer import observe
 
 from agents.observe import writer
 from receipts.ingest.intake import PartEntry, ReportEntry
 from receipts.models import ContractVersion, Handoff, MiddlewareReport, Receipt
 from tests.agents import teams
+from tests.agents.stored import observe
 from tests.factories import healthy_parts
 
 PASS = lambda op: ("stock_check", "pass", "v-1")  # noqa: E731

@@ -9,6 +9,7 @@ import pytest
 import redis
 from django.urls import reverse
 from prometheus_client.parser import text_string_to_metric_families
+from sidewisp_agent.config import WriterLimits
 
 from agents.observe import remote, writer
 from receipts.ingest.intake import PartEntry
@@ -146,3 +147,30 @@ def test_an_entry_a_full_buffer_drops_is_shown_on_its_run_once_there_is_room(con
     assert report.detail["reason"] == "not written: the evidence buffer stayed full"
     assert (report.detail["part"], report.detail["handoff"]) == (dropped.part, "h-full")
     assert "(not written: the evidence buffer stayed full)" in run_page(admin_client, run)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_after_a_drop_a_full_buffer_drops_without_waiting_until_there_is_room_and_tells_every_run(contracts):
+    sink = GatedSink()
+    buffer = writer.Writer(sink, capacity=1, max_batch=1, linger=0, submit_timeout=0.1)
+    first, second, dropped = healthy_entries("op-full", "h-full")[:3]
+    buffer.submit(first)
+    wait_until(lambda: buffer.stats()["queued"] == 0, what="the writer took the first entry", interval=0.01)
+    buffer.submit(second)
+    assert buffer.submit(dropped) is False  # the buffer stayed full for the whole wait
+    buffer.limit(WriterLimits(capacity=1, wait_seconds=600))  # a wait that no test outlasts
+    many = [healthy_entries("op-many", f"h-{n}")[0] for n in range(250)]
+    last = healthy_entries("op-last", "h-last")[0]
+
+    later = threading.Thread(target=lambda: [buffer.submit(entry) for entry in [*many, last]])
+    later.start()
+    wait_until(lambda: not later.is_alive(), what="the later entries dropped without a wait for room", timeout=10)
+
+    assert buffer.stats()["dropped"] == 1 + 250 + 1
+    sink.gate.set()
+    assert buffer.flush(30)
+    buffer.stop()
+    assert Run.objects.get(operation_id="op-full").reports.filter(kind="evidence_dropped").count() == 1
+    assert Run.objects.get(operation_id="op-many").reports.filter(kind="evidence_dropped").exists()
+    # Beyond the first MAX_BATCH lost entries, a run that has none among them still gets its report.
+    assert Run.objects.get(operation_id="op-last").reports.filter(kind="evidence_dropped").count() == 1

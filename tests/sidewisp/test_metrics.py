@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 import math
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -22,7 +24,7 @@ from agents.observe import writer
 from receipts.ingest import broadcast
 from receipts.models import Handoff, Receipt
 from receipts.tasks import beat_heartbeat, beat_heartbeat_key
-from sidewisp.ops import metrics
+from sidewisp.ops import metrics, writers
 from sidewisp.ops.env import env_networks
 from tests.conftest import wait_until
 
@@ -40,7 +42,7 @@ def metrics_settings(settings, celery_isolation):
     yield settings
     client = redis.Redis.from_url(settings.REDIS_URL)
     client.delete(celery_isolation, metrics.publish_failures_key())
-    client.delete(*[metrics.writer_count_key(name) for name in metrics.WRITER_COUNTS])
+    client.delete(*[metrics.writer_count_key(name) for name in metrics.WRITER_COUNTS], writers.processes_key())
     client.close()
     cache.delete_many([metrics.worker_seen_key(), beat_heartbeat_key()])
 
@@ -198,7 +200,7 @@ def test_an_event_the_channel_layer_did_not_take_is_counted(client, settings):
 def test_the_evidence_writer_counts_of_every_worker_process_add_up(client, monkeypatch):
     counts = {"submitted": 9, "written": 8, "batches": 2, "blocked": 3, "dropped": 1, "failed": 1, "queued": 0}
     monkeypatch.setattr(writer, "stats", lambda: dict(counts))
-    monkeypatch.setattr(metrics, "_pushed_writer_counts", {})
+    monkeypatch.setattr(writers, "_pushed_writer_counts", {})
 
     task_postrun.send(sender=None)  # a task ended in this worker process
     counts.update(blocked=5)
@@ -211,6 +213,32 @@ def test_the_evidence_writer_counts_of_every_worker_process_add_up(client, monke
     assert value(families, "sidewisp_evidence_writer_blocked_total") == 5 + 1
     assert value(families, "sidewisp_evidence_writer_dropped_total") == 1
     assert value(families, "sidewisp_evidence_writer_failed_total") == 1
+
+
+def test_each_process_shows_its_writers_queued_stored_and_dropped_entries(client, monkeypatch, settings):
+    counts = {"submitted": 9, "written": 6, "batches": 2, "blocked": 3, "dropped": 1, "failed": 0, "queued": 2}
+    monkeypatch.setattr(writer, "stats", lambda: dict(counts))
+    monkeypatch.setattr(writers, "_pushed_writer_counts", {})
+    here = writers.process_label()
+    reported = {
+        "worker-b:41": json.dumps({"queued": 0, "stored": 40, "dropped": 0, "at": time.time()}),
+        "gone:7": json.dumps({"queued": 5, "stored": 1, "dropped": 0, "at": time.time() - 2 * 3600}),
+    }
+    with redis.Redis.from_url(settings.REDIS_URL) as other_processes:
+        other_processes.hset(writers.processes_key(), mapping=reported)
+
+    task_postrun.send(sender=None)  # a task ended in this process
+    counts.update(written=8, queued=0)  # and the writer went on: the scrape reads this process live
+
+    families = scrape(client)
+    assert value(families, "sidewisp_evidence_writer_entries", process=here, state="queued") == 0
+    assert value(families, "sidewisp_evidence_writer_entries", process=here, state="stored") == 8
+    assert value(families, "sidewisp_evidence_writer_entries", process=here, state="dropped") == 1
+    assert value(families, "sidewisp_evidence_writer_entries", process="worker-b:41", state="stored") == 40
+    shown = {labels["process"] for labels, _ in families["sidewisp_evidence_writer_entries"]}
+    assert shown == {here, "worker-b:41"}  # a process not heard from for over an hour is not shown
+    with redis.Redis.from_url(settings.REDIS_URL) as kept:
+        assert not kept.hexists(writers.processes_key(), "gone:7")
 
 
 def test_heartbeat_ages_are_infinite_until_seen_and_small_after(client):

@@ -1,11 +1,12 @@
 """The end of an observed run: its outcome as the checkpoint shows it, the verifier's receipt and the final status.
 
-`conclude` (and its async twin) records that outcome for a thread on its own; `observe` ends every run
-through `conclude_run`, the writer's one flush of the run.
+`conclude` (and its async twin) records that outcome for a thread on its own, stored before it returns;
+`observe` ends every run through `conclude_run` and waits for the writer only where it must (`observe`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from functools import partial
@@ -49,7 +50,9 @@ def conclude(
     state = graph.get_state(config)
     snapshot = Snapshot(state.values, tuple(state.next), tuple(state.interrupts))
     schemas = gated_schemas(graph, snapshot)
-    return evidence.run_orm(conclude_run, operation_id, snapshot, wait_policies or {}, verifier, True, schemas)
+    outcome = evidence.run_orm(conclude_run, operation_id, snapshot, wait_policies or {}, verifier, True, schemas)
+    writer.flush()  # what `conclude` recorded is stored as it returns
+    return outcome
 
 
 async def aconclude(
@@ -61,7 +64,10 @@ async def aconclude(
     state = await graph.aget_state(config)
     snapshot = Snapshot(state.values, tuple(state.next), tuple(state.interrupts))
     schemas = gated_schemas(graph, snapshot)
-    return await evidence.arun_orm(conclude_run, operation_id, snapshot, wait_policies or {}, verifier, True, schemas)
+    policies = wait_policies or {}
+    outcome = await evidence.arun_orm(conclude_run, operation_id, snapshot, policies, verifier, True, schemas)
+    await asyncio.to_thread(writer.flush)
+    return outcome
 
 
 def conclude_run(
@@ -74,7 +80,7 @@ def conclude_run(
     declined: object = UNREAD,
     attempt: str = "end",
 ) -> Outcome:
-    """Record the run's outcome as `snapshot` shows it and its final status, then flush: the run's one flush.
+    """Hand the writer the run's outcome as `snapshot` shows it and its final status, after its receipts.
 
     `attempt` names the ending (a reopened run's is its own: sidewisp_agent.reopening.ending_attempt).
     """
@@ -101,7 +107,6 @@ def conclude_run(
         # so its approver does not approve blind; after the wait's receipts in the same FIFO.
         names = {key: value for key, value in pending.items() if key != "arg_schema"}
         writer.submit(intake.PendingEntry(operation_id, names))
-    writer.flush()  # the run's one flush: its last receipts and its status are stored before observe returns
     return outcome
 
 

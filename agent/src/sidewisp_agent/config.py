@@ -3,6 +3,9 @@
 `SIDEWISP_URL` and `SIDEWISP_TOKEN` (the older `SIDEWISP_REMOTE_URL` and `SIDEWISP_REMOTE_TOKEN` still work) name
 the server and the source token made in its admin. What is missing or malformed is a `ConfigurationError` naming
 the variable, raised by `check()` before the app's graph runs, never from inside it.
+
+`SIDEWISP_WRITER_CAPACITY` and `SIDEWISP_WRITER_WAIT_SECONDS` bound the evidence writer's queue (`writer_limits`,
+read by `sidewisp_agent.writer`; a Sidewisp server passes its own settings instead).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ DEFAULT_TIMEOUT = 10.0
 URL_NAMES = ("SIDEWISP_URL", "SIDEWISP_REMOTE_URL")
 TOKEN_NAMES = ("SIDEWISP_TOKEN", "SIDEWISP_REMOTE_TOKEN")
 TIMEOUT_NAMES = ("SIDEWISP_TIMEOUT", "SIDEWISP_REMOTE_TIMEOUT")
+WRITER_CAPACITY = 10_000  # entries waiting in the writer's queue before `submit` waits for room
+WRITER_WAIT_SECONDS = 30.0  # how long `submit` waits for room before it drops the entry (and says so)
 
 
 class ConfigurationError(Exception):
@@ -45,6 +50,7 @@ def configure(url: str | None = None, token: str | None = None, *, timeout: floa
         timeout if timeout is not None else _timeout_from_environment(),
         by_argument=url is not None,
     )
+    writer_limits()  # the writer's bounds too: a malformed one is an error here, not a log line later
     with _lock:
         _configured = found
     return found
@@ -68,6 +74,35 @@ def current() -> Settings:
         if _configured is not None:
             return _configured
     return _checked(_environment(URL_NAMES), _environment(TOKEN_NAMES), _timeout_from_environment())
+
+
+@dataclass(frozen=True)
+class WriterLimits:
+    """The evidence writer's bounds: how many entries may wait, and how long a submit waits for room."""
+
+    capacity: int = WRITER_CAPACITY
+    wait_seconds: float = WRITER_WAIT_SECONDS
+
+
+def writer_limits() -> WriterLimits:
+    """`SIDEWISP_WRITER_CAPACITY` (at least 1) and `SIDEWISP_WRITER_WAIT_SECONDS` (at least 0), else the defaults."""
+    capacity = _number("SIDEWISP_WRITER_CAPACITY", WRITER_CAPACITY, 1, int, "a whole number of entries")
+    wait = _number("SIDEWISP_WRITER_WAIT_SECONDS", WRITER_WAIT_SECONDS, 0, float, "a number of seconds")
+    return WriterLimits(capacity=int(capacity), wait_seconds=wait)
+
+
+def _number(name: str, default: float, minimum: float, kind: type[int] | type[float], what: str) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = None
+    if value is None or not value >= minimum:  # also refuses NaN
+        msg = f"{name} must be {what}, at least {minimum}"
+        raise ConfigurationError(msg)
+    return value
 
 
 def _environment(names: tuple[str, ...]) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 
 from langchain_core.messages import ToolMessage
 
-from . import bundle, evidence, writer
+from . import bundle, evidence
 from .kinds import ReportKind, RunStatus
 from .runs import record_final, submit_run
 from .transfers import node_of
@@ -43,12 +43,10 @@ def raised(operation_id: str, exc: BaseException, culprit: Culprit, *, retry: bo
 def _failed(operation_id: str, error: str) -> None:
     record_final(operation_id, "failed", "error")
     submit_run(operation_id, RunStatus.FAILED, error=error, final=True)
-    writer.flush()
 
 
 def _retry_expected(operation_id: str, error: str) -> None:
     submit_run(operation_id, RunStatus.QUEUED, error=error)  # an existing run only: a start named no thread
-    writer.flush()
 
 
 @dataclass

@@ -82,6 +82,7 @@ def instrument(
     wait_policies: Mapping[str, WaitPolicy] | None = None,
     verifier: Verifier | None = None,
     retry_on: tuple[type[BaseException], ...] = (),
+    durable: bool = False,
 ) -> None:
     """Observe every graph this process runs and give every `create_agent` agent built from now on the middleware.
 
@@ -103,6 +104,7 @@ def instrument(
                 "verifier": verifier,
                 "retry_on": retry_on,
                 "route_version": route_version,
+                "durable": durable,
             },
             route_version=route_version,
         )

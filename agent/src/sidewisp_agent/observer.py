@@ -22,9 +22,11 @@ call, parked, ended: `receipts.ingest.intake.RunEntry`, applied by
 `receipts.ingest.lifecycle`) go to the batched writer (`sidewisp_agent.writer`) in one FIFO,
 so a wait is stored before the run shows as waiting without a flush; nothing
 raises into the graph. The agent's side reads the run's stop flag once, as
-`observe` starts (`parking` remembers it for the per-step check), and
-waits for the writer once, as it returns. `observe` also works on a thread
-that runs an event loop, and `aobserve` is its async twin.
+`observe` starts (`parking` remembers it for the per-step check).
+`observe` returns as soon as the graph does: it waits for the writer only
+before it returns a waiting outcome, or for every run with `durable=True`
+(`sidewisp_agent.writer.settle`). `observe` also works on a thread that runs an
+event loop, and `aobserve` is its async twin.
 
 What it reads back of the run goes through the store (`sidewisp_agent.store`): the server's database, or,
 for an app elsewhere, the Sidewisp server, whose runs are its own: there the observer sends only entries,
@@ -64,6 +66,7 @@ def observe(
     verifier: Verifier | None = None,
     retry_on: tuple[type[BaseException], ...] = (),
     route_version: str | None = None,
+    durable: bool = False,
 ) -> Outcome:
     """Run `graph` to its end or its next wait, recording receipts and the run's status.
 
@@ -79,10 +82,13 @@ def observe(
     back to `queued` with the class name (a retry is expected, never left
     `running`); its next `observe` sets it running again. The hosted runner
     passes the transient errors and its task retries them.
+
+    It returns as soon as the graph does; the run's receipts are stored after it, in batches, except
+    before a waiting outcome (its wait is stored first) or with `durable=True` (every run is stored first).
     `observe.stream(...)` runs the same way and gives the caller the chunks of
     their own stream modes on the way.
     """
-    policy = Policy(wait_policies or {}, verifier, retry_on, route_version)
+    policy = Policy(wait_policies or {}, verifier, retry_on, route_version, durable)
     return _exhausted(_observed(graph, graph_input, config, policy, UserStream()))
 
 
@@ -95,10 +101,11 @@ async def aobserve(
     verifier: Verifier | None = None,
     retry_on: tuple[type[BaseException], ...] = (),
     route_version: str | None = None,
+    durable: bool = False,
 ) -> Outcome:
     """`observe` on `graph.astream` (async tools and hooks; the ORM in worker threads); `aobserve.astream` streams."""
     ended = Ended()
-    policy = Policy(wait_policies or {}, verifier, retry_on, route_version)
+    policy = Policy(wait_policies or {}, verifier, retry_on, route_version, durable)
     async for _ in _aobserved(graph, graph_input, config, policy, UserStream(), ended):
         pass
     return ended.outcome
@@ -116,6 +123,7 @@ def observe_stream(
     verifier: Verifier | None = None,
     retry_on: tuple[type[BaseException], ...] = (),
     route_version: str | None = None,
+    durable: bool = False,
     **kwargs: Any,
 ) -> ObservedStream:
     """`observe.stream`: `observe`, giving the caller the chunks `graph.stream(graph_input, config,
@@ -123,7 +131,7 @@ def observe_stream(
 
     Exceptions and `retry_on` as `observe`. With a checkpointer the observer streams with durability "sync".
     """
-    policy = Policy(wait_policies or {}, verifier, retry_on, route_version)
+    policy = Policy(wait_policies or {}, verifier, retry_on, route_version, durable)
     user = UserStream.asked(graph, stream_mode, subgraphs, version, kwargs)
     return ObservedStream(_observed(graph, graph_input, config, policy, user))
 
@@ -140,10 +148,11 @@ def aobserve_stream(
     verifier: Verifier | None = None,
     retry_on: tuple[type[BaseException], ...] = (),
     route_version: str | None = None,
+    durable: bool = False,
     **kwargs: Any,
 ) -> AsyncObservedStream:
     """`aobserve.astream`: `observe.stream` on `graph.astream` (`async for chunk in ...`)."""
-    policy = Policy(wait_policies or {}, verifier, retry_on, route_version)
+    policy = Policy(wait_policies or {}, verifier, retry_on, route_version, durable)
     user = UserStream.asked(graph, stream_mode, subgraphs, version, kwargs)
     ended = Ended()
     return AsyncObservedStream(_aobserved(graph, graph_input, config, policy, user, ended), ended)
@@ -181,6 +190,7 @@ def aobserve_events(
     verifier: Verifier | None = None,
     retry_on: tuple[type[BaseException], ...] = (),
     route_version: str | None = None,
+    durable: bool = False,
     **kwargs: Any,
 ) -> AsyncObservedStream:
     """`aobserve.astream_events`: the events `graph.astream_events(graph_input, config, version=...)` gives
@@ -190,6 +200,7 @@ def aobserve_events(
         "verifier": verifier,
         "retry_on": retry_on,
         "route_version": route_version,
+        "durable": durable,
     }
     runnable = _ObservedRunnable(graph, observing)
     events = runnable.astream_events(graph_input, config, version=version, **kwargs)
@@ -210,8 +221,7 @@ def _driven(
 ) -> Generator[Any, None, Outcome]:
     start = evidence.run_orm(begin, operation_id, config, graph_input, policy)
     if start.parked:
-        writer.flush()  # the run's one flush
-        return Outcome("parked")
+        return _settled(Outcome("parked"), policy)
     tracker = tracking.tracker_for(graph, operation_id, policy.route_version)
     config = user.configure(toolevents.watched(marked(config, graph, tracker)))
     options = tracking.stream_options(tracker)
@@ -223,7 +233,7 @@ def _driven(
             if _root_start(ns, mode, chunk):
                 applied.stored_before_the_step()
                 if parked_now(operation_id):
-                    return Outcome("parked")
+                    return _settled(Outcome("parked"), policy)
             if (tool_event := toolevents.unwrapped(mode, chunk)) is not None:
                 applied.submit(tracker.on_event(ns, "tools", tool_event))
                 culprit.see(ns, "tools", tool_event)
@@ -239,8 +249,9 @@ def _driven(
         schemas = gated_schemas(graph, snapshot)
     except BaseException as exc:
         evidence.run_orm(raised, operation_id, exc, culprit, retry=isinstance(exc, policy.retry_on))
+        writer.settle(durable=policy.durable)
         raise
-    return evidence.run_orm(
+    outcome = evidence.run_orm(
         conclude_run,
         operation_id,
         snapshot,
@@ -251,6 +262,7 @@ def _driven(
         start.declined,
         reopening.ending_attempt(graph_input),
     )
+    return _settled(outcome, policy)
 
 
 async def _aobserved(
@@ -278,8 +290,7 @@ async def _adriven(
 ) -> AsyncGenerator[Any, None]:
     start = await evidence.arun_orm(begin, operation_id, config, graph_input, policy)
     if start.parked:
-        await asyncio.to_thread(writer.flush)  # the run's one flush
-        ended.outcome = Outcome("parked")
+        ended.outcome = await _asettled(Outcome("parked"), policy)
         return
     tracker = tracking.tracker_for(graph, operation_id, policy.route_version)
     config = user.configure(toolevents.watched(marked(config, graph, tracker)))
@@ -293,7 +304,7 @@ async def _adriven(
                 if applied.due():
                     await asyncio.to_thread(applied.stored_before_the_step)  # off the event loop
                 if await aparked_now(operation_id):
-                    ended.outcome = Outcome("parked")
+                    ended.outcome = await _asettled(Outcome("parked"), policy)
                     return
             if (tool_event := toolevents.unwrapped(mode, chunk)) is not None:
                 applied.submit(tracker.on_event(ns, "tools", tool_event))
@@ -312,8 +323,9 @@ async def _adriven(
         schemas = gated_schemas(graph, snapshot)
     except BaseException as exc:
         await evidence.arun_orm(raised, operation_id, exc, culprit, retry=isinstance(exc, policy.retry_on))
+        await asyncio.to_thread(writer.settle, durable=policy.durable)
         raise
-    ended.outcome = await evidence.arun_orm(
+    outcome = await evidence.arun_orm(
         conclude_run,
         operation_id,
         snapshot,
@@ -324,6 +336,19 @@ async def _adriven(
         start.declined,
         reopening.ending_attempt(graph_input),
     )
+    ended.outcome = await _asettled(outcome, policy)
+
+
+def _settled(outcome: Outcome, policy: Policy) -> Outcome:
+    """`outcome`, once the writer stored what it must before the caller learns it (`writer.settle`)."""
+    writer.settle(waiting=outcome.status == "waiting", durable=policy.durable)
+    return outcome
+
+
+async def _asettled(outcome: Outcome, policy: Policy) -> Outcome:
+    """`_settled` off the event loop."""
+    await asyncio.to_thread(writer.settle, waiting=outcome.status == "waiting", durable=policy.durable)
+    return outcome
 
 
 def _exhausted(chunks: Generator[Any, None, Outcome]) -> Outcome:

@@ -69,6 +69,7 @@ class Policy:
     verifier: Verifier | None
     retry_on: tuple[type[BaseException], ...]
     route_version: str | None = None
+    durable: bool = False  # every run's evidence stored before observe returns (`sidewisp_agent.writer.settle`)
 
 
 @dataclass

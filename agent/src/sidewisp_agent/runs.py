@@ -130,7 +130,6 @@ async def aparked_now(operation_id: str) -> bool:
 def _park(operation_id: str) -> bool:
     logger.info("run %s parked: auto-continue stopped", operation_id)
     submit_run(operation_id, RunStatus.PARKED, final=True)
-    writer.flush()  # the run's one flush: it ends here
     return True
 
 

@@ -12,14 +12,22 @@ This is OpenTelemetry's batch span processor, for evidence.
 - **Ordering**: first in, first written (receipts and run changes alike, so a
   wait is stored before the run is marked waiting). `flush()` returns once
   everything submitted before it is written, `wait_for(mark)` once the first
-  `mark` entries are; `observe` flushes once, as it returns, and a run's
-  checkpointer waits for the mark of a transfer it would save past
-  (the observer's barrier).
-- **Back-pressure**: when `CAPACITY` entries wait, `submit` blocks (counted in
-  `stats()["blocked"]`). Only a buffer that stays full for `SUBMIT_TIMEOUT`
-  seconds drops the entry, with an error log and `stats()["dropped"]`, and its
-  run gets an `evidence_dropped` report once there is room (the first MAX_BATCH
-  such entries between two batches; the rest are logged and counted only).
+  `mark` entries are. A run's checkpointer waits for the mark of a transfer it
+  would save past (the observer's barrier).
+- **Where a run waits** (`settle`, issue 32): `observe` returns as soon as the
+  graph does; its receipts are stored after, in batches. It waits for them only
+  before it returns a waiting outcome (an operator must see the wait before the
+  app blocks on its decision) and when its caller asked for `durable=True`.
+  At process exit `atexit` writes what is queued, for at most `EXIT_TIMEOUT`.
+- **Back-pressure**: when `capacity` entries wait (`SIDEWISP_WRITER_CAPACITY`,
+  `sidewisp_agent.config.writer_limits`, or `limit()`), `submit` blocks (counted
+  in `stats()["blocked"]`). A buffer that stays full for `submit_timeout`
+  seconds (`SIDEWISP_WRITER_WAIT_SECONDS`) drops the entry, and every entry
+  after it until the writer makes room, without waiting again: never an
+  unbounded stall. Each is logged, counted (`stats()["dropped"]`), and its run
+  gets an `evidence_dropped` report once there is room (the first MAX_BATCH
+  such entries between two batches, and the first of each other run, up to
+  MAX_BATCH more: never a silent loss).
 - **Failures**: a batch the sink refuses is retried with backoff (a database
   or server outage keeps the entries until they are written). A batch with an
   entry that does not validate (`BundleError`) is written entry by entry; the
@@ -48,18 +56,17 @@ from typing import Protocol, TypedDict
 from . import entries as intake
 from . import losses, store
 from .bundle import BundleError
-from .config import ConfigurationError
+from .config import ConfigurationError, WriterLimits, writer_limits
 from .entries import RunNotOwned
 from .losses import dropped_report  # noqa: F401 - read as writer.dropped_report
 from .store import hooks
 
 logger = logging.getLogger(__name__)
 
-CAPACITY = 10_000  # entries waiting before `submit` blocks
 MAX_BATCH = 200  # entries per transaction
 LINGER_SECONDS = 0.005  # how long a small batch waits for company (not when someone flushes)
-SUBMIT_TIMEOUT = 30.0  # how long `submit` waits for room before it drops (and says so)
 FLUSH_TIMEOUT = 30.0
+EXIT_TIMEOUT = 5.0  # how long process exit waits for what is queued
 MAX_ATTEMPTS = 3  # tries of an entry whose failure is not an outage
 MAX_BACKOFF_SECONDS = 5.0
 RETRYABLE: tuple[type[BaseException], ...] = (OSError, TimeoutError)
@@ -92,10 +99,10 @@ class Writer:
         self,
         sink: Sink,
         *,
-        capacity: int = CAPACITY,
+        capacity: int = WriterLimits.capacity,
         max_batch: int = MAX_BATCH,
         linger: float = LINGER_SECONDS,
-        submit_timeout: float = SUBMIT_TIMEOUT,
+        submit_timeout: float = WriterLimits.wait_seconds,
         max_backoff: float = MAX_BACKOFF_SECONDS,
     ) -> None:
         if capacity < 1 or max_batch < 1:
@@ -111,6 +118,7 @@ class Writer:
         self._flushing = 0
         self._done = 0  # entries written or given up on, in submission order: a flush waits for its mark
         self._reporting_loss = False  # writing the reports of entries given up on (never reported again)
+        self._overflowing = False  # an entry was dropped for a full buffer and no room was made since
         self._overflowed: list[intake.Entry] = []  # dropped by a full buffer, reported once there is room
         self._counts = dict.fromkeys(("submitted", "written", "batches", "blocked", "failed", "dropped"), 0)
 
@@ -125,16 +133,34 @@ class Writer:
                 self._thread.start()
             if len(self._queue) >= self.capacity:
                 self._counts["blocked"] += 1
-                if not self._cond.wait_for(lambda: len(self._queue) < self.capacity, self.submit_timeout):
-                    self._counts["dropped"] += 1
-                    logger.error("%s entry dropped: the evidence buffer stayed full", getattr(entry, "part", "report"))
-                    if len(self._overflowed) < MAX_BATCH:  # beyond that, counted and logged only
-                        self._overflowed.append(entry)
+                # Once the buffer stayed full for the whole wait, later entries do not wait again until there is room.
+                room = not self._overflowing and self._cond.wait_for(self._has_room, self.submit_timeout)
+                if not room:
+                    self._overflow(entry)
                     return False
             self._queue.append(entry)
             self._counts["submitted"] += 1
             self._cond.notify_all()
         return True
+
+    def limit(self, limits: WriterLimits) -> None:
+        """Take new bounds (a submitter waiting for room sees the new capacity at once)."""
+        with self._cond:
+            self.capacity, self.submit_timeout = limits.capacity, limits.wait_seconds
+            self._cond.notify_all()
+
+    def _has_room(self) -> bool:
+        return len(self._queue) < self.capacity
+
+    def _overflow(self, entry: intake.Entry) -> None:
+        """Drop `entry` for a full buffer: logged, counted, and kept for its run's loss report (bounded)."""
+        self._overflowing = True
+        self._counts["dropped"] += 1
+        logger.error("%s entry dropped: the evidence buffer stayed full", getattr(entry, "part", "report"))
+        runs = {kept.operation_id for kept in self._overflowed}
+        first_of_its_run = entry.operation_id not in runs and len(self._overflowed) < 2 * MAX_BATCH
+        if len(self._overflowed) < MAX_BATCH or first_of_its_run:
+            self._overflowed.append(entry)  # beyond that, counted and logged only
 
     def flush(self, timeout: float | None = FLUSH_TIMEOUT) -> bool:
         """Wait until every entry submitted before this call is written (or given up); False on timeout."""
@@ -196,6 +222,7 @@ class Writer:
             if len(self._queue) < self.max_batch and not self._flushing and not self._stopping:
                 self._cond.wait_for(lambda: len(self._queue) >= self.max_batch or self._flushing, self.linger)
             batch = [self._queue.popleft() for _ in range(min(len(self._queue), self.max_batch))]
+            self._overflowing = False
             self._cond.notify_all()  # room for blocked submitters
             return batch
 
@@ -265,15 +292,26 @@ def _outage(exc: BaseException) -> bool:
 
 _lock = threading.Lock()
 _writer: Writer | None = None
+_limits: WriterLimits | None = None  # set by `limit()`; else the environment's (`writer_limits`)
 
 
 def get() -> Writer:
-    """This process's writer on `sink()`, created on first use."""
+    """This process's writer on `sink()`, created on first use with its limits."""
     global _writer
     with _lock:
         if _writer is None:
-            _writer = Writer(sink())
+            limits = _limits or writer_limits()
+            _writer = Writer(sink(), capacity=limits.capacity, submit_timeout=limits.wait_seconds)
         return _writer
+
+
+def limit(limits: WriterLimits) -> None:
+    """Bound this process's queue with `limits` instead of the environment's (a Sidewisp server's settings)."""
+    global _limits
+    with _lock:
+        _limits = limits
+        if _writer is not None:
+            _writer.limit(limits)
 
 
 def submit(entry: intake.Entry) -> bool:
@@ -313,6 +351,16 @@ def flush(timeout: float | None = FLUSH_TIMEOUT) -> bool:
     return written
 
 
+def settle(*, waiting: bool = False, durable: bool = False) -> bool:
+    """As an observed run returns: wait for its evidence only where it matters (issue 32); False on timeout.
+
+    A waiting run's wait is stored before its caller learns of it (an operator must see the wait before the
+    app blocks on the decision); a caller that asked for `durable` gets every run stored. Any other run
+    returns at once, its receipts written after it in batches (a crash before then loses them).
+    """
+    return flush() if waiting or durable else True
+
+
 def stats() -> Stats:
     writer = _writer
     return writer.stats() if writer is not None else Stats(**dict.fromkeys(Stats.__annotations__, 0))
@@ -348,4 +396,4 @@ def _forget_after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
-atexit.register(shutdown, 5.0)
+atexit.register(shutdown, EXIT_TIMEOUT)
