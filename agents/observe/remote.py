@@ -37,4 +37,3 @@ class RemoteSink(HttpStore):
 
     def __init__(self, client: http.Client | None = None) -> None:
         super().__init__(client or Client.from_settings())
-
