@@ -16,7 +16,6 @@ starts (`install`, from `agents.apps`):
 from __future__ import annotations
 
 import contextlib
-import logging
 
 from django.conf import settings
 from django.db import connection
@@ -45,8 +44,6 @@ from sidewisp_agent.writer import (  # noqa: F401 - the server's callers read th
 from agents.host import faults
 from agents.observe.database import LocalSink
 from agents.observe.transient import TRANSIENT
-
-logger = logging.getLogger(__name__)
 
 
 def remote() -> bool:
