@@ -10,7 +10,7 @@ from channels.db import database_sync_to_async
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from receipts.models import Run
+from receipts.models import Handoff, Run
 from sidewisp import pages
 from sidewisp.live import hub as live
 from sidewisp.live import render as liverender
@@ -169,3 +169,36 @@ def test_roles_still_get_their_own_renders_where_the_page_offers_actions(viewer,
     runs, waits = pages.PageScope("runs"), pages.PageScope("waits")
     assert pages.audience(runs, viewer) == pages.audience(runs, owner)
     assert pages.audience(waits, viewer) != pages.audience(waits, owner)
+
+
+@pytest.mark.django_db
+def test_a_run_pages_unchanged_cards_are_not_rendered_again_and_a_changed_one_is(viewer, record_handoff, monkeypatch):
+    first = record_handoff("h-first", "op-cards", "healthy")
+    record_handoff("h-second", "op-cards", "healthy")
+    scope = pages.PageScope("run", run_id=first.run_id)
+    rendered = _count_row_renders(monkeypatch)
+    before = pages.render_live(scope, viewer)
+    assert rendered[liverender.CARD_TEMPLATE] == 2
+    rendered.clear()
+    record_handoff("h-third", "op-cards", "healthy")
+    after = pages.render_live(scope, viewer)
+    assert rendered[liverender.CARD_TEMPLATE] == 1  # the new handoff's card only
+    assert "h-third" in after.changes_since(before, [])
+    rendered.clear()
+    Handoff.objects.filter(pk=first.pk).update(verdict="ROUTE_VIOLATION", boundary="route")
+    changed = pages.render_live(scope, viewer)
+    assert rendered[liverender.CARD_TEMPLATE] == 1
+    assert 'data-verdict="ROUTE_VIOLATION"' in changed.fragments[0]
+    liverender._rows.entries.clear()
+    fresh = pages.render_live(scope, viewer)
+    assert liverender._without_clock(fresh.fragments[0]) == liverender._without_clock(changed.fragments[0])
+
+
+@pytest.mark.django_db
+def test_a_run_pages_cards_are_never_reused_for_a_role_they_offer_nothing_to(viewer, owner, fake_runtime):
+    run = test_live_hub._wait_without_event("h-wait", owner="ops-lead")
+    scope = pages.PageScope("run", run_id=run.pk)
+    deciding = pages.render_live(scope, owner).fragments[0]
+    watching = pages.render_live(scope, viewer).fragments[0]  # rendered after the approver's card was kept
+    assert "Approve…" in deciding
+    assert "Approve…" not in watching and "/confirm/" not in watching
