@@ -367,6 +367,20 @@ class _RowMarkup:
 _rows = _RowMarkup()
 
 
+def cut_messages(
+    page: LivePage, shown: LivePage | None, seqs: dict, snapshot: bool, audience: tuple
+) -> tuple[str, str]:
+    """On a render thread (a list's whole fragments are rendered there when needed): the newcomers'
+    snapshot ("" without newcomers) and everyone else's message ("" when there is nothing to say).
+
+    The marker never names a run of a team the audience does not see (issue 22 §2; one query, only for an
+    audience limited to some teams)."""
+    if seqs and teams.limited(audience):
+        hidden = teams.hidden_from_audience(audience, list(seqs))
+        seqs = {run: numbers for run, numbers in seqs.items() if run not in hidden}
+    return page.snapshot() if snapshot else "", page.changes_since(shown, sorted(seqs.items()))
+
+
 def render_oob(scope: PageScope, user: User, seqs: Iterable[tuple[int, list[int]]], *, snapshot: bool) -> str:
     """The page's live fragments as out-of-band swaps, then the sequence marker the page script reads.
 

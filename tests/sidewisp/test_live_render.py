@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import Counter
 
 import pytest
@@ -14,8 +15,9 @@ from receipts.models import Handoff, Run
 from sidewisp import pages
 from sidewisp.live import hub as live
 from sidewisp.live import render as liverender
+from sidewisp.live import threads
 from tests.sidewisp import test_live_hub
-from tests.sidewisp.test_consumer import _event, receive_until, run_async, session_cookie
+from tests.sidewisp.test_consumer import TIMEOUT, _event, receive_until, run_async, session_cookie
 from tests.sidewisp.test_live_hub import SCOPE, Page, open_sockets
 
 RUNS = pages.PageScope("runs")
@@ -36,6 +38,38 @@ def test_a_change_that_finds_the_page_idle_is_rendered_with_the_rest_of_its_burs
         hub.dispatch({"type": "health.event", "event": _event(run=7, seq=2)})
         assert await page.next() == {"kind": "events", "seqs": [[7, [1, 2]]]}
         assert stand_in.count == 2  # the snapshot and one render for both
+        await hub.unsubscribe(page, topic)
+
+    run_async(body)
+
+
+def test_a_change_noted_while_its_render_waits_for_a_thread_is_named_by_that_render(stand_in):
+    # Every render thread busy: the render of change 1 is asked for but waits; change 2 comes meanwhile.
+    release, busy = threading.Event(), []
+
+    def occupy() -> None:
+        busy.append(threading.current_thread())
+        release.wait(TIMEOUT)
+
+    async def until(condition) -> None:
+        deadline = asyncio.get_running_loop().time() + TIMEOUT
+        while not condition():
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.01)
+
+    async def body():
+        hub, page = live.Hub(), Page()
+        topic = hub.subscribe(page, SCOPE, ("viewer",))
+        assert (await page.next())["kind"] == "snapshot"
+        for _ in range(threads.RENDER_THREADS):
+            threads.render_threads.submit(occupy)
+        await until(lambda: len(busy) == threads.RENDER_THREADS)
+        hub.dispatch({"type": "health.event", "event": _event(run=7, seq=1)})
+        await until(lambda: not threads.render_threads.jobs.empty())  # its render is asked for, and waits
+        hub.dispatch({"type": "health.event", "event": _event(run=7, seq=2)})
+        release.set()
+        assert await page.next() == {"kind": "events", "seqs": [[7, [1, 2]]]}
+        assert stand_in.count == 2 and not topic.dirty  # the snapshot and one render: none owed for change 2
         await hub.unsubscribe(page, topic)
 
     run_async(body)
