@@ -1,4 +1,4 @@
-"""The live pages' speed without their promises bending: bursts, queries per render, rows not rendered twice."""
+"""The live pages' speed without their promises bending: bursts, queries per render, rows and cards rendered once."""
 
 from __future__ import annotations
 
