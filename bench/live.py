@@ -524,14 +524,18 @@ def _trace_hub(live, out) -> None:
         return dispatch(self, message)
 
     async def traced_render(self, topic, *args, **kwargs):
-        covered = [[run, seq] for run, seqs in topic.pending.items() for seq in seqs]
+        # What the render named: this hub's render says it (`Topic.named`), an older one's took what was pending.
+        asked = [[run, seq] for run, seqs in topic.pending.items() for seq in seqs]
         times = {"call": time.monotonic()}
         token = _render_times.set(times)
+        topic.named = {}
         try:
             return await render(self, topic, *args, **kwargs)
         finally:
             _render_times.reset(token)
             times["sent"] = time.monotonic()
+            named = [[run, seq] for run, seqs in topic.named.items() for seq in seqs]
+            covered = named if hasattr(topic, "take_pending") else asked
             out.write(json.dumps({"page": topic.scope.page, "seqs": covered, **times}) + "\n")
 
     async def traced_on_render_thread(function, *args):

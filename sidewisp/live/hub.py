@@ -8,14 +8,15 @@ another audience.
 Per topic: a change that finds the topic idle is rendered SETTLE_SECONDS later (the parts recorded one by one with
 it come in the same render); what follows is collected and rendered COALESCE_SECONDS after the previous render
 started, and at most one render is in flight (changes arriving meanwhile are rendered when it ends; none is
-dropped). Renders run on threads of their own (`sidewisp.live.threads`), not on the single thread-sensitive one that
-Django's sync code shares; each keeps its database connection while busy. A newcomer (connect, resync) gets a
-snapshot cut from the topic's next render once the hub is in the health group (an event published before would be
-lost unseen; Redis down: sent PROBE_SECONDS later); every other subscriber gets what changed since the previous one
-(list pages: the rows), so every subscriber of a topic always shows the same render. Every RESYNC_SECONDS an idle
-topic compares the database's change marker with the one read before its last render and, when they differ, renders
-again and sends everyone what changed since: events lost on the way (Redis down) are repaired without replacing what
-did not change.
+dropped). A render names every change noted until its thread starts reading the database (each was published after
+its commit, so the render shows it), also those noted while it waited for a free thread. Renders run on threads of
+their own (`sidewisp.live.threads`), not on the single thread-sensitive one that Django's sync code shares; each
+keeps its database connection while busy. A newcomer (connect, resync) gets a snapshot cut from the topic's next
+render once the hub is in the health group (an event published before would be lost unseen; Redis down: sent
+PROBE_SECONDS later); every other subscriber gets what changed since the previous one (list pages: the rows), so
+every subscriber of a topic always shows the same render. Every RESYNC_SECONDS an idle topic compares the database's
+change marker with the one read before its last render and, when they differ, renders again and sends everyone what
+changed since: events lost on the way (Redis down) are repaired without replacing what did not change.
 
 Every PROBE_SECONDS the hub sends itself a message through the channel layer (issue 19 §2): when it does not come
 back in time, every page is told "Live updates paused" (`sidewisp/_live_status.html`), and "Connected" again once one
@@ -40,9 +41,9 @@ from django.db import DatabaseError
 from django.template.loader import render_to_string
 
 from receipts.ingest.broadcast import HEALTH_GROUP
-from receipts.org import teams
 from sidewisp import pages  # the renderer's names, looked up where they were (tests replace render_live)
 from sidewisp.live import revocations
+from sidewisp.live.render import cut_messages
 from sidewisp.live.threads import on_render_thread
 
 logger = logging.getLogger(__name__)
@@ -84,12 +85,21 @@ class Topic:
     newcomers: set[Subscriber] = field(default_factory=set)  # owed a snapshot
     pending: dict[int, set[int]] = field(default_factory=lambda: defaultdict(set))  # run -> event seqs
     dirty: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)  # `pending` and `dirty`: render threads take them
     shown: pages.LivePage | None = None  # the last render every subscriber was brought to
     marker: tuple | None = None  # the change marker read before that render
     last_render: float = float("-inf")  # when the last render of a change started
     task: asyncio.Task | None = None
     ticker: asyncio.Task | None = None
     renders: int = 0  # for the tests and the benchmark
+    named: dict[int, set[int]] = field(default_factory=dict)  # the events the last render named (the same)
+
+    def take_pending(self) -> dict[int, set[int]]:
+        """On the render's thread, before it reads the database: the changes noted so far, which it shows."""
+        with self.lock:
+            seqs, self.pending = self.pending, defaultdict(set)
+            self.dirty = False
+            return seqs
 
 
 class Hub:
@@ -206,9 +216,10 @@ class Hub:
         for topic in self.topics.values():
             if not topic.scope.is_affected_by(event):
                 continue
-            topic.dirty = True
-            if isinstance(run, int) and isinstance(seq, int):
-                topic.pending[run].add(seq)
+            with topic.lock:
+                topic.dirty = True
+                if isinstance(run, int) and isinstance(seq, int):
+                    topic.pending[run].add(seq)
             self._render_soon(topic)
 
     # --- is the layer answering? ----------------------------------------------------
@@ -275,12 +286,11 @@ class Hub:
 
     async def _render(self, topic: Topic) -> None:
         newcomers, topic.newcomers = topic.newcomers, set()
-        seqs, topic.pending = topic.pending, defaultdict(set)
-        topic.dirty = False
         user_ids = list(dict.fromkeys(s.user_id for s in topic.subscribers))
-        asked = (topic.scope, topic.audience, user_ids, topic.shown, seqs, bool(newcomers))
         try:
-            marker, page, (snapshot, changes) = await on_render_thread(_render_and_cut, *asked)
+            marker, page, seqs, (snapshot, changes) = await on_render_thread(
+                _render_and_cut, topic, user_ids, topic.shown, bool(newcomers)
+            )
         except DatabaseError:
             # The pages stay as they were; the next event, resync or periodic snapshot repairs them.
             logger.warning("live fragments not rendered", exc_info=True)
@@ -289,6 +299,7 @@ class Hub:
             logger.exception("live fragments not rendered")
             return
         topic.renders += 1
+        topic.named = seqs
         if page is None:
             return
         topic.shown, topic.marker = page, marker
@@ -337,13 +348,15 @@ async def _gather(sends: Iterable) -> None:
 
 
 def _render_and_cut(
-    scope: pages.PageScope, audience: tuple, user_ids: list[int], shown, seqs: dict, snapshot: bool
-) -> tuple[tuple, pages.LivePage | None, tuple[str, str]]:
-    """On a render thread: the render (`_render_page`) and the messages cut from it against `shown`
-    (`_messages`), in one trip to the thread (a second one waited for the loop and a thread again: tens of
-    ms under load)."""
-    marker, page = _render_page(scope, audience, user_ids)
-    return marker, page, (_messages(page, shown, seqs, snapshot, audience) if page is not None else ("", ""))
+    topic: Topic, user_ids: list[int], shown, snapshot: bool
+) -> tuple[tuple, pages.LivePage | None, dict, tuple[str, str]]:
+    """On a render thread: the changes it names (`Topic.take_pending`), the render (`_render_page`) and the
+    messages cut from it against `shown` (`render.cut_messages`), in one trip to the thread (a second one
+    waited for the loop and a thread again: tens of ms under load)."""
+    seqs = topic.take_pending()
+    marker, page = _render_page(topic.scope, topic.audience, user_ids)
+    messages = cut_messages(page, shown, seqs, snapshot, topic.audience) if page is not None else ("", "")
+    return marker, page, seqs, messages
 
 
 def _render_page(scope: pages.PageScope, audience: tuple, user_ids: list[int]) -> tuple[tuple, pages.LivePage | None]:
@@ -373,20 +386,6 @@ def _render_as(scope: pages.PageScope, audience: tuple, user_ids: list[int]):
 # Whom a topic renders as, by (scope, audience, subscribers' ids): (when asked, the user or None).
 _asked: dict[tuple, tuple[float, object]] = {}
 _asked_lock = threading.Lock()
-
-
-def _messages(
-    page: pages.LivePage, shown: pages.LivePage | None, seqs: dict, snapshot: bool, audience: tuple
-) -> tuple[str, str]:
-    """On a render thread (a list's whole fragments are rendered there when needed): the newcomers'
-    snapshot ("" without newcomers) and everyone else's message ("" when there is nothing to say).
-
-    The marker never names a run of a team the audience does not see (issue 22 §2; one query, only for an
-    audience limited to some teams)."""
-    if seqs and teams.limited(audience):
-        hidden = teams.hidden_from_audience(audience, list(seqs))
-        seqs = {run: numbers for run, numbers in seqs.items() if run not in hidden}
-    return page.snapshot() if snapshot else "", page.changes_since(shown, sorted(seqs.items()))
 
 
 _hubs: dict[asyncio.AbstractEventLoop, Hub] = {}

@@ -6,8 +6,8 @@ A list page (runs, waits, false completions) also has its rows one by one and
 the parts around them, so a change can be sent as the rows that changed; its
 whole fragments are rendered only when a message needs them (a snapshot, or a
 change the rows cannot say). A run row whose run did not change is not
-rendered again: its markup is kept for ROW_REUSE_SECONDS, keyed by every value
-the row is rendered from.
+rendered again, nor is a run page's handoff card whose handoff did not: its
+markup is kept for ROW_REUSE_SECONDS, keyed by every value it is rendered from.
 
 `pages.render_live` and the other names here stay importable from
 `sidewisp.pages`, where they were.
@@ -15,7 +15,9 @@ the row is rendered from.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import pickle
 import re
 import threading
 import time
@@ -274,6 +276,8 @@ def _render_live(scope: PageScope, user: User) -> LivePage | None:
             context["runs"] = context["page_obj"].object_list
     context["oob"] = True
     if listed is None:
+        if scope.page == "run":
+            _reuse_cards(context)
         fragments = tuple(render_to_string(template, context) for template in _FRAGMENTS[scope.page])
         run_seq = (context["run"].pk, context["run"].seq) if scope.page == "run" else None
         return LivePage(scope, fragments, run_seq=run_seq)
@@ -304,8 +308,43 @@ def _values(item) -> str:
     return repr(sorted((name, value) for name, value in vars(item).items() if name != "_state"))
 
 
+CARD_TEMPLATE = "sidewisp/_handoff_card.html"
+
+
+def _reuse_cards(context: dict) -> None:
+    """Give each of a run page's timeline items its card's markup (`item.card`, which `_run.html` shows
+    instead of rendering the card): kept from an earlier render while its key (`_card_key`) is the same,
+    rendered now otherwise. The cards were most of the run page's render, and a change of the run changes
+    one or two of them."""
+    for item in context["timeline"]:
+        key = _card_key(item, context)
+        markup = _rows.get(key) if key is not None else None
+        if markup is None:
+            markup = render_to_string(CARD_TEMPLATE, {**context, "h": item.handoff, "grid": item.grid})
+            if key is not None:
+                _rows.put(key, markup)
+        item.card = markup
+
+
+def _card_key(item, context: dict) -> tuple | None:
+    """Every value a handoff card is rendered from, digested: the handoff's fields and everything the page
+    attached to it for this user (evidence, verdict history, offers, links, notes, the wait's story), its grid,
+    its run's health and whether its wait is overdue `now`; None when a value cannot be digested (the card is
+    then rendered). The run itself is left out (its sequence changes with every event, the cards show only
+    its health)."""
+    h = item.handoff
+    values = {name: value for name, value in vars(h).items() if name != "_state"}  # the run is in `_state`
+    overdue = bool(h.wait_open and h.wait_deadline and h.wait_deadline <= context["now"])
+    shown = (values, item.grid, h.run.health, overdue, context.get("decided_shown"))
+    try:
+        digest = hashlib.blake2b(pickle.dumps(shown, pickle.HIGHEST_PROTOCOL), digest_size=16).digest()
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return None
+    return CARD_TEMPLATE, h.pk, digest
+
+
 class _RowMarkup:
-    """Rendered rows by (template, id, values), each kept ROW_REUSE_SECONDS; at most ROW_REUSE_LIMIT."""
+    """Rendered rows and cards by (template, id, values), each kept ROW_REUSE_SECONDS; at most ROW_REUSE_LIMIT."""
 
     def __init__(self) -> None:
         self.entries: OrderedDict[tuple, tuple[float, str]] = OrderedDict()
@@ -326,6 +365,20 @@ class _RowMarkup:
 
 
 _rows = _RowMarkup()
+
+
+def cut_messages(
+    page: LivePage, shown: LivePage | None, seqs: dict, snapshot: bool, audience: tuple
+) -> tuple[str, str]:
+    """On a render thread (a list's whole fragments are rendered there when needed): the newcomers'
+    snapshot ("" without newcomers) and everyone else's message ("" when there is nothing to say).
+
+    The marker never names a run of a team the audience does not see (issue 22 §2; one query, only for an
+    audience limited to some teams)."""
+    if seqs and teams.limited(audience):
+        hidden = teams.hidden_from_audience(audience, list(seqs))
+        seqs = {run: numbers for run, numbers in seqs.items() if run not in hidden}
+    return page.snapshot() if snapshot else "", page.changes_since(shown, sorted(seqs.items()))
 
 
 def render_oob(scope: PageScope, user: User, seqs: Iterable[tuple[int, list[int]]], *, snapshot: bool) -> str:

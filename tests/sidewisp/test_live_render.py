@@ -1,8 +1,9 @@
-"""The live pages' speed without their promises bending: bursts, queries per render, rows not rendered twice."""
+"""The live pages' speed without their promises bending: bursts, queries per render, rows and cards rendered once."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import Counter
 
 import pytest
@@ -10,12 +11,13 @@ from channels.db import database_sync_to_async
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from receipts.models import Run
+from receipts.models import Handoff, Run
 from sidewisp import pages
 from sidewisp.live import hub as live
 from sidewisp.live import render as liverender
+from sidewisp.live import threads
 from tests.sidewisp import test_live_hub
-from tests.sidewisp.test_consumer import _event, receive_until, run_async, session_cookie
+from tests.sidewisp.test_consumer import TIMEOUT, _event, receive_until, run_async, session_cookie
 from tests.sidewisp.test_live_hub import SCOPE, Page, open_sockets
 
 RUNS = pages.PageScope("runs")
@@ -36,6 +38,38 @@ def test_a_change_that_finds_the_page_idle_is_rendered_with_the_rest_of_its_burs
         hub.dispatch({"type": "health.event", "event": _event(run=7, seq=2)})
         assert await page.next() == {"kind": "events", "seqs": [[7, [1, 2]]]}
         assert stand_in.count == 2  # the snapshot and one render for both
+        await hub.unsubscribe(page, topic)
+
+    run_async(body)
+
+
+def test_a_change_noted_while_its_render_waits_for_a_thread_is_named_by_that_render(stand_in):
+    # Every render thread busy: the render of change 1 is asked for but waits; change 2 comes meanwhile.
+    release, busy = threading.Event(), []
+
+    def occupy() -> None:
+        busy.append(threading.current_thread())
+        release.wait(TIMEOUT)
+
+    async def until(condition) -> None:
+        deadline = asyncio.get_running_loop().time() + TIMEOUT
+        while not condition():
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.01)
+
+    async def body():
+        hub, page = live.Hub(), Page()
+        topic = hub.subscribe(page, SCOPE, ("viewer",))
+        assert (await page.next())["kind"] == "snapshot"
+        for _ in range(threads.RENDER_THREADS):
+            threads.render_threads.submit(occupy)
+        await until(lambda: len(busy) == threads.RENDER_THREADS)
+        hub.dispatch({"type": "health.event", "event": _event(run=7, seq=1)})
+        await until(lambda: not threads.render_threads.jobs.empty())  # its render is asked for, and waits
+        hub.dispatch({"type": "health.event", "event": _event(run=7, seq=2)})
+        release.set()
+        assert await page.next() == {"kind": "events", "seqs": [[7, [1, 2]]]}
+        assert stand_in.count == 2 and not topic.dirty  # the snapshot and one render: none owed for change 2
         await hub.unsubscribe(page, topic)
 
     run_async(body)
@@ -169,3 +203,36 @@ def test_roles_still_get_their_own_renders_where_the_page_offers_actions(viewer,
     runs, waits = pages.PageScope("runs"), pages.PageScope("waits")
     assert pages.audience(runs, viewer) == pages.audience(runs, owner)
     assert pages.audience(waits, viewer) != pages.audience(waits, owner)
+
+
+@pytest.mark.django_db
+def test_a_run_pages_unchanged_cards_are_not_rendered_again_and_a_changed_one_is(viewer, record_handoff, monkeypatch):
+    first = record_handoff("h-first", "op-cards", "healthy")
+    record_handoff("h-second", "op-cards", "healthy")
+    scope = pages.PageScope("run", run_id=first.run_id)
+    rendered = _count_row_renders(monkeypatch)
+    before = pages.render_live(scope, viewer)
+    assert rendered[liverender.CARD_TEMPLATE] == 2
+    rendered.clear()
+    record_handoff("h-third", "op-cards", "healthy")
+    after = pages.render_live(scope, viewer)
+    assert rendered[liverender.CARD_TEMPLATE] == 1  # the new handoff's card only
+    assert "h-third" in after.changes_since(before, [])
+    rendered.clear()
+    Handoff.objects.filter(pk=first.pk).update(verdict="ROUTE_VIOLATION", boundary="route")
+    changed = pages.render_live(scope, viewer)
+    assert rendered[liverender.CARD_TEMPLATE] == 1
+    assert 'data-verdict="ROUTE_VIOLATION"' in changed.fragments[0]
+    liverender._rows.entries.clear()
+    fresh = pages.render_live(scope, viewer)
+    assert liverender._without_clock(fresh.fragments[0]) == liverender._without_clock(changed.fragments[0])
+
+
+@pytest.mark.django_db
+def test_a_run_pages_cards_are_never_reused_for_a_role_they_offer_nothing_to(viewer, owner, fake_runtime):
+    run = test_live_hub._wait_without_event("h-wait", owner="ops-lead")
+    scope = pages.PageScope("run", run_id=run.pk)
+    deciding = pages.render_live(scope, owner).fragments[0]
+    watching = pages.render_live(scope, viewer).fragments[0]  # rendered after the approver's card was kept
+    assert "Approve…" in deciding
+    assert "Approve…" not in watching and "/confirm/" not in watching
