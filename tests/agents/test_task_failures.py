@@ -255,8 +255,8 @@ def _flaky_graph(failures: list[int]):
 
 
 def test_a_lost_connection_inside_the_graph_escapes_observe_for_a_retry_when_asked():
-    from tests.agents.stored import observe
     from agents.observe.transient import TRANSIENT
+    from tests.agents.stored import observe
 
     graph, config = _flaky_graph([1]), {"configurable": {"thread_id": "th-flaky", "operation_id": "op-flaky"}}
     with pytest.raises(OperationalError):
