@@ -92,9 +92,12 @@ def ended_at(run: Run) -> datetime | None:
 def note_change(handoff: Handoff, before: str | None, cause: str, now: datetime) -> None:
     """One history row per verdict change (the first classification is one), caused by `cause`."""
     if handoff.verdict != before:
-        VerdictChange.objects.create(
-            handoff=handoff, verdict=handoff.verdict, boundary=handoff.boundary, cause=cause, at=now
-        )
+        history_row(handoff, cause, now).save()
+
+
+def history_row(handoff: Handoff, cause: str, now: datetime) -> VerdictChange:
+    """The verdict history row of the handoff's verdict now, caused by `cause` (not saved)."""
+    return VerdictChange(handoff=handoff, verdict=handoff.verdict, boundary=handoff.boundary, cause=cause, at=now)
 
 
 def classify_into(handoff: Handoff, now: datetime, parse: Callable[[str, object], bundle.Part] | None = None) -> None:

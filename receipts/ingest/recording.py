@@ -80,11 +80,13 @@ def record(
         changed += parts.unsettled_by(handoff, part, stored_value)
         parts.classify_into(handoff, now)
         handoff.updated_at = now
-        handoff.save(update_fields=[*changed, *parts.CLASSIFIED_FIELDS, "updated_at"])
-        parts.note_change(handoff, before, part, now)
+        # The row, its history and the signal go with the batch's other changes, in order, at its end.
+        fields = [*changed, *parts.CLASSIFIED_FIELDS, "updated_at"]
+        history = [] if handoff.verdict == before else [parts.history_row(handoff, part, now)]
+        change = signals.Change(signals.snapshot(handoff), part, state_before, signals.HandoffState.of(handoff), now)
+        batches.changed_handoffs([handoff], fields, history, [change])
         # The handoff event announces the run's new health too: pages re-render the run from the database.
         batches.refresh_health(handoff.run, now)
-        signals.send_handoff_changed(handoff, cause=part, before=state_before, now=now)
         parts.publish_after_commit(handoff, part, now)
     return Recorded(handoff, stored=True)
 

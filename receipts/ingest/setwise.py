@@ -29,7 +29,7 @@ from receipts.ingest.parts import (
     validate_ids,
 )
 from receipts.ingest.sides import RunNotOwned, namespace, owner_problem
-from receipts.models import FINAL_STATUS_PART, Handoff, Receipt, Run, VerdictChange
+from receipts.models import FINAL_STATUS_PART, Handoff, Receipt, Run, VerdictChange, handoff_month
 from receipts.verdicts import bundle
 
 logger = logging.getLogger(__name__)
@@ -62,9 +62,8 @@ def record_parts(entries: Sequence) -> list[bool]:
         _create_runs({p.operation_id for p in parts} - set(batches.current().runs))
         fresh = _create_handoffs(parts)
         changed, history, changes = _applied(parts, fresh, stored, parse)
-        sqlsets.update_rows(Handoff, changed.values(), _fields_of(parts))
-        sqlsets.insert_rows(VerdictChange, history)
-        signals.send_changes(changes)
+        # Written, and the signal sent, at the end of the batch with its other rows (receipts.ingest.batches).
+        batches.changed_handoffs(changed.values(), _fields_of(parts), history, changes)
     return stored
 
 
@@ -130,7 +129,7 @@ def keep_on_run(entry) -> bool:
     if getattr(run, field) == value:
         return False
     setattr(run, field, value)
-    Run.objects.filter(pk=run.pk).update(**{field: value})
+    batches.changed_run(run, [field])  # written with the batch's runs at its end (receipts.ingest.runwrites)
     batches.refresh_health(run, None)
     return True
 
@@ -151,6 +150,7 @@ def _create_runs(operation_ids: set[str]) -> None:
     side = namespace()  # issue 29 §4: the run is keyed by the side's namespace and the id
     new = [Run(operation_id=op, thread_id=op, source=Run.Source.AGENT, source_name=side) for op in operation_ids]
     found = {run.operation_id: run for run in sqlsets.insert_new(Run, new, "operation_id")}
+    current.made.update(run.pk for run in found.values())  # not those read back below: another's
     if missing := operation_ids - set(found):
         raced = Run.objects.select_for_update().filter(source_name=side, operation_id__in=missing)
         found.update((run.operation_id, run) for run in raced)
@@ -213,9 +213,10 @@ def _applied(parts: list[_Part], fresh: set[int], stored: list[bool], parse: _Pa
             continue
         seen.add((p.part, p.attempt))
         now = timezone.now()
-        current.receipts.append(
-            Receipt(handoff=handoff, part=p.part, attempt=p.attempt, payload=p.value, recorded_at=now)
-        )
+        # By key, its partition's month given: the rows are only inserted (a related object costs per receipt).
+        month = handoff_month(handoff.created_at)
+        row = {"part": p.part, "attempt": p.attempt, "payload": p.value, "recorded_at": now, "handoff_month": month}
+        current.receipts.append(Receipt(handoff_id=handoff.pk, **row))
         first = handoff.pk in fresh
         fresh.discard(handoff.pk)
         before = None if first else handoff.verdict
@@ -227,7 +228,9 @@ def _applied(parts: list[_Part], fresh: set[int], stored: list[bool], parse: _Pa
         changed[handoff.pk] = handoff
         if handoff.verdict != before:
             history.append(
-                VerdictChange(handoff=handoff, verdict=handoff.verdict, boundary=handoff.boundary, cause=p.part, at=now)
+                VerdictChange(
+                    handoff_id=handoff.pk, verdict=handoff.verdict, boundary=handoff.boundary, cause=p.part, at=now
+                )
             )
         batches.refresh_health(run, now)
         changes.append(signals.Change(_snapshot(handoff), p.part, state_before, signals.HandoffState.of(handoff), now))
