@@ -7,9 +7,12 @@ queries, grouped by run) and writes what changed together with the run fields th
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping
 from datetime import datetime
+
+from django.db.models.expressions import RawSQL
 
 from receipts.ingest.assessment import SETTLED_FALSE_COMPLETE, SETTLEMENT_CAUSES, assess, run_outcome
 from receipts.ingest.due import due_condition, due_of_verdict, latest_code
@@ -93,34 +96,53 @@ def _summary_of(row: Mapping, verdicts: Mapping[str, int], in_progress: Mapping[
 
 def _read(runs: Iterable[int]) -> dict[str, list]:
     """The runs' stored rows (dicts), verdict counts, operator-settled false completions and alarming reports
-    (tuples): on PostgreSQL in one statement, each query's rows as JSON (`row_to_json`, the same values the
-    ORM reads: no timestamp among them); elsewhere one query each."""
+    (tuples): on PostgreSQL in one statement (`_statement`), each query's rows as JSON (`row_to_json`, the same
+    values the ORM reads: no timestamp among them); elsewhere one query each."""
     from django.db import connection
 
-    queries = {
+    if connection.vendor != "postgresql":
+        found = {name: list(query) for name, query in _queries(runs).items() if name != "settled"}
+        counted = _verdict_counts(found["counts"])
+        false_complete = [pk for pk, (verdicts, _) in counted.items() if verdicts.get("FALSE_COMPLETE")]
+        found["settled"] = list(_settled_query(false_complete)) if false_complete else []
+        return found
+    sql, params = _statement()
+    ids = list(runs)
+    found: dict[str, list] = {name: [] for name in READ}
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [ids if param is _RUN_IDS else param for param in params])
+        for name, row in cursor.fetchall():
+            row = json.loads(row) if isinstance(row, str) else row
+            found[name].append(row if name == "stored" else tuple(row.values()))
+    return found
+
+
+READ = ("stored", "counts", "settled", "reports")
+_RUN_IDS = object()  # where the run ids go among `_statement`'s parameters
+
+
+@functools.cache
+def _statement() -> tuple[str, tuple]:
+    """`_read`'s one PostgreSQL statement and its parameters, compiled once per process: the runs are one array
+    parameter (`_RUN_IDS` stands for it), so the SQL is the same however many runs a batch judges. Compiling
+    the four queries anew cost more than judging a batch's runs."""
+    runs = RawSQL("SELECT unnest(%s::bigint[])", [_RUN_IDS])
+    parts, params = [], []
+    for name, query in _queries(runs).items():
+        sql, values = query.query.sql_with_params()
+        parts.append(f"SELECT '{name}', row_to_json(q) FROM ({sql}) AS q")  # our own names, never input
+        params += values
+    return " UNION ALL ".join(parts), tuple(params)
+
+
+def _queries(runs) -> dict[str, object]:
+    """`READ`'s querysets for `runs` (run pks, or an expression giving them)."""
+    return {
         "stored": _stored_query(runs),
         "counts": _counts_query(runs),
         "settled": _settled_query(runs),
         "reports": _reports_query(runs),
     }
-    if connection.vendor != "postgresql":
-        found = {name: list(query) for name, query in queries.items() if name != "settled"}
-        counted = _verdict_counts(found["counts"])
-        false_complete = [pk for pk, (verdicts, _) in counted.items() if verdicts.get("FALSE_COMPLETE")]
-        found["settled"] = list(_settled_query(false_complete)) if false_complete else []
-        return found
-    parts, params = [], []
-    for name, query in queries.items():
-        sql, values = query.query.sql_with_params()
-        parts.append(f"SELECT '{name}', row_to_json(q) FROM ({sql}) AS q")  # our own names, never input
-        params += values
-    found: dict[str, list] = {name: [] for name in queries}
-    with connection.cursor() as cursor:
-        cursor.execute(" UNION ALL ".join(parts), params)
-        for name, row in cursor.fetchall():
-            row = json.loads(row) if isinstance(row, str) else row
-            found[name].append(row if name == "stored" else tuple(row.values()))
-    return found
 
 
 def _stored_query(runs: Iterable[int]):
