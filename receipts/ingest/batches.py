@@ -33,7 +33,7 @@ class Batch:
     handoffs: dict[str, Handoff] = field(default_factory=dict)  # handoff id -> handoff (the side's), locked
     absent: set[str] = field(default_factory=set)  # operation and handoff ids `prefetch` found no row for
     stored: dict[int, set[tuple[str, str]]] = field(default_factory=dict)  # handoff pk -> (part, attempt)s
-    receipts: list[Receipt] = field(default_factory=list)  # inserted together at the end
+    receipts: list[dict] = field(default_factory=list)  # rows (`parts.receipt_row`) inserted together at the end
     events: dict[int, tuple[Run, list[dict]]] = field(default_factory=dict)  # run pk -> events awaiting a seq
     stale: dict[int, tuple[Run, datetime | None]] = field(default_factory=dict)  # runs whose health to refresh
     latest: dict[str, str | None] = field(default_factory=dict)  # operation id -> its latest handoff's id
@@ -41,7 +41,7 @@ class Batch:
     made: set[int] = field(default_factory=set)  # pks of the runs this batch created: their handoffs are its own
     rewrite: dict[int, Handoff] = field(default_factory=dict)  # pk -> a handoff whose row to write at the end
     rewrite_fields: set[str] = field(default_factory=set)  # the fields of them to write
-    history: list[VerdictChange] = field(default_factory=list)  # verdict history rows, inserted at the end
+    history: list[dict] = field(default_factory=list)  # verdict history rows (`parts.history_row`), inserted at the end
     changes: list = field(default_factory=list)  # `signals.Change`s, sent at the end once their rows are written
 
 
@@ -66,8 +66,6 @@ def batch() -> Iterator[None]:
     _local.batch = found = Batch()
     try:
         yield
-        for receipt in found.receipts:
-            receipt.fill_handoff_month()
         # The handoffs' rows are locked by this transaction: writing every changed field of each from memory is
         # what each change would have written. One round trip with the history and the receipts.
         handoffs = (Handoff, found.rewrite.values(), sorted(found.rewrite_fields))

@@ -25,7 +25,7 @@ from receipts.ingest.batches import batch, prefetch  # noqa: F401
 from receipts.ingest.sequence import next_seq  # noqa: F401
 from receipts.ingest.settling import SETTLED, note_settlement, settle, settle_run  # noqa: F401
 from receipts.ingest.sides import RunNotOwned, current_side, namespace, owner_problem, writing_as  # noqa: F401
-from receipts.models import Handoff, MiddlewareReport, Receipt, Run
+from receipts.models import Handoff, MiddlewareReport, Run
 from receipts.verdicts import bundle
 from receipts.verdicts.bundle import (
     BundleError,
@@ -72,8 +72,7 @@ def record(
         if (part, attempt) in stored:
             return Recorded(handoff, stored=False)
         stored.add((part, attempt))
-        receipt = Receipt(handoff=handoff, part=part, attempt=attempt, payload=stored_value, recorded_at=now)
-        batches.current().receipts.append(receipt)
+        batches.current().receipts.append(parts.receipt_row(handoff, part, attempt, stored_value, now))
         before = None if new else handoff.verdict
         state_before = None if new else signals.HandoffState.of(handoff)
         changed = parts.apply_part(handoff, part, stored_value)

@@ -39,16 +39,17 @@ def finish(found) -> None:
 
 def _write(writes: Mapping[int, Mapping[str, object]], counts: Mapping[int, int]) -> dict[int, int]:
     """One UPDATE per distinct set of fields; each counted run's `seq` grows by its count. pk -> its new seq."""
-    groups: dict[tuple[str, ...], list[Run]] = {}
+    meta = Run._meta
+    groups: dict[tuple[str, ...], list[dict]] = {}
     for pk in sorted({*writes, *counts}):  # in primary-key order, as every writer of runs locks them
         values = writes.get(pk, {})
-        row = Run(pk=pk, seq=counts.get(pk, 0))
-        for name, value in values.items():
-            setattr(row, name, value)
+        # A row to write, not a Run (`sqlsets`: building a Run costs more than writing its row).
+        row = {meta.pk.attname: pk, "seq": counts.get(pk, 0)}
+        row.update((meta.get_field(name).attname, value) for name, value in values.items())
         groups.setdefault(tuple(sorted(values)), []).append(row)
     last: dict[int, int] = {}
     for names, rows in groups.items():
-        counted = any(row.seq for row in rows)
+        counted = any(row["seq"] for row in rows)
         if not names and not counted:
             continue
         last |= sqlsets.update_rows(Run, rows, names, add="seq" if counted else None)

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from receipts.ingest import batches, health, parts, signals
+from receipts.ingest import batches, health, parts, signals, sqlsets
 from receipts.ingest.due import due_condition, due_part
 from receipts.ingest.sides import RunNotOwned, namespace, owner_problem
 from receipts.models import Handoff, Run, VerdictChange
@@ -127,15 +127,13 @@ def _existing_handoff(handoff_id: str) -> Handoff | None:
 
 def _announce_settled(changed: list[tuple[Handoff, signals.HandoffState]], now: datetime) -> None:
     """What made verdicts final: a history row each (the verdict it keeps), the signal, the live event."""
-    history = [
-        VerdictChange(handoff=h, verdict=h.verdict, boundary=h.boundary, cause=SETTLED, at=now) for h, _ in changed
-    ]
+    history = [parts.history_row(h, SETTLED, now) for h, _ in changed]
     # A batch sends the signal at its end: each receiver gets the handoff as it is now (later parts change it).
     changes = [
         signals.Change(signals.snapshot(h), SETTLED, before, signals.HandoffState.of(h), now) for h, before in changed
     ]
     if not batches.changed_handoffs([], [], history, changes):  # in a batch: with its other rows at its end
-        VerdictChange.objects.bulk_create(history)
+        sqlsets.insert_rows(VerdictChange, history)
         signals.send_changes(changes)
     for handoff, _ in changed:
         parts.publish_after_commit(handoff, SETTLED, now)

@@ -23,13 +23,15 @@ from receipts.ingest.parts import (
     apply_part,
     classify_into,
     ended_at,
+    history_row,
     parsed,
     publish_after_commit,
+    receipt_row,
     unsettled_by,
     validate_ids,
 )
 from receipts.ingest.sides import RunNotOwned, namespace, owner_problem
-from receipts.models import FINAL_STATUS_PART, Handoff, Receipt, Run, VerdictChange, handoff_month
+from receipts.models import FINAL_STATUS_PART, Handoff, Receipt, Run
 from receipts.verdicts import bundle
 
 logger = logging.getLogger(__name__)
@@ -202,7 +204,7 @@ def _applied(parts: list[_Part], fresh: set[int], stored: list[bool], parse: _Pa
     """Apply and classify every part in order, in memory: (changed handoffs, history rows, signal changes)."""
     current = batches.current()
     changed: dict[int, Handoff] = {}
-    history: list[VerdictChange] = []
+    history: list[dict] = []
     changes: list[signals.Change] = []
     for p in parts:
         run = current.runs[p.operation_id]
@@ -213,10 +215,7 @@ def _applied(parts: list[_Part], fresh: set[int], stored: list[bool], parse: _Pa
             continue
         seen.add((p.part, p.attempt))
         now = timezone.now()
-        # By key, its partition's month given: the rows are only inserted (a related object costs per receipt).
-        month = handoff_month(handoff.created_at)
-        row = {"part": p.part, "attempt": p.attempt, "payload": p.value, "recorded_at": now, "handoff_month": month}
-        current.receipts.append(Receipt(handoff_id=handoff.pk, **row))
+        current.receipts.append(receipt_row(handoff, p.part, p.attempt, p.value, now))
         first = handoff.pk in fresh
         fresh.discard(handoff.pk)
         before = None if first else handoff.verdict
@@ -227,13 +226,11 @@ def _applied(parts: list[_Part], fresh: set[int], stored: list[bool], parse: _Pa
         handoff.updated_at = now
         changed[handoff.pk] = handoff
         if handoff.verdict != before:
-            history.append(
-                VerdictChange(
-                    handoff_id=handoff.pk, verdict=handoff.verdict, boundary=handoff.boundary, cause=p.part, at=now
-                )
-            )
+            history.append(history_row(handoff, p.part, now))
         batches.refresh_health(run, now)
-        changes.append(signals.Change(_snapshot(handoff), p.part, state_before, signals.HandoffState.of(handoff), now))
+        changes.append(
+            signals.Change(signals.snapshot(handoff), p.part, state_before, signals.HandoffState.of(handoff), now)
+        )
         publish_after_commit(handoff, p.part, now)
         stored[p.index] = True
     return changed, history, changes
@@ -257,13 +254,6 @@ class _PartCache:
 
     def learn(self, name: str, value: object, part: bundle.Part) -> None:
         self._found[(name, id(value))] = (value, part)
-
-
-def _snapshot(handoff: Handoff) -> Handoff:
-    """The handoff as it is now, for receivers: later parts of the same set change the live object."""
-    copy = Handoff.__new__(Handoff)
-    copy.__dict__ = handoff.__dict__.copy()
-    return copy
 
 
 def _fields_of(parts: Iterable[_Part]) -> list[str]:
