@@ -74,3 +74,32 @@ def healthy_bundle(handoff_id: str = "h-1", **fields) -> dict:
         "final_status": "complete",
         **fields,
     }
+
+
+def observed_run_entries(operation_id: str, handoff_id: str | None = None) -> list[list]:
+    """The evidence entries of a typical observed run, in the batches the writer hands its sink today.
+
+    What `observe` submits for a scripted two-agent run with one healthy handoff (bench.overhead's run): its
+    start; the handoff's `created` (the checkpoint barrier waits for it, which ends the first batch); then
+    `reduced`, `destination`, the settle of the step, the run's verification and final status (outcome parts
+    without a handoff id) and its end.
+    """
+    from receipts.ingest.intake import PartEntry, RunEntry, SettleEntry
+    from receipts.models import Run
+
+    handoff_id = handoff_id or f"h-{operation_id}"
+    found = healthy_parts()
+    return [
+        [
+            RunEntry(operation_id, Run.Status.RUNNING, thread_id=operation_id),
+            PartEntry(operation_id, handoff_id, "created", found["created"]),
+        ],
+        [
+            PartEntry(operation_id, handoff_id, "reduced", found["reduced"]),
+            PartEntry(operation_id, handoff_id, "destination", found["destination"], "task-a-1"),
+            SettleEntry(operation_id, handoff_id),
+            PartEntry(operation_id, None, "verification", found["verification"], "verify-end"),
+            PartEntry(operation_id, None, "final_status", "complete", "complete-end"),
+            RunEntry(operation_id, Run.Status.COMPLETE, final=True),
+        ],
+    ]

@@ -16,11 +16,11 @@ from datetime import datetime
 from django.db import transaction
 from django.db.models import OuterRef, Subquery
 
-from receipts.ingest import health, sqlsets
+from receipts.ingest import runwrites, signals, sqlsets
 from receipts.ingest.contracts import current_contracts
-from receipts.ingest.sequence import next_seq, next_seqs
+from receipts.ingest.sequence import next_seq
 from receipts.ingest.sides import namespace
-from receipts.models import Handoff, Receipt, Run
+from receipts.models import Handoff, Receipt, Run, VerdictChange
 from receipts.verdicts import bundle
 
 
@@ -33,10 +33,16 @@ class Batch:
     handoffs: dict[str, Handoff] = field(default_factory=dict)  # handoff id -> handoff (the side's), locked
     absent: set[str] = field(default_factory=set)  # operation and handoff ids `prefetch` found no row for
     stored: dict[int, set[tuple[str, str]]] = field(default_factory=dict)  # handoff pk -> (part, attempt)s
-    receipts: list[Receipt] = field(default_factory=list)  # inserted together at the end
+    receipts: list[dict] = field(default_factory=list)  # rows (`parts.receipt_row`) inserted together at the end
     events: dict[int, tuple[Run, list[dict]]] = field(default_factory=dict)  # run pk -> events awaiting a seq
     stale: dict[int, tuple[Run, datetime | None]] = field(default_factory=dict)  # runs whose health to refresh
     latest: dict[str, str | None] = field(default_factory=dict)  # operation id -> its latest handoff's id
+    dirty: dict[int, dict[str, object]] = field(default_factory=dict)  # run pk -> fields to write at the end
+    made: set[int] = field(default_factory=set)  # pks of the runs this batch created: their handoffs are its own
+    rewrite: dict[int, Handoff] = field(default_factory=dict)  # pk -> a handoff whose row to write at the end
+    rewrite_fields: set[str] = field(default_factory=set)  # the fields of them to write
+    history: list[dict] = field(default_factory=list)  # verdict history rows (`parts.history_row`), inserted at the end
+    changes: list = field(default_factory=list)  # `signals.Change`s, sent at the end once their rows are written
 
 
 _local = threading.local()
@@ -48,11 +54,11 @@ def batch() -> Iterator[None]:
 
     Contracts are read once; runs, locked handoffs and their stored parts are read
     once (`prefetch` reads them for many entries in one query each). At the end of
-    the block, before the caller commits, the receipts are inserted together, each
-    run takes its events' sequence numbers in one update and its health is
-    refreshed once. A handoff's own row and verdict history are written per
-    receipt, before `handoff_changed` is sent, so receivers see them. Nested
-    blocks join the outer one.
+    the block, before the caller commits, the receipts are inserted together, and
+    the runs' rows are written once (`receipts.ingest.runwrites`: the fields the
+    batch changed, each run's health judged once, its events' sequence numbers).
+    A handoff's own row and verdict history are written per receipt, before
+    `handoff_changed` is sent, so receivers see them. Nested blocks join the outer one.
     """
     if current() is not None:
         yield
@@ -60,33 +66,14 @@ def batch() -> Iterator[None]:
     _local.batch = found = Batch()
     try:
         yield
-        for receipt in found.receipts:
-            receipt.fill_handoff_month()
-        sqlsets.insert_rows(Receipt, found.receipts)
-        _number_events(found.events.values())
-        _refresh_stale(list(found.stale.values()))
+        # The handoffs' rows are locked by this transaction: writing every changed field of each from memory is
+        # what each change would have written. One round trip with the history and the receipts.
+        handoffs = (Handoff, found.rewrite.values(), sorted(found.rewrite_fields))
+        sqlsets.write_together([handoffs], [(VerdictChange, found.history), (Receipt, found.receipts)])
+        signals.send_changes(found.changes)  # receivers read the rows as they now are
+        runwrites.finish(found)
     finally:
         _local.batch = None
-
-
-def _number_events(pending: Iterable[tuple[Run, list[dict]]]) -> None:
-    """Give each run's events of the batch their sequence numbers: one UPDATE for all the runs."""
-    pending = [(run, events) for run, events in pending if events]
-    if not pending:
-        return
-    last = next_seqs({run.pk: len(events) for run, events in pending})
-    for run, events in pending:
-        for seq, event in enumerate(events, start=last[run.pk] - len(events) + 1):
-            event["seq"] = seq
-
-
-def _refresh_stale(stale: list[tuple[Run, datetime | None]]) -> None:
-    """Each touched run's health and summary: `health.refresh` for one run, `health.refresh_many` for several."""
-    if len(stale) == 1:
-        run, now = stale[0]
-        health.refresh(run, now=now, publish=False)
-    elif stale:
-        health.refresh_many([run for run, _ in stale], now=max((now for _, now in stale if now), default=None))
 
 
 def prefetch(operation_ids: Iterable[str], handoff_ids: Iterable[str], latest_of: Iterable[str] = ()) -> None:
@@ -128,6 +115,29 @@ def atomic() -> transaction.Atomic:
     # Inside a batch a failure fails the whole batch (the writer then retries entry by entry; the API
     # refuses the request): no savepoint per receipt.
     return transaction.atomic(savepoint=current() is None)
+
+
+def changed_run(run: Run, names) -> bool:
+    """Write the fields `names` of `run` (their values now) at the end of the current batch; False outside one
+    (the caller writes them itself)."""
+    found = current()
+    if found is None:
+        return False
+    found.dirty.setdefault(run.pk, {}).update((name, getattr(run, name)) for name in names)
+    return True
+
+
+def changed_handoffs(handoffs: Iterable[Handoff], names: Iterable[str], history=(), changes=()) -> bool:
+    """Write the fields `names` of `handoffs` (locked rows of this batch) at the end of the current batch, with
+    the verdict `history` rows, then send `changes` (`signals.Change`, in order); False outside a batch."""
+    found = current()
+    if found is None:
+        return False
+    found.rewrite.update((handoff.pk, handoff) for handoff in handoffs)
+    found.rewrite_fields.update(names)
+    found.history += history
+    found.changes += changes
+    return True
 
 
 def refresh_health(run: Run, now: datetime | None) -> None:

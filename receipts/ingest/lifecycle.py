@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from receipts.ingest import batches, recording, runs
+from receipts.ingest import batches, recording, runs, sqlsets
 from receipts.ingest.recording import OBSERVER, digest
 from receipts.ingest.sides import RunNotOwned, namespace, owner_problem
 from receipts.models import Handoff, MiddlewareReport, Run
@@ -41,7 +41,8 @@ def apply(entry: RunEntry) -> bool:
         _resolve_waits(run, entry.resumed)
     if entry.pending_call is not None or entry.resumed is not None:
         run.pending_call = dict(entry.pending_call) if entry.pending_call is not None else None
-        run.save(update_fields=["pending_call", "updated_at"])
+        if not batches.changed_run(run, ["pending_call"]):
+            run.save(update_fields=["pending_call", "updated_at"])
     if entry.final and entry.status != Run.Status.WAITING and not _has_handoff(run):
         detail = {"status": str(entry.status)}  # the observer's outcome: parked, failed or complete
         kind = MiddlewareReport.Kind.NO_HANDOFF
@@ -52,22 +53,31 @@ def apply(entry: RunEntry) -> bool:
 
 def _run(entry: RunEntry) -> Run | None:
     """The entry's run; a start (it names the thread) creates it as an observed run when new."""
+    current = batches.current()
+    if current is not None and entry.operation_id in current.runs:
+        return current.runs[entry.operation_id]  # read (or made) once per batch: the batch's receipts use it too
     if entry.thread_id is None:
+        if current is not None and f"run:{entry.operation_id}" in current.absent:
+            return None
         return Run.objects.for_operation(entry.operation_id, namespace()).first()
     mode, source = Run.Mode.OBSERVED, Run.Source.AGENT
     defaults = {"thread_id": entry.thread_id, "mode": mode, "source": source, "graph": entry.graph}
     # Many runs may share a thread (issue 28: a chat app's new operation id per user turn); the run is keyed by
     # the side's namespace and its operation id (issue 29 §4).
     lookup = {"source_name": namespace(), "operation_id": entry.operation_id}
-    run, created = Run.objects.get_or_create(**lookup, defaults=defaults)
-    if created:
-        batches.prefetch([entry.operation_id], [])  # the batch's later receipts record into this row
+    made = sqlsets.insert_new(Run, [Run(**lookup, **defaults)], "operation_id")  # one statement, no savepoint
+    run = made[0] if made else Run.objects.get_or_create(**lookup, defaults=defaults)[0]
+    if current is not None:
+        current.runs[entry.operation_id] = run  # the batch's later receipts record into this row
+        current.absent.discard(f"run:{entry.operation_id}")
+        if made:
+            current.made.add(run.pk)
     return run
 
 
 def _resolve_waits(run: Run, resumed: dict) -> None:
     """Mark the run's open waits resolved with the resume's decision (by resume token, else for all)."""
-    for handoff in run.handoffs.filter(wait_open=True):
+    for handoff in _open_waits(run):
         token = (handoff.wait_part or {}).get("resume_token_id")
         wait = {**handoff.wait_part, "resolved": True, "resolution": resumed.get(token, resumed.get(None))}
         try:
@@ -84,5 +94,18 @@ def _resolve_waits(run: Run, resumed: dict) -> None:
             recording.record_report(run.operation_id, OBSERVER, kind, detail, f"drop-{digest('wait', exc.field)}")
 
 
+def _open_waits(run: Run) -> list[Handoff]:
+    """The run's handoffs with an open wait: this batch's as it holds them (their rows are written at its end),
+    the others as stored."""
+    current = batches.current()
+    mine = [handoff for handoff in (current.handoffs.values() if current else ()) if handoff.run_id == run.pk]
+    stored = run.handoffs.filter(wait_open=True).exclude(pk__in=[handoff.pk for handoff in mine])
+    found = [*(handoff for handoff in mine if handoff.wait_open), *stored]
+    return sorted(found, key=lambda handoff: handoff.pk)
+
+
 def _has_handoff(run: Run) -> bool:
+    current = batches.current()
+    if current is not None and any(handoff.run_id == run.pk for handoff in current.handoffs.values()):
+        return True  # one of this batch's
     return Handoff.objects.filter(run=run).exists()

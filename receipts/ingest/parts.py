@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from receipts import verdicts
 from receipts.ingest import batches, broadcast
-from receipts.models import FINAL_STATUS_PART, RECEIPT_PARTS, Handoff, Run, VerdictChange
+from receipts.models import FINAL_STATUS_PART, RECEIPT_PARTS, Handoff, Run, VerdictChange, handoff_month
 from receipts.verdicts import bundle
 
 # What `classify_into` sets.
@@ -92,9 +92,33 @@ def ended_at(run: Run) -> datetime | None:
 def note_change(handoff: Handoff, before: str | None, cause: str, now: datetime) -> None:
     """One history row per verdict change (the first classification is one), caused by `cause`."""
     if handoff.verdict != before:
-        VerdictChange.objects.create(
-            handoff=handoff, verdict=handoff.verdict, boundary=handoff.boundary, cause=cause, at=now
-        )
+        VerdictChange.objects.create(**history_row(handoff, cause, now))
+
+
+def history_row(handoff: Handoff, cause: str, now: datetime) -> dict[str, object]:
+    """The verdict history row of the handoff's verdict now, caused by `cause`: a row to insert
+    (`receipts.ingest.sqlsets`), or a `VerdictChange`'s keyword arguments."""
+    return {
+        "handoff_id": handoff.pk,
+        "verdict": handoff.verdict,
+        "boundary": handoff.boundary,
+        "cause": cause,
+        "at": now,
+    }
+
+
+def receipt_row(handoff: Handoff, part: str, attempt: str, value: object, now: datetime) -> dict[str, object]:
+    """The receipt of `value` on the handoff as a row to insert (`receipts.ingest.sqlsets`), its partition's
+    month given (`Receipt.fill_handoff_month`'s value)."""
+    month = handoff_month(handoff.created_at)
+    return {
+        "handoff_id": handoff.pk,
+        "part": part,
+        "attempt": attempt,
+        "payload": value,
+        "recorded_at": now,
+        "handoff_month": month,
+    }
 
 
 def classify_into(handoff: Handoff, now: datetime, parse: Callable[[str, object], bundle.Part] | None = None) -> None:

@@ -25,7 +25,7 @@ from receipts.ingest.batches import batch, prefetch  # noqa: F401
 from receipts.ingest.sequence import next_seq  # noqa: F401
 from receipts.ingest.settling import SETTLED, note_settlement, settle, settle_run  # noqa: F401
 from receipts.ingest.sides import RunNotOwned, current_side, namespace, owner_problem, writing_as  # noqa: F401
-from receipts.models import Handoff, MiddlewareReport, Receipt, Run
+from receipts.models import Handoff, MiddlewareReport, Run
 from receipts.verdicts import bundle
 from receipts.verdicts.bundle import (
     BundleError,
@@ -72,19 +72,20 @@ def record(
         if (part, attempt) in stored:
             return Recorded(handoff, stored=False)
         stored.add((part, attempt))
-        receipt = Receipt(handoff=handoff, part=part, attempt=attempt, payload=stored_value, recorded_at=now)
-        batches.current().receipts.append(receipt)
+        batches.current().receipts.append(parts.receipt_row(handoff, part, attempt, stored_value, now))
         before = None if new else handoff.verdict
         state_before = None if new else signals.HandoffState.of(handoff)
         changed = parts.apply_part(handoff, part, stored_value)
         changed += parts.unsettled_by(handoff, part, stored_value)
         parts.classify_into(handoff, now)
         handoff.updated_at = now
-        handoff.save(update_fields=[*changed, *parts.CLASSIFIED_FIELDS, "updated_at"])
-        parts.note_change(handoff, before, part, now)
+        # The row, its history and the signal go with the batch's other changes, in order, at its end.
+        fields = [*changed, *parts.CLASSIFIED_FIELDS, "updated_at"]
+        history = [] if handoff.verdict == before else [parts.history_row(handoff, part, now)]
+        change = signals.Change(signals.snapshot(handoff), part, state_before, signals.HandoffState.of(handoff), now)
+        batches.changed_handoffs([handoff], fields, history, [change])
         # The handoff event announces the run's new health too: pages re-render the run from the database.
         batches.refresh_health(handoff.run, now)
-        signals.send_handoff_changed(handoff, cause=part, before=state_before, now=now)
         parts.publish_after_commit(handoff, part, now)
     return Recorded(handoff, stored=True)
 

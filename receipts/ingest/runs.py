@@ -9,8 +9,7 @@ from functools import partial
 from django.db import transaction
 from django.utils import timezone
 
-from receipts.ingest import broadcast, health
-from receipts.ingest.sequence import next_seq
+from receipts.ingest import batches, broadcast, health
 from receipts.ingest.settling import settle_run
 from receipts.models import Run
 from receipts.verdicts import bundle
@@ -41,6 +40,16 @@ def set_status(run: Run, status: str, *, error: str = "", now: datetime | None =
         # A hosted run's input (a prompt) is kept only for a graph that has not taken it yet.
         run.input = None
         fields.append("input")
+    if batches.changed_run(run, fields):
+        # Inside a recording batch the row, the health and the event's sequence number are written at its end
+        # (receipts.ingest.runwrites), the event announcing the health judged then.
+        run.updated_at = now
+        batches.changed_run(run, ["updated_at"])
+        if status in ENDED:
+            settle_run(run, now)
+        batches.refresh_health(run, now)
+        announce(run, now=now)
+        return run
     with transaction.atomic():
         run.save(update_fields=fields)
         if status in ENDED:
@@ -56,12 +65,13 @@ def announce(run: Run, *, now: datetime | None = None) -> None:
         "type": "run.changed",
         "run": run.pk,
         "operation_id": run.operation_id,
-        "seq": next_seq(run),
+        "seq": 0,  # set below, or at the end of the current batch (batches.sequenced)
         "status": str(run.status),
         "health": run.health,
         "dry_run": run.dry_run,
         "at": (now or timezone.now()).isoformat(),
     }
+    batches.sequenced(run, event)
     transaction.on_commit(partial(broadcast.publish, event))
 
 

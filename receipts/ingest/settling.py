@@ -7,8 +7,8 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from receipts.ingest import batches, health, parts, signals
-from receipts.ingest.due import due_condition
+from receipts.ingest import batches, health, parts, signals, sqlsets
+from receipts.ingest.due import due_condition, due_part
 from receipts.ingest.sides import RunNotOwned, namespace, owner_problem
 from receipts.models import Handoff, Run, VerdictChange
 from receipts.verdicts import bundle
@@ -46,32 +46,47 @@ def settle(*, handoff_id: str, operation_id: str, now: datetime | None = None) -
         before = signals.HandoffState.of(handoff)
         handoff.settled_at = now
         if not before.due:
-            handoff.save(update_fields=["settled_at"])
+            _write([handoff], ["settled_at"])
             return True
         handoff.updated_at = now
-        handoff.save(update_fields=["settled_at", "updated_at"])
+        _write([handoff], ["settled_at", "updated_at"])
         _announce_settled([(handoff, before)], now)
         batches.refresh_health(run, now)
     return True
 
 
+def _write(handoffs: list[Handoff], names: list[str]) -> None:
+    """In a batch with its other rows at its end (one UPDATE for all), else now."""
+    if not batches.changed_handoffs(handoffs, names):
+        for handoff in handoffs:
+            handoff.save(update_fields=names)
+
+
 def settle_run(run: Run, now: datetime) -> int:
     """Settle every handoff of `run`, which ended, in one UPDATE (call inside its transaction); how many were
     in progress. Those become final as `settle` makes them: history, `handoff_changed` and a live event each."""
-    pending = list(Handoff.objects.select_for_update().filter(run=run).filter(due_condition()).order_by("pk"))
-    Handoff.objects.filter(run=run, settled_at__isnull=True).update(settled_at=now)
-    if pending:
-        Handoff.objects.filter(pk__in=[h.pk for h in pending]).update(updated_at=now)
-    changed = []
-    for handoff in pending:
-        handoff.run = run
-        before = signals.HandoffState.of(handoff)
-        handoff.settled_at, handoff.updated_at = now, now
-        changed.append((handoff, before))
     current = batches.current()
-    for cached in current.handoffs.values() if current is not None else ():
-        if cached.run_id == run.pk and cached.settled_at is None:
-            cached.settled_at = now  # a batch that ends the run keeps its handoffs as they now are
+    # A batch's own handoffs of the run are settled as it holds them (their rows are written at its end); the
+    # run's others as stored, unless the batch created the run (then every handoff of it is the batch's).
+    mine = [h for h in (current.handoffs.values() if current is not None else ()) if h.run_id == run.pk]
+    pending = [(h, signals.HandoffState.of(h)) for h in mine if due_part(h) is not None]
+    if current is None or run.pk not in current.made:
+        others = Handoff.objects.filter(run=run).exclude(pk__in=[h.pk for h in mine])
+        stored = list(others.select_for_update().filter(due_condition()).order_by("pk"))
+        others.filter(settled_at__isnull=True).update(settled_at=now)
+        if stored:
+            Handoff.objects.filter(pk__in=[h.pk for h in stored]).update(updated_at=now)
+        for handoff in stored:
+            handoff.run = run
+            pending.append((handoff, signals.HandoffState.of(handoff)))
+    unsettled = [h for h in mine if h.settled_at is None]
+    for handoff in unsettled:
+        handoff.settled_at = now
+    for handoff, _ in pending:
+        handoff.settled_at, handoff.updated_at = now, now
+    if unsettled:
+        batches.changed_handoffs(unsettled, ["settled_at", "updated_at"])
+    changed = sorted(pending, key=lambda item: item[0].pk)
     _announce_settled(changed, now)
     return len(changed)
 
@@ -112,9 +127,13 @@ def _existing_handoff(handoff_id: str) -> Handoff | None:
 
 def _announce_settled(changed: list[tuple[Handoff, signals.HandoffState]], now: datetime) -> None:
     """What made verdicts final: a history row each (the verdict it keeps), the signal, the live event."""
-    VerdictChange.objects.bulk_create(
-        VerdictChange(handoff=h, verdict=h.verdict, boundary=h.boundary, cause=SETTLED, at=now) for h, _ in changed
-    )
-    signals.send_changes([signals.Change(h, SETTLED, before, signals.HandoffState.of(h), now) for h, before in changed])
+    history = [parts.history_row(h, SETTLED, now) for h, _ in changed]
+    # A batch sends the signal at its end: each receiver gets the handoff as it is now (later parts change it).
+    changes = [
+        signals.Change(signals.snapshot(h), SETTLED, before, signals.HandoffState.of(h), now) for h, before in changed
+    ]
+    if not batches.changed_handoffs([], [], history, changes):  # in a batch: with its other rows at its end
+        sqlsets.insert_rows(VerdictChange, history)
+        signals.send_changes(changes)
     for handoff, _ in changed:
         parts.publish_after_commit(handoff, SETTLED, now)

@@ -23,13 +23,15 @@ from receipts.ingest.parts import (
     apply_part,
     classify_into,
     ended_at,
+    history_row,
     parsed,
     publish_after_commit,
+    receipt_row,
     unsettled_by,
     validate_ids,
 )
 from receipts.ingest.sides import RunNotOwned, namespace, owner_problem
-from receipts.models import FINAL_STATUS_PART, Handoff, Receipt, Run, VerdictChange
+from receipts.models import FINAL_STATUS_PART, Handoff, Receipt, Run
 from receipts.verdicts import bundle
 
 logger = logging.getLogger(__name__)
@@ -62,9 +64,8 @@ def record_parts(entries: Sequence) -> list[bool]:
         _create_runs({p.operation_id for p in parts} - set(batches.current().runs))
         fresh = _create_handoffs(parts)
         changed, history, changes = _applied(parts, fresh, stored, parse)
-        sqlsets.update_rows(Handoff, changed.values(), _fields_of(parts))
-        sqlsets.insert_rows(VerdictChange, history)
-        signals.send_changes(changes)
+        # Written, and the signal sent, at the end of the batch with its other rows (receipts.ingest.batches).
+        batches.changed_handoffs(changed.values(), _fields_of(parts), history, changes)
     return stored
 
 
@@ -130,7 +131,7 @@ def keep_on_run(entry) -> bool:
     if getattr(run, field) == value:
         return False
     setattr(run, field, value)
-    Run.objects.filter(pk=run.pk).update(**{field: value})
+    batches.changed_run(run, [field])  # written with the batch's runs at its end (receipts.ingest.runwrites)
     batches.refresh_health(run, None)
     return True
 
@@ -151,6 +152,7 @@ def _create_runs(operation_ids: set[str]) -> None:
     side = namespace()  # issue 29 §4: the run is keyed by the side's namespace and the id
     new = [Run(operation_id=op, thread_id=op, source=Run.Source.AGENT, source_name=side) for op in operation_ids]
     found = {run.operation_id: run for run in sqlsets.insert_new(Run, new, "operation_id")}
+    current.made.update(run.pk for run in found.values())  # not those read back below: another's
     if missing := operation_ids - set(found):
         raced = Run.objects.select_for_update().filter(source_name=side, operation_id__in=missing)
         found.update((run.operation_id, run) for run in raced)
@@ -202,7 +204,7 @@ def _applied(parts: list[_Part], fresh: set[int], stored: list[bool], parse: _Pa
     """Apply and classify every part in order, in memory: (changed handoffs, history rows, signal changes)."""
     current = batches.current()
     changed: dict[int, Handoff] = {}
-    history: list[VerdictChange] = []
+    history: list[dict] = []
     changes: list[signals.Change] = []
     for p in parts:
         run = current.runs[p.operation_id]
@@ -213,9 +215,7 @@ def _applied(parts: list[_Part], fresh: set[int], stored: list[bool], parse: _Pa
             continue
         seen.add((p.part, p.attempt))
         now = timezone.now()
-        current.receipts.append(
-            Receipt(handoff=handoff, part=p.part, attempt=p.attempt, payload=p.value, recorded_at=now)
-        )
+        current.receipts.append(receipt_row(handoff, p.part, p.attempt, p.value, now))
         first = handoff.pk in fresh
         fresh.discard(handoff.pk)
         before = None if first else handoff.verdict
@@ -226,11 +226,11 @@ def _applied(parts: list[_Part], fresh: set[int], stored: list[bool], parse: _Pa
         handoff.updated_at = now
         changed[handoff.pk] = handoff
         if handoff.verdict != before:
-            history.append(
-                VerdictChange(handoff=handoff, verdict=handoff.verdict, boundary=handoff.boundary, cause=p.part, at=now)
-            )
+            history.append(history_row(handoff, p.part, now))
         batches.refresh_health(run, now)
-        changes.append(signals.Change(_snapshot(handoff), p.part, state_before, signals.HandoffState.of(handoff), now))
+        changes.append(
+            signals.Change(signals.snapshot(handoff), p.part, state_before, signals.HandoffState.of(handoff), now)
+        )
         publish_after_commit(handoff, p.part, now)
         stored[p.index] = True
     return changed, history, changes
@@ -254,13 +254,6 @@ class _PartCache:
 
     def learn(self, name: str, value: object, part: bundle.Part) -> None:
         self._found[(name, id(value))] = (value, part)
-
-
-def _snapshot(handoff: Handoff) -> Handoff:
-    """The handoff as it is now, for receivers: later parts of the same set change the live object."""
-    copy = Handoff.__new__(Handoff)
-    copy.__dict__ = handoff.__dict__.copy()
-    return copy
 
 
 def _fields_of(parts: Iterable[_Part]) -> list[str]:

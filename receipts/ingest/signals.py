@@ -72,6 +72,13 @@ class Change:
     now: datetime
 
 
+def snapshot(handoff):
+    """The handoff as it is now, for receivers of a change sent later (a batch's later parts change the object)."""
+    copy = type(handoff).__new__(type(handoff))
+    copy.__dict__ = handoff.__dict__.copy()
+    return copy
+
+
 def send_handoff_changed(handoff, *, cause: str, before: HandoffState | None, now) -> None:
     """Announce one change (`send_changes` of one)."""
     send_changes([Change(handoff, cause, before, HandoffState.of(handoff), now)])

@@ -19,6 +19,7 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from receipts.ingest import batches
 from receipts.ingest.runs import announce
 from receipts.models import Run
 
@@ -48,14 +49,16 @@ def heard_from(runs: Iterable[Run], now: datetime | None = None) -> int:
     ]
     if not due:
         return 0
-    Run.objects.filter(pk__in=[run.pk for run in due]).update(heartbeat_at=now, silent_at=None)
+    if batches.current() is None:
+        Run.objects.filter(pk__in=[run.pk for run in due]).update(heartbeat_at=now, silent_at=None)
     woken = 0
     for run in due:
         if run.silent_at is not None:
             woken += 1
             run.heartbeat_at, run.silent_at = now, None
             announce(run, now=now)
-        run.heartbeat_at = now
+        run.heartbeat_at, run.silent_at = now, None
+        batches.changed_run(run, ["heartbeat_at", "silent_at"])  # in a batch: written with its runs at its end
     return woken
 
 

@@ -6,13 +6,17 @@ one parameter to send instead of one per value. The ORM's `bulk_create` sends `U
 client-side cursor quotes element by element, and `bulk_update` a CASE WHEN per field and row: either
 costs the recording process more CPU than PostgreSQL spends storing the rows. Other databases keep
 `bulk_create` and `bulk_update` (correct, slower).
+
+A row only written (never used as an object afterwards) may be given as a mapping of its fields' attnames to
+their values as stored, every field given, instead of a model instance: building a Django instance of a model
+costs more than the rest of the row's way to the database (`insert_rows`, `update_rows`, `write_together`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
-from datetime import date
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import date, datetime
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from psycopg.types.json import Jsonb
@@ -27,7 +31,7 @@ def insert_rows(model, objs: Iterable, *, ignore_conflicts: bool = False) -> Non
     if not objs:
         return
     if connection.vendor != "postgresql":
-        model.objects.bulk_create(objs, ignore_conflicts=ignore_conflicts)
+        model.objects.bulk_create(_instances(model, objs), ignore_conflicts=ignore_conflicts)
         return
     _insert(model, objs, " ON CONFLICT DO NOTHING" if ignore_conflicts else "")
 
@@ -60,50 +64,114 @@ def insert_new(model, objs: Iterable, key: str) -> list:
 
 def _insert(model, objs: list, suffix: str) -> list[tuple]:
     """INSERT the objects' rows (every concrete field but the primary key) on PostgreSQL; the rows returned."""
-    meta = model._meta
-    fields = [field for field in meta.concrete_fields if not field.generated and field is not meta.pk]
-    rows = [[field.pre_save(obj, True) for field in fields] for obj in objs]
-    table, columns = _quoted(meta.db_table), ", ".join(_quoted(field.column) for field in fields)
-    sql = (
-        f"INSERT INTO {table} ({columns}) SELECT {columns} FROM jsonb_populate_recordset(NULL::{table}, %s::jsonb)"
-        + suffix
-    )
+    sql, document = _insert_sql(model, objs)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [_document(fields, rows)])
+        cursor.execute(sql + suffix, [document])
         return cursor.fetchall() if cursor.description else []
 
 
-def update_rows(model, objs: Iterable, names: Sequence[str]) -> None:
-    """Write the fields `names` of every object in `objs` (rows of `model`, by primary key) in one statement."""
+def _insert_sql(model, objs: list) -> tuple[str, str]:
+    meta = model._meta
+    fields = [field for field in meta.concrete_fields if not field.generated and field is not meta.pk]
+    rows = [
+        [obj[field.attname] for field in fields]
+        if isinstance(obj, Mapping)
+        else [field.pre_save(obj, True) for field in fields]
+        for obj in objs
+    ]
+    table, columns = _quoted(meta.db_table), ", ".join(_quoted(field.column) for field in fields)
+    sql = f"INSERT INTO {table} ({columns}) SELECT {columns} FROM jsonb_populate_recordset(NULL::{table}, %s::jsonb)"
+    return sql, _document(fields, rows)
+
+
+def write_together(updates: Sequence[tuple], inserts: Sequence[tuple]) -> None:
+    """`update_rows(model, objs, names)` for each of `updates`, then `insert_rows(model, objs)` for each of
+    `inserts`: on PostgreSQL in one statement (data-modifying WITH queries, one round trip), elsewhere one each.
+
+    The parts see the same snapshot, not each other's rows: none may read what another writes (an UPDATE of
+    rows and INSERTs of rows that refer to them is fine; foreign keys are checked at commit).
+    """
+    updates = [(model, list(objs), names) for model, objs, names in updates if objs]
+    inserts = [(model, list(objs)) for model, objs in inserts if objs]
+    if connection.vendor != "postgresql":
+        for model, objs, names in updates:
+            update_rows(model, objs, names)
+        for model, objs in inserts:
+            insert_rows(model, objs)
+        return
+    parts = [_update_sql(model, objs, names) for model, objs, names in updates]
+    parts += [_insert_sql(model, objs) for model, objs in inserts]
+    if not parts:
+        return
+    *first, (last, last_document) = parts
+    sql = last
+    if first:
+        sql = "WITH " + ", ".join(f"w{i} AS ({part})" for i, (part, _) in enumerate(first)) + " " + last
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*(document for _, document in first), last_document])
+
+
+def update_rows(model, objs: Iterable, names: Sequence[str], *, add: str | None = None) -> dict:
+    """Write the fields `names` of every object in `objs` (rows of `model`, by primary key) in one statement.
+
+    `add` names an integer field each object holds an increment of (0: none): the row's field grows by it,
+    and the result maps each primary key to the field's new value (`UPDATE … RETURNING`; elsewhere a second
+    statement, `receipts.ingest.sequence.next_seqs`, which only knows the runs' `seq`).
+    """
     objs = list(objs)
     if not objs:
-        return
+        return {}
     if connection.vendor != "postgresql":
-        model.objects.bulk_update(objs, names)
-        return
-    meta = model._meta
-    fields = [meta.pk, *(meta.get_field(name) for name in names)]
-    rows = [[getattr(obj, field.attname) for field in fields] for obj in objs]
-    table, pk = _quoted(meta.db_table), _quoted(meta.pk.column)
-    assignments = ", ".join(f"{_quoted(field.column)} = v.{_quoted(field.column)}" for field in fields[1:])
-    sql = (
-        f"UPDATE {table} SET {assignments} FROM jsonb_populate_recordset(NULL::{table}, %s::jsonb) AS v"
-        f" WHERE {table}.{pk} = v.{pk}"
-    )
+        objs = _instances(model, objs)
+        if names:
+            model.objects.bulk_update(objs, names)
+        if add is None:
+            return {}
+        from receipts.ingest.sequence import next_seqs
+
+        return next_seqs({obj.pk: getattr(obj, add) for obj in objs})
+    sql, document = _update_sql(model, objs, names, add)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [_document(fields, rows)])
+        cursor.execute(sql, [document])
+        return dict(cursor.fetchall()) if add else {}
+
+
+def _instances(model, objs: list) -> list:
+    """The objects, a row given as a mapping made a `model` instance (for the ORM's bulk methods)."""
+    return [model(**obj) if isinstance(obj, Mapping) else obj for obj in objs]
+
+
+def _update_sql(model, objs: list, names: Sequence[str], add: str | None = None) -> tuple[str, str]:
+    meta = model._meta
+    fields = [meta.pk, *(meta.get_field(name) for name in names), *([meta.get_field(add)] if add else [])]
+    rows = [
+        [obj[field.attname] if isinstance(obj, Mapping) else getattr(obj, field.attname) for field in fields]
+        for obj in objs
+    ]
+    table, pk = _quoted(meta.db_table), _quoted(meta.pk.column)
+    assignments = [f"{_quoted(field.column)} = v.{_quoted(field.column)}" for field in fields[1 : 1 + len(names)]]
+    returning = ""
+    if add:
+        column = _quoted(meta.get_field(add).column)
+        assignments.append(f"{column} = {table}.{column} + v.{column}")
+        returning = f" RETURNING {table}.{pk}, {table}.{column}"
+    sql = (
+        f"UPDATE {table} SET {', '.join(assignments)} FROM jsonb_populate_recordset(NULL::{table}, %s::jsonb) AS v"
+        f" WHERE {table}.{pk} = v.{pk}{returning}"
+    )
+    return sql, _document(fields, rows)
 
 
 def _document(fields: Sequence, rows: Iterable[Sequence]) -> str:
     """The rows as one JSON array of objects keyed by column, each value as the field prepares it for saving."""
     db = connections[DEFAULT_DB_ALIAS]  # not the `connection` proxy: it costs a thread-local lookup per use
     columns = [field.column for field in fields]
-    plain = [_PLAIN.get(field.get_internal_type()) for field in fields]
+    converters = [_converter(field, db) for field in fields]
     found = [
         {
-            # None is SQL NULL for every field; a plain value is written as it is (`_PLAIN`).
-            column: value if value is None or type(value) is kind else _json_value(field, value, db)
-            for column, field, kind, value in zip(columns, fields, plain, row, strict=True)
+            # None is SQL NULL for every field.
+            column: value if value is None else convert(value)
+            for column, convert, value in zip(columns, converters, row, strict=True)
         }
         for row in rows
     ]
@@ -111,7 +179,7 @@ def _document(fields: Sequence, rows: Iterable[Sequence]) -> str:
 
 
 # Fields whose value of exactly this type is prepared for saving as itself (an int as psycopg's Int4 or
-# Int8 of it): the same JSON either way.
+# Int8 of it, a foreign key's int as the key): the same JSON either way.
 _PLAIN = {
     "CharField": str,
     "TextField": str,
@@ -120,7 +188,31 @@ _PLAIN = {
     "BigIntegerField": int,
     "PositiveIntegerField": int,
     "PositiveBigIntegerField": int,
+    "ForeignKey": int,
+    "AutoField": int,
+    "BigAutoField": int,
 }
+
+
+def _converter(field, db):
+    """The field's value as `_json_value` gives it, without the field's whole preparation for the values that
+    need none (a batch converts thousands): a plain value as it is, an aware datetime or a date as ISO 8601, a
+    JSON document as itself (what `Jsonb` wraps); anything else through `_json_value`."""
+    kind = field.get_internal_type()
+    plain = _PLAIN.get(kind)
+
+    def slow(value):
+        return _json_value(field, value, db)
+
+    if plain is not None:
+        return lambda value: value if type(value) is plain else slow(value)
+    if kind == "DateTimeField":
+        return lambda value: value.isoformat() if type(value) is datetime and value.tzinfo is not None else slow(value)
+    if kind == "DateField":
+        return lambda value: value.isoformat() if type(value) is date else slow(value)
+    if kind == "JSONField" and field.encoder is None:
+        return lambda value: value if type(value) in (dict, list, str, int, bool) else slow(value)
+    return slow
 
 
 def _json_value(field, value: object, db) -> object:

@@ -57,9 +57,9 @@ def test_a_200_entry_batch_over_20_runs_costs_the_queries_of_a_50_entry_one_and_
     assert large <= BEFORE_PER_200 / 10 and large <= 0.5 * 200, f"{large} queries for 200 receipts"
     if connection.vendor == "postgresql":
         # Two of them are the test's savepoint and its release; one asks which wait owners are users (issue 22:
-        # an owner outside the run's team is not notified); one stamps the observed runs' heartbeat (issue 29 §5:
-        # one UPDATE for every run of the batch, at most once a second per run).
-        assert (small, large) == (19, 19)
+        # an owner outside the run's team is not notified). The observed runs' heartbeat (issue 29 §5), health and
+        # event sequence numbers are one UPDATE of every run of the batch, their health inputs one SELECT (issue 32).
+        assert (small, large) == (12, 12)
     else:
         # SQLite: Django caps a statement at 999 parameters, so bulk inserts of more rows are split in chunks.
         assert small <= large <= small + 8
@@ -76,7 +76,7 @@ def test_a_batch_into_handoffs_already_stored_costs_as_few(contracts):
 
     assert count <= 0.5 * len(later), f"{count} queries for {len(later)} receipts"
     if connection.vendor == "postgresql":
-        assert count == 17  # no run or handoff to create; their stored parts read once; wait owners once
+        assert count == 11  # no run or handoff to create; their stored parts read once; wait owners once
 
 
 # --- the set path stores what the row path stores --------------------------------------------------

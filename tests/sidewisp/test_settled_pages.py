@@ -16,7 +16,7 @@ from django.urls import reverse
 from agents.demo.contracts import install_team_contracts
 from agents.demo.scenarios import create_run
 from agents.host import runner
-from receipts.ingest import health, intake, lifecycle, recording, runs
+from receipts.ingest import health, intake, recording, runs
 from receipts.models import Handoff, Run
 from receipts.workers import sources
 from sidewisp import pages
@@ -178,21 +178,28 @@ def waiting_run(transactional_db) -> Run:
 @pytest.fixture
 def just_after_the_decision(monkeypatch, viewer):
     """Resume with a decision and keep what the run looked like the moment the decision was applied (its waits
-    resolved and the run running again: one run change in the writer's FIFO): the run row a page read then,
-    and the run page rendered then."""
+    resolved and the run running again: one run change in the writer's FIFO, written with its batch's rows at
+    the batch's end): the run row a page read then, and the run page rendered then. The writer's batch is split
+    after the resume (both parts in its one transaction), so the moment does not depend on what it gathered."""
     moment: dict = {}
-    apply = lifecycle.apply
+    apply = intake.apply
 
-    def apply_and_look(entry: intake.RunEntry) -> bool:
-        # The resume's run change (its waits resolved, the run running again) is the decision applied.
-        changed = apply(entry)
-        if entry.resumed is not None:
-            moment["run"] = Run.objects.get(operation_id=entry.operation_id)
-            moment["handoff"] = Handoff.objects.get(run=moment["run"])
-            moment["page"] = render_to_string("sidewisp/_run.html", pages.run_context(moment["run"], viewer))
-        return changed
+    def apply_and_look(entries: list[intake.Entry]) -> list[bool]:
+        # A batch writes its rows at its end: the moment is a batch that ends with the resume's run change (its
+        # waits resolved, the run running again), whatever the writer gathered after it goes in the next one.
+        resumes = [
+            i for i, entry in enumerate(entries) if isinstance(entry, intake.RunEntry) and entry.resumed is not None
+        ]
+        if not resumes:
+            return apply(entries)
+        stored = apply(entries[: resumes[0] + 1])
+        moment["run"] = Run.objects.get(operation_id=entries[resumes[0]].operation_id)
+        moment["handoff"] = Handoff.objects.get(run=moment["run"])
+        moment["page"] = render_to_string("sidewisp/_run.html", pages.run_context(moment["run"], viewer))
+        rest = entries[resumes[0] + 1 :]
+        return stored + (apply(rest) if rest else [])
 
-    monkeypatch.setattr(lifecycle, "apply", apply_and_look)
+    monkeypatch.setattr(intake, "apply", apply_and_look)
 
     def _decide(run: Run, decision: dict) -> dict:
         runner.resume_run(run, decision)

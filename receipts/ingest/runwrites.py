@@ -1,0 +1,56 @@
+"""The run rows a recording batch changed, written once at its end: status, heartbeat, health, sequence numbers.
+
+Inside a batch (`receipts.ingest.batches`) nothing writes a run's row as it goes: a status set
+(`receipts.ingest.runs.set_status`), a heartbeat (`silence.heard_from`), an outcome kept on a run with no
+handoff (`setwise.keep_on_run`) note their fields (`batches.changed_run`); the run's health is judged once
+(`healthsets.judge`, with those fields as they will be stored) and the events the batch announces on it take
+their sequence numbers. All of it goes to the database in one UPDATE per distinct set of fields written (one
+in a typical batch: every run of it writes the same fields), which also takes the sequence numbers
+(`UPDATE … RETURNING`). The batch's transaction holds the run rows from then until it commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from django.utils import timezone
+
+from receipts.ingest import healthsets, sqlsets
+from receipts.models import Run
+
+
+def finish(found) -> None:
+    """Judge, write and number the batch `found` (a `batches.Batch`) at its end, before its transaction commits."""
+    stale = list(found.stale.values())
+    now = max((at for _, at in stale if at), default=None) or timezone.now()
+    judged = healthsets.judge([run for run, _ in stale], now, found.dirty)
+    writes = {pk: dict(values) for pk, values in found.dirty.items()}
+    for pk, values in judged.items():
+        writes.setdefault(pk, {}).update(values)
+    counts = {pk: len(events) for pk, (_, events) in found.events.items() if events}
+    last = _write(writes, counts)
+    healths = {pk: run.health for pk, (run, _) in found.stale.items()}
+    for pk, (_, events) in found.events.items():
+        for seq, event in enumerate(events, start=last.get(pk, 0) - len(events) + 1):
+            event["seq"] = seq
+            if event["type"] == "run.changed" and pk in healths:
+                event["health"] = healths[pk]  # as judged now: the status it announces was set in this batch
+
+
+def _write(writes: Mapping[int, Mapping[str, object]], counts: Mapping[int, int]) -> dict[int, int]:
+    """One UPDATE per distinct set of fields; each counted run's `seq` grows by its count. pk -> its new seq."""
+    meta = Run._meta
+    groups: dict[tuple[str, ...], list[dict]] = {}
+    for pk in sorted({*writes, *counts}):  # in primary-key order, as every writer of runs locks them
+        values = writes.get(pk, {})
+        # A row to write, not a Run (`sqlsets`: building a Run costs more than writing its row).
+        row = {meta.pk.attname: pk, "seq": counts.get(pk, 0)}
+        row.update((meta.get_field(name).attname, value) for name, value in values.items())
+        groups.setdefault(tuple(sorted(values)), []).append(row)
+    last: dict[int, int] = {}
+    for names, rows in groups.items():
+        counted = any(row["seq"] for row in rows)
+        if not names and not counted:
+            continue
+        last |= sqlsets.update_rows(Run, rows, names, add="seq" if counted else None)
+    return last
