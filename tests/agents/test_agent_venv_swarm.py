@@ -19,12 +19,13 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
-from agents.observe import await_decision, observe
+from agents.observe import await_decision
 from receipts import actions
 from receipts.models import Handoff, Run
 from receipts.workers import sources
 from tests.agents import agent_venv_swarm as team
 from tests.agents.fresh_venv import XDIST_GROUP, start_in_venv
+from tests.agents.stored import observe
 
 pytestmark = pytest.mark.xdist_group(XDIST_GROUP)
 

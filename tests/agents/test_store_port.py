@@ -11,11 +11,12 @@ import pytest
 from django.db.backends.base.base import BaseDatabaseWrapper
 from langchain_core.messages import AIMessage
 from langgraph.graph import END, START, StateGraph
-from sidewisp_agent import await_decision, observe
+from sidewisp_agent import await_decision
 from sidewisp_agent.conclusion import verify
 from sidewisp_agent.entries import RunEntry
 
 from agents.observe import writer
+from tests.agents.stored import observe
 
 
 class _Store:
