@@ -8,8 +8,11 @@ server. Built once per test session (`venv_python` in tests/agents/conftest.py; 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -52,9 +55,11 @@ def in_venv(python: Path, *args: str, env: dict | None = None, cwd: Path) -> sub
     )
 
 
-def start_in_venv(python: Path, *args: str, env: dict, cwd: Path) -> subprocess.Popen:
-    """`in_venv`, started: its output read line by line as it comes."""
-    return subprocess.Popen(
+@contextmanager
+def started_in_venv(python: Path, *args: str, env: dict, cwd: Path) -> Iterator[subprocess.Popen]:
+    """`in_venv`, started (its output read line by line as it comes); killed if it still runs when the block
+    ends, and then its stderr must hold no traceback and no ERROR line."""
+    app = subprocess.Popen(
         [str(python), *args],
         env={**clean_environment(), **env},
         cwd=cwd,
@@ -62,3 +67,10 @@ def start_in_venv(python: Path, *args: str, env: dict, cwd: Path) -> subprocess.
         stderr=subprocess.PIPE,
         text=True,
     )
+    try:
+        yield app
+    finally:
+        if app.poll() is None:
+            app.kill()
+        errors = app.stderr.read()
+    assert not re.search(r"Traceback|ERROR", errors), errors[-2000:]
