@@ -138,6 +138,12 @@ def quick_password_hashing() -> Iterator[None]:
     quick.disable()
 
 
+def subprocess_environ() -> dict[str, str]:
+    """This process's environment for a server or worker it starts, without DJANGO_ALLOW_ASYNC_UNSAFE: the
+    browser tests set it for themselves (tests/e2e/conftest.py `browser`), never for the code they test."""
+    return {key: value for key, value in os.environ.items() if key != "DJANGO_ALLOW_ASYNC_UNSAFE"}
+
+
 def database_url_for_subprocess() -> str:
     from django.db import connection
 
@@ -208,7 +214,7 @@ def start_worker_process(
     from django.conf import settings
 
     env = {
-        **os.environ,
+        **subprocess_environ(),
         "DATABASE_URL": database_url_for_subprocess(),
         "SIDEWISP_QUEUE": queue,
         "REDIS_URL": redis_url or settings.REDIS_URL,
@@ -282,8 +288,16 @@ def wait_until(predicate, *, what: str, timeout: float = 60.0, interval: float =
 
 
 @pytest.fixture
-def worker_process(transactional_db, celery_isolation) -> Iterator[WorkerProcess]:
-    worker = start_worker_process(f"w{os.getpid()}", celery_isolation)
+def worker_options() -> dict:
+    """What worker_process passes to start_worker_process besides its name and queue: a module that needs
+    more (beat=True) overrides this fixture."""
+    return {}
+
+
+@pytest.fixture
+def worker_process(transactional_db, celery_isolation, worker_options) -> Iterator[WorkerProcess]:
+    """A real Celery worker process on this test process's queue, for one test: no cache of its outlives it."""
+    worker = start_worker_process(f"w{os.getpid()}", celery_isolation, **worker_options)
     yield worker
     worker.stop()
 
