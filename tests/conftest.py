@@ -539,17 +539,39 @@ def django_db_setup(django_db_setup, django_db_blocker):
 
 # --- issue 32 §5: parallel runs (pytest-xdist) and no silent skips ---------------------------------------------
 
-# Tests that must not share a worker with others of their kind run in one xdist group (one worker, in turn):
-# the fault tests kill and restart private Redis servers under real worker processes, with recovery bounds.
-XDIST_GROUPS = {"faults": "faults"}
+# What runs in turn on one xdist worker (`make test` runs two), by path: a folder (every file under it is one
+# group) or a file. The fault tests kill and restart private Redis servers under real worker processes, with
+# recovery bounds; a browser module shares one Chromium and one daphne (tests/e2e/conftest.py), the agent
+# package's module one virtualenv. Everything else is handed out test by test.
+SERIAL_FOLDERS = ("tests/faults/",)
+MODULES_KEPT_WHOLE = ("tests/e2e/", "tests/agents/test_agent_package.py")
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist names the groups (`--dist loadgroup`, pyproject addopts)
-def pytest_collection_modifyitems(config, items) -> None:
-    for item in items:
-        for marker, group in XDIST_GROUPS.items():
-            if item.get_closest_marker(marker):
-                item.add_marker(pytest.mark.xdist_group(group))
+def xdist_scope(nodeid: str) -> str:
+    """The unit of work one xdist worker takes whole: a serial folder, a module kept whole, or one test."""
+    path = nodeid.split("::", 1)[0]
+    for folder in SERIAL_FOLDERS:
+        if path.startswith(folder):
+            return folder
+    return path if path.startswith(MODULES_KEPT_WHOLE) else nodeid
+
+
+@pytest.hookimpl
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup` (pyproject addopts) with the groups of `xdist_scope`.
+
+    Not xdist_group marks: pytest-xdist 3.8 groups by renaming a test's node id, which pytest 9.2 no longer
+    reads (every marked test was handed out on its own). Other --dist modes are xdist's own.
+    """
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByPath(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return ByPath(config, log)
 
 
 def skip_summary(skipped_reports) -> str:
