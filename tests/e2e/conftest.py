@@ -162,7 +162,7 @@ def daphne(django_db_setup, celery_isolation) -> Iterator:
 
 
 @pytest.fixture
-def server(transactional_db, daphne, celery_isolation):
+def server(transactional_db, daphne):
     """The module's daphne with the demo contracts, `viewer` (the viewer permission) and `outsider` (none)."""
     from tests.e2e.test_live_pages import in_db_thread, seed_viewer_and_outsider
 
