@@ -15,8 +15,11 @@ $(STAMP): requirements.txt
 run: $(STAMP)
 	$(PY) -m sidewisp.ops.devservices run
 
+# make test: the suite on TEST_WORKERS pytest-xdist workers (2, CI's cores; each has its own test database and
+# Redis prefix, and `--dist loadgroup` keeps an xdist_group on one worker). TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m sidewisp.ops.devservices test $(PYTEST_ARGS)
+	$(PY) -m sidewisp.ops.devservices test -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # make test-faults: every kill point of tests/faults/test_kill_at_boundary.py, each repeated
 # SIDEWISP_FAULT_REPEAT times (default 2) while SIDEWISP_FAULT_LOAD busy processes (default 1) keep the CPU

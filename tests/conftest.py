@@ -138,6 +138,12 @@ def quick_password_hashing() -> Iterator[None]:
     quick.disable()
 
 
+def subprocess_environ() -> dict[str, str]:
+    """This process's environment for a server or worker it starts, without DJANGO_ALLOW_ASYNC_UNSAFE: the
+    browser tests set it for themselves (tests/e2e/conftest.py `browser`), never for the code they test."""
+    return {key: value for key, value in os.environ.items() if key != "DJANGO_ALLOW_ASYNC_UNSAFE"}
+
+
 def database_url_for_subprocess() -> str:
     from django.db import connection
 
@@ -208,7 +214,7 @@ def start_worker_process(
     from django.conf import settings
 
     env = {
-        **os.environ,
+        **subprocess_environ(),
         "DATABASE_URL": database_url_for_subprocess(),
         "SIDEWISP_QUEUE": queue,
         "REDIS_URL": redis_url or settings.REDIS_URL,
@@ -282,8 +288,16 @@ def wait_until(predicate, *, what: str, timeout: float = 60.0, interval: float =
 
 
 @pytest.fixture
-def worker_process(transactional_db, celery_isolation) -> Iterator[WorkerProcess]:
-    worker = start_worker_process(f"w{os.getpid()}", celery_isolation)
+def worker_options() -> dict:
+    """What worker_process passes to start_worker_process besides its name and queue: a module that needs
+    more (beat=True) overrides this fixture."""
+    return {}
+
+
+@pytest.fixture
+def worker_process(transactional_db, celery_isolation, worker_options) -> Iterator[WorkerProcess]:
+    """A real Celery worker process on this test process's queue, for one test: no cache of its outlives it."""
+    worker = start_worker_process(f"w{os.getpid()}", celery_isolation, **worker_options)
     yield worker
     worker.stop()
 
@@ -525,17 +539,39 @@ def django_db_setup(django_db_setup, django_db_blocker):
 
 # --- issue 32 §5: parallel runs (pytest-xdist) and no silent skips ---------------------------------------------
 
-# Tests that must not share a worker with others of their kind run in one xdist group (one worker, in turn):
-# the fault tests kill and restart private Redis servers under real worker processes, with recovery bounds.
-XDIST_GROUPS = {"faults": "faults"}
+# What runs in turn on one xdist worker (`make test` runs two), by path: a folder (every file under it is one
+# group) or a file. The fault tests kill and restart private Redis servers under real worker processes, with
+# recovery bounds; a browser module shares one Chromium and one daphne (tests/e2e/conftest.py), the agent
+# package's module one virtualenv. Everything else is handed out test by test.
+SERIAL_FOLDERS = ("tests/faults/",)
+MODULES_KEPT_WHOLE = ("tests/e2e/", "tests/agents/test_agent_package.py")
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist names the groups (`--dist loadgroup`, pyproject addopts)
-def pytest_collection_modifyitems(config, items) -> None:
-    for item in items:
-        for marker, group in XDIST_GROUPS.items():
-            if item.get_closest_marker(marker):
-                item.add_marker(pytest.mark.xdist_group(group))
+def xdist_scope(nodeid: str) -> str:
+    """The unit of work one xdist worker takes whole: a serial folder, a module kept whole, or one test."""
+    path = nodeid.split("::", 1)[0]
+    for folder in SERIAL_FOLDERS:
+        if path.startswith(folder):
+            return folder
+    return path if path.startswith(MODULES_KEPT_WHOLE) else nodeid
+
+
+@pytest.hookimpl
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup` (pyproject addopts) with the groups of `xdist_scope`.
+
+    Not xdist_group marks: pytest-xdist 3.8 groups by renaming a test's node id, which pytest 9.2 no longer
+    reads (every marked test was handed out on its own). Other --dist modes are xdist's own.
+    """
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByPath(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return ByPath(config, log)
 
 
 def skip_summary(skipped_reports) -> str:

@@ -1,8 +1,12 @@
-"""Browser fixtures shared by the phone-layout and accessibility tests.
+"""The browser tests' fixtures: one Chromium and one daphne per module, a clean database per test.
 
-`people_server` is daphne on the test database with one user per role and a
-handful of handoffs in every state a page can show; `axe_violations(page)`
-runs the vendored axe-core (WCAG 2 A and AA rules) in the page.
+`browser` and `daphne` are started once per module (and per xdist worker) —
+their start-up was most of a short page test's time. Each test gets empty
+tables, seeds what it reads (`server`: the viewer and the outsider;
+`people_server`: one user per role and a handful of handoffs in every state
+a page can show; `action_server`: nothing) and opens a browser context of its
+own (`page`, `browser_page`, `open_as`). `axe_violations(page)` runs the
+vendored axe-core (WCAG 2 A and AA rules) in the page.
 """
 
 from __future__ import annotations
@@ -114,39 +118,108 @@ def seed_pages() -> Seeded:
     )
 
 
-@pytest.fixture
-def people_server(transactional_db, celery_isolation, monkeypatch):
-    """daphne on the test database, one person per role, and the handoffs of `seed_pages`."""
-    from tests.e2e.test_live_pages import Server, in_db_thread
-
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # only for fixture teardown beside Playwright
-    seeded = in_db_thread(seed_pages)
-    live = Server(celery_isolation)
-    live.start()
-    live.seeded = seeded
-    yield live
-    live.stop()
+# --- one Chromium and one daphne per module, a clean database and a new browser context per test ---
 
 
-@pytest.fixture
-def chromium() -> Iterator:
+@pytest.fixture(scope="module")
+def browser() -> Iterator:
+    """One headless Chromium for the module's tests; each test opens contexts of its own (cookies, storage,
+    viewport), so no test sees another's login, and closes them.
+
+    Per module, not per session: while Playwright's sync API is open it keeps an asyncio loop running in this
+    thread, and Django's ORM refuses to run beside a running loop. The tests reach the database through
+    in_db_thread; DJANGO_ALLOW_ASYNC_UNSAFE lets pytest-django's flush after each test run here too (the
+    servers and workers the tests start never inherit it: Server and start_worker_process leave it out). A
+    module's end closes the browser, so tests of other directories that this process runs next never have
+    the loop.
+    """
     from tests.e2e.test_live_pages import CHROMIUM, CHROMIUM_ARGS, playwright_sync
 
-    with playwright_sync.sync_playwright() as p:
+    with pytest.MonkeyPatch.context() as patch, playwright_sync.sync_playwright() as p:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
         launched = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield launched
         launched.close()
 
 
+@pytest.fixture(scope="module")
+def daphne(django_db_setup, celery_isolation) -> Iterator:
+    """One daphne for the module's tests, on the test database (a test that stops it gets it started again).
+
+    Each test still starts from empty tables: the server fixtures below seed what the test needs after the
+    previous test's flush, and daphne keeps nothing of a test that a later one can see — its pages read the
+    database on every request, the contracts' cache checks the database first, and the cache and channel
+    layer are in Redis under this process's prefix, as with a daphne per test. Django's ContentType cache
+    is the one exception: it keeps ids a flush renews, so a module that saves through the admin (LogEntry
+    needs the content type) starts a daphne per test (test_admin.py).
+    """
+    from tests.e2e.test_live_pages import Server
+
+    live = Server(celery_isolation)
+    live.start()
+    yield live
+    live.stop()
+
+
 @pytest.fixture
-def open_as(chromium, people_server):
+def server(transactional_db, daphne):
+    """The module's daphne with the demo contracts, `viewer` (the viewer permission) and `outsider` (none)."""
+    from tests.e2e.test_live_pages import in_db_thread, seed_viewer_and_outsider
+
+    in_db_thread(seed_viewer_and_outsider)
+    daphne.start()
+    return daphne
+
+
+@pytest.fixture
+def people_server(transactional_db, daphne):
+    """The module's daphne with one person per role and the handoffs of `seed_pages` (`.seeded`)."""
+    from tests.e2e.test_live_pages import in_db_thread
+
+    daphne.seeded = in_db_thread(seed_pages)
+    daphne.start()
+    return daphne
+
+
+@pytest.fixture
+def action_server(transactional_db, daphne):
+    """The module's daphne on empty tables: the test seeds what it needs."""
+    daphne.start()
+    return daphne
+
+
+@pytest.fixture
+def page(browser, server):
+    """A desktop page of a fresh context; console errors are collected, a dialog fails the test."""
+    context = browser.new_context(viewport=DESKTOP, timezone_id="Europe/Berlin")
+    page = context.new_page()
+    page.console_errors = []
+    page.on("console", lambda m: m.type == "error" and page.console_errors.append(m.text))
+    page.on("dialog", lambda d: pytest.fail(f"a dialog opened: {d.message}"))
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def browser_page(browser, action_server):
+    """A desktop page of a fresh context on the action server; console errors are collected."""
+    context = browser.new_context(viewport=DESKTOP, timezone_id="Europe/Berlin")
+    page = context.new_page()
+    page.console_errors = []
+    page.on("console", lambda m: m.type == "error" and page.console_errors.append(m.text))
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def open_as(browser, people_server):
     """open_as("operator", viewport=PHONE): a logged-in page of a fresh context (CSP bypassed for axe only)."""
     from tests.e2e.test_live_pages import PASSWORD
 
     contexts = []
 
     def _open(role: str | None, *, viewport: dict = DESKTOP):
-        context = chromium.new_context(viewport=viewport, timezone_id="Europe/Berlin", bypass_csp=True)
+        context = browser.new_context(viewport=viewport, timezone_id="Europe/Berlin", bypass_csp=True)
         contexts.append(context)
         page = context.new_page()
         if role is not None:

@@ -6,17 +6,12 @@ resume), and the browser sees the resumed run complete through the socket.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-
 import pytest
 
-from tests.conftest import start_worker_process, wait_until
+from tests.conftest import wait_until
 from tests.e2e.test_live_pages import (
-    CHROMIUM,
     LIVE_TIMEOUT_MS,
     PASSWORD,
-    Server,
     csp_errors,
     expect,
     in_db_thread,
@@ -32,14 +27,7 @@ pytestmark = [
 
 
 @pytest.fixture
-def worker(transactional_db, celery_isolation):
-    process = start_worker_process(f"e2e{os.getpid()}", celery_isolation)
-    yield process
-    process.stop()
-
-
-@pytest.fixture
-def waiting_run(worker) -> int:
+def waiting_run(worker_process) -> int:
     """A real waiting_on_approval run, started by the worker and now waiting for ops-lead."""
 
     def _setup() -> int:
@@ -74,35 +62,6 @@ def _wait_pk(run_id: int) -> int:
     from receipts.models import Handoff
 
     return in_db_thread(lambda: Handoff.objects.values_list("pk", flat=True).get(run_id=run_id))
-
-
-@pytest.fixture
-def action_server(transactional_db, celery_isolation, monkeypatch) -> Iterator[Server]:
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # only for fixture teardown beside Playwright
-    live = Server(celery_isolation)
-    live.start()
-    yield live
-    live.stop()
-
-
-@pytest.fixture
-def browser_page(browser, action_server):
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, timezone_id="Europe/Berlin")
-    page = context.new_page()
-    page.console_errors = []
-    page.on("console", lambda m: m.type == "error" and page.console_errors.append(m.text))
-    yield page
-    context.close()
-
-
-@pytest.fixture
-def browser():
-    from tests.e2e.test_live_pages import CHROMIUM_ARGS, playwright_sync
-
-    with playwright_sync.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
 
 
 def test_an_approver_approves_a_wait_from_the_inbox_and_sees_the_run_continue_live(

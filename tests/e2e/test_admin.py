@@ -10,9 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.test_live_pages import PASSWORD, Server, browser, expect, in_db_thread, shoot
-
-__all__ = ["browser"]  # the Chromium fixture (executable_path=/usr/bin/chromium), used here
+from tests.e2e.test_live_pages import PASSWORD, Server, expect, in_db_thread, shoot
 
 pytestmark = [
     pytest.mark.e2e,
@@ -21,9 +19,13 @@ pytestmark = [
 
 
 @pytest.fixture
-def admin_server(transactional_db, celery_isolation, monkeypatch) -> Iterator[Server]:
-    """daphne on the test database with the demo contracts and alex, staff in the admin role group."""
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # only for fixture teardown beside Playwright
+def admin_server(transactional_db, celery_isolation) -> Iterator[Server]:
+    """daphne on the test database with the demo contracts and alex, staff in the admin role group.
+
+    A daphne per test, not the module's (tests/e2e/conftest.py `daphne`): a save through the admin logs a
+    LogEntry with the model's content type, which Django caches by id per process, and the flush after each
+    test makes the content types again under new ids.
+    """
 
     def _setup() -> None:
         from django.contrib.auth import get_user_model

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.test_actions_browser import action_server, browser, browser_page  # noqa: F401 - fixtures
 from tests.e2e.test_live_pages import PASSWORD, expect, in_db_thread, log_in, shoot
 
 pytestmark = [

@@ -297,7 +297,7 @@ AREAS = ("pages", "admin")  # two halves of one walk, each within the suite's 30
 
 @pytest.mark.parametrize("area", AREAS)
 @pytest.mark.parametrize("width", list(WIDTHS))
-def test_every_page_has_no_wcag_violation_and_no_sideways_scroll(chromium, people_server, width, area):
+def test_every_page_has_no_wcag_violation_and_no_sideways_scroll(browser, people_server, width, area):
     viewport = WIDTHS[width]
     url = people_server.url
     more = in_db_thread(seed_more)
@@ -307,7 +307,7 @@ def test_every_page_has_no_wcag_violation_and_no_sideways_scroll(chromium, peopl
 
     def page_of(who: str | None):
         if who not in pages:
-            context = chromium.new_context(viewport=viewport, timezone_id="Europe/Berlin", bypass_csp=True)
+            context = browser.new_context(viewport=viewport, timezone_id="Europe/Berlin", bypass_csp=True)
             pages[who] = context.new_page()
             if who is not None:
                 _log_in(pages[who], url, who)

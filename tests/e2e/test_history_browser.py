@@ -7,13 +7,11 @@ owner of the waits), oncall (an operator), watcher (a viewer) in the second wind
 
 from __future__ import annotations
 
-import os
 import uuid
 
 import pytest
 
-from tests.conftest import start_worker_process, wait_until
-from tests.e2e.test_actions_browser import action_server, browser, browser_page  # noqa: F401 - fixtures
+from tests.conftest import wait_until
 from tests.e2e.test_live_pages import LIVE_TIMEOUT_MS, PASSWORD, expect, in_db_thread, log_in, wait_live
 
 pytestmark = [
@@ -22,13 +20,6 @@ pytestmark = [
 ]
 
 WORK_TIMEOUT_MS = LIVE_TIMEOUT_MS * 6
-
-
-@pytest.fixture
-def worker(transactional_db, celery_isolation):
-    process = start_worker_process(f"e2eh{os.getpid()}", celery_isolation)
-    yield process
-    process.stop()
 
 
 def _people() -> None:
@@ -93,7 +84,7 @@ def _second_window(chromium_browser, server, run_id: int):
 
 
 def test_an_edit_adds_an_entry_naming_the_changed_argument_and_its_result_live_in_a_second_window(
-    worker, action_server, browser_page, browser
+    worker_process, action_server, browser_page, browser
 ):
     page, server = browser_page, action_server
     run_id = _started("waiting_on_approval")
@@ -119,7 +110,7 @@ def test_an_edit_adds_an_entry_naming_the_changed_argument_and_its_result_live_i
 
 
 def test_a_verify_again_adds_an_entry_with_its_re_verification_and_verdict(
-    worker, action_server, browser_page, browser
+    worker_process, action_server, browser_page, browser
 ):
     from receipts import actions
 
@@ -157,7 +148,9 @@ def test_a_verify_again_adds_an_entry_with_its_re_verification_and_verdict(
     context.close()
 
 
-def test_a_retry_adds_an_entry_with_the_new_attempt_and_how_it_ended(worker, action_server, browser_page, browser):
+def test_a_retry_adds_an_entry_with_the_new_attempt_and_how_it_ended(
+    worker_process, action_server, browser_page, browser
+):
     page, server = browser_page, action_server
 
     def _parked() -> int:

@@ -95,8 +95,8 @@ def decided() -> dict:
 
 
 @pytest.fixture
-def approver_page(chromium, people_server):
-    context = chromium.new_context(permissions=["notifications"], bypass_csp=True)
+def approver_page(browser, people_server):
+    context = browser.new_context(permissions=["notifications"], bypass_csp=True)
     context.add_init_script(NOTIFICATION_SPY)
     page = context.new_page()
     page.goto(f"{people_server.url}/login/")

@@ -7,14 +7,13 @@ events go through the real Redis channel layer to the server's consumer.
 
 from __future__ import annotations
 
-import os
 import re
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from django.conf import settings
 from django.db import connections
 from playwright import sync_api as playwright_sync
 
-from tests.conftest import database_url_for_subprocess, handoff_parts
+from tests.conftest import database_url_for_subprocess, handoff_parts, subprocess_environ
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -113,7 +112,7 @@ class Server:
         self.url = f"http://localhost:{self.port}"
         self.process: subprocess.Popen | None = None
         self.env = {
-            **os.environ,
+            **subprocess_environ(),
             "DATABASE_URL": database_url_for_subprocess(),
             # The same channel-layer prefix as this test run: its events reach the server.
             "SIDEWISP_QUEUE": channel_prefix,
@@ -125,7 +124,13 @@ class Server:
             "LOG_LEVEL": "WARNING",
         }
 
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
     def start(self) -> None:
+        """Start daphne and wait until it answers; nothing to do while it runs."""
+        if self.running():
+            return
         daphne = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "sidewisp.asgi:application"]
         self.process = subprocess.Popen(daphne, env=self.env, cwd=settings.BASE_DIR)
         deadline = time.monotonic() + 60  # daphne's start-up: seconds unloaded, more on a busy two-core machine
@@ -142,50 +147,22 @@ class Server:
         raise RuntimeError("daphne did not answer within 60 s")
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
+        if self.running():
             self.process.kill()  # like a crash: the browser sees an abnormal close (1006)
             self.process.wait(10)
 
 
-@pytest.fixture
-def server(transactional_db, celery_isolation, monkeypatch) -> Iterator[Server]:
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # only for fixture teardown beside Playwright
+def seed_viewer_and_outsider() -> None:
+    """The demo contracts, `viewer` (the viewer permission) and `outsider` (logged in, nothing more)."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
 
-    def _setup():
-        from django.contrib.auth import get_user_model
-        from django.contrib.auth.models import Permission
+    from agents.demo.contracts import install_team_contracts
 
-        from agents.demo.contracts import install_team_contracts
-
-        install_team_contracts()
-        user = get_user_model().objects.create_user(username="viewer", password=PASSWORD)
-        user.user_permissions.add(Permission.objects.get(codename="view_dashboard", content_type__app_label="receipts"))
-        get_user_model().objects.create_user(username="outsider", password=PASSWORD)
-
-    in_db_thread(_setup)
-    live = Server(celery_isolation)
-    live.start()
-    yield live
-    live.stop()
-
-
-@pytest.fixture
-def browser() -> Iterator:
-    with playwright_sync.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
-
-
-@pytest.fixture
-def page(browser, server):
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, timezone_id="Europe/Berlin")
-    page = context.new_page()
-    page.console_errors = []
-    page.on("console", lambda m: m.type == "error" and page.console_errors.append(m.text))
-    page.on("dialog", lambda d: pytest.fail(f"a dialog opened: {d.message}"))
-    yield page
-    context.close()
+    install_team_contracts()
+    user = get_user_model().objects.create_user(username="viewer", password=PASSWORD)
+    user.user_permissions.add(Permission.objects.get(codename="view_dashboard", content_type__app_label="receipts"))
+    get_user_model().objects.create_user(username="outsider", password=PASSWORD)
 
 
 def log_in(page, server: Server, username: str = "viewer") -> None:
@@ -423,23 +400,18 @@ def test_a_user_without_the_viewer_permission_gets_a_403_page(page, server):
     shoot(page, "forbidden")
 
 
-def test_a_scenario_run_by_a_real_worker_appears_live_with_its_verdict(page, server, celery_isolation):
+def test_a_scenario_run_by_a_real_worker_appears_live_with_its_verdict(page, server, worker_process):
     from agents import tasks
     from agents.demo.scenarios import create_run
-    from tests.conftest import start_worker_process
 
-    worker = in_db_thread(start_worker_process, f"e2e{os.getpid()}", celery_isolation)
-    try:
-        log_in(page, server)
-        wait_live(page)
-        page.evaluate("window.sidewispNoReload = true")
-        run = in_db_thread(create_run, "false_complete")
-        in_db_thread(tasks.start_run.delay, run.pk)
+    log_in(page, server)
+    wait_live(page)
+    page.evaluate("window.sidewispNoReload = true")
+    run = in_db_thread(create_run, "false_complete")
+    in_db_thread(tasks.start_run.delay, run.pk)
 
-        newest = page.locator("#newest-handoffs")
-        expect(newest).to_contain_text("False complete", timeout=30_000)
-        expect(page.locator("[data-count=FALSE_COMPLETE]")).to_have_text("1")
-        assert page.evaluate("window.sidewispNoReload") is True
-        shoot(page, "overview-scenario")
-    finally:
-        worker.stop()
+    newest = page.locator("#newest-handoffs")
+    expect(newest).to_contain_text("False complete", timeout=30_000)
+    expect(page.locator("[data-count=FALSE_COMPLETE]")).to_have_text("1")
+    assert page.evaluate("window.sidewispNoReload") is True
+    shoot(page, "overview-scenario")

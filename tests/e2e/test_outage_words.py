@@ -20,11 +20,9 @@ from tests.e2e.test_live_pages import (
     LIVE_TIMEOUT_MS,
     PASSWORD,
     Server,
-    browser,
     expect,
     in_db_thread,
     log_in,
-    page,
     shoot,
     wait_live,
 )
@@ -34,15 +32,12 @@ pytestmark = [
     pytest.mark.e2e,
     pytest.mark.django_db(transaction=True),
 ]
-__all__ = ["browser", "page"]  # fixtures, used by name
 
 
 @pytest.fixture
-def server(transactional_db, celery_isolation, monkeypatch, tmp_path) -> Iterator[Server]:
+def server(transactional_db, celery_isolation, tmp_path) -> Iterator[Server]:
     """daphne on the test database and on a Redis of this test's own (`server.redis`)."""
     from sidewisp.ops.devservices import _free_port
-
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # only for fixture teardown beside Playwright
 
     def _setup():
         from django.contrib.auth import get_user_model

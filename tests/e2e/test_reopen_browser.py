@@ -7,13 +7,11 @@ an order it never placed; reopened, it reads which verifier failed, places the o
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import start_worker_process, wait_until
-from tests.e2e.test_actions_browser import action_server, browser, browser_page  # noqa: F401 - fixtures
+from tests.conftest import wait_until
 from tests.e2e.test_live_pages import CHROMIUM, LIVE_TIMEOUT_MS, PASSWORD, csp_errors, expect, in_db_thread, log_in
 
 pytestmark = [
@@ -23,13 +21,6 @@ pytestmark = [
 ]
 
 WORK_TIMEOUT_MS = LIVE_TIMEOUT_MS * 6
-
-
-@pytest.fixture
-def worker(transactional_db, celery_isolation):
-    process = start_worker_process(f"e2er{os.getpid()}", celery_isolation)
-    yield process
-    process.stop()
 
 
 def _false_completion() -> tuple[int, int]:
@@ -65,7 +56,7 @@ def _verdict(run_id: int) -> str | None:
 
 
 def test_an_operator_reopens_a_false_completion_from_the_run_page_and_sees_it_go_healthy(
-    worker, action_server, browser_page
+    worker_process, action_server, browser_page
 ):
     page, server = browser_page, action_server
     run_id, handoff_pk = _false_completion()

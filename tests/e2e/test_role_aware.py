@@ -9,11 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import handoff_parts
-from tests.e2e import test_live_pages as live
 from tests.e2e.test_live_pages import PASSWORD, expect, in_db_thread, record_parts, wait_live
-
-# The live pages' fixtures: a daphne server on the test database, a Chromium, a page with console capture.
-browser, server, page = live.browser, live.server, live.page
 
 pytestmark = [
     pytest.mark.e2e,

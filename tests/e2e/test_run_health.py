@@ -7,23 +7,10 @@ the open page within 10 s, pushed over the socket.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
-from tests.conftest import start_worker_process, wait_until
-from tests.e2e.test_live_pages import (  # noqa: F401 - browser, page and server are fixtures
-    CHROMIUM,
-    browser,
-    csp_errors,
-    expect,
-    in_db_thread,
-    log_in,
-    page,
-    server,
-    shoot,
-    wait_live,
-)
+from tests.conftest import wait_until
+from tests.e2e.test_live_pages import csp_errors, expect, in_db_thread, log_in, shoot, wait_live
 
 pytestmark = [
     pytest.mark.e2e,
@@ -33,11 +20,9 @@ BANNER_TIMEOUT_MS = 10_000
 
 
 @pytest.fixture
-def worker(transactional_db, celery_isolation):
+def worker_options() -> dict:
     # Beat embedded, as in production: its heartbeat keeps the banner quiet while everything runs.
-    process = start_worker_process(f"rh{os.getpid()}", celery_isolation, beat=True)
-    yield process
-    process.stop()
+    return {"beat": True}
 
 
 def _start(scenario: str) -> int:
@@ -60,7 +45,7 @@ def _run(run_id: int) -> dict:
 
 
 @pytest.fixture
-def dead_model_run(worker) -> dict:
+def dead_model_run(worker_process) -> dict:
     """The demo's dead_model_after_handoff, run by the real worker to its end: failed, its handoff healthy."""
     run_id = in_db_thread(_start, "dead_model_after_handoff")
     wait_until(lambda: in_db_thread(_run, run_id)["status"] == "failed", what="the run to fail", timeout=90)
@@ -97,14 +82,14 @@ def test_a_failed_run_is_not_green_on_the_run_page_the_runs_list_or_the_overview
     assert csp_errors(page) == []
 
 
-def test_a_stopped_worker_is_a_banner_within_ten_seconds(page, server, worker):
+def test_a_stopped_worker_is_a_banner_within_ten_seconds(page, server, worker_process):
     log_in(page, server)
     wait_live(page)
     # Beat's first heartbeat may take a moment after the worker starts.
     expect(page.locator("#system-marker")).to_have_attribute("data-system", "ok", timeout=20_000)
     expect(page.locator("#system-banner")).to_have_attribute("data-system", "ok")
 
-    worker.stop()
+    worker_process.stop()
 
     banner = page.locator("#system-banner")
     expect(banner).to_have_attribute("data-system", "down", timeout=BANNER_TIMEOUT_MS)

@@ -161,6 +161,17 @@ def test_the_readme_is_one_screen_of_what_a_newcomer_needs():
     assert (ROOT / image).is_file(), image
 
 
+def test_the_readmes_slowest_tests_are_twenty_tests_that_exist_each_with_what_it_proves():
+    """Issue 32 §5: the README lists the suite's slowest twenty; a test renamed or removed fails here."""
+    readme = (ROOT / "README.md").read_text()
+    rows = re.findall(r"^\| [\d.]+ \| `(tests/[\w/]+\.py)::(\w+)(?:\[[^\]]*\])?` \| (.+) \|$", readme, re.M)
+
+    assert len(rows) == 20, rows
+    for path, name, proves in rows:
+        assert re.search(rf"^\s*(?:async )?def {name}\(", (ROOT / path).read_text(), re.M), f"{path}::{name}"
+        assert len(proves.split()) >= 4, f"{name}: say what it proves"
+
+
 def test_the_first_graph_is_the_same_in_the_readme_getting_started_and_observe():
     """tests/agents/test_hosted.py runs the README's lines and test_docs_examples.py the Observe page's."""
     readme = first_graph((ROOT / "README.md").read_text())

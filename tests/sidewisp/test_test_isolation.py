@@ -64,3 +64,20 @@ def test_the_flush_after_a_transactional_test_leaves_every_table_empty(record_ha
             cursor.execute(f"SELECT COUNT(*) FROM {connection.ops.quote_name(table)}")
             rows[table] = cursor.fetchone()[0]
     assert {table: n for table, n in rows.items() if n} == {}
+
+
+def test_a_parallel_run_hands_out_the_fault_tests_as_one_unit_a_browser_module_whole_and_other_tests_one_by_one():
+    from tests.conftest import xdist_scope
+
+    faults = [
+        "tests/faults/test_kill_at_boundary.py::test_a_run_whose_worker_is_killed_at_a_receipt_boundary_ends[a-1]",
+        "tests/faults/test_runs_end.py::test_sixteen_runs_started_at_once_on_a_fresh_database_all_end",
+    ]
+    assert {xdist_scope(nodeid) for nodeid in faults} == {"tests/faults/"}
+    browser = ["tests/e2e/test_phone.py::test_on_a_phone_no_page_scrolls_sideways[/]", "tests/e2e/test_phone.py::b"]
+    assert {xdist_scope(nodeid) for nodeid in browser} == {"tests/e2e/test_phone.py"}
+    assert xdist_scope("tests/e2e/test_a11y.py::test_a") != xdist_scope("tests/e2e/test_phone.py::test_b")
+    venv = "tests/agents/test_agent_package.py::test_x"
+    assert xdist_scope(venv) == "tests/agents/test_agent_package.py"
+    for nodeid in ("tests/receipts/test_bundle.py::test_a", "tests/receipts/test_bundle.py::test_b[1]"):
+        assert xdist_scope(nodeid) == nodeid
