@@ -540,19 +540,25 @@ def django_db_setup(django_db_setup, django_db_blocker):
 # --- issue 32 §5: parallel runs (pytest-xdist) and no silent skips ---------------------------------------------
 
 # What runs in turn on one xdist worker (`make test` runs two), by path: a folder (every file under it is one
-# group) or a file. The fault tests kill and restart private Redis servers under real worker processes, with
-# recovery bounds; a browser module shares one Chromium and one daphne (tests/e2e/conftest.py), the agent
-# package's module one virtualenv. Everything else is handed out test by test.
-SERIAL_FOLDERS = ("tests/faults/",)
-MODULES_KEPT_WHOLE = ("tests/e2e/", "tests/agents/test_agent_package.py")
+# unit) or a file. The fault tests kill and restart private Redis servers under real worker processes, with
+# recovery bounds; a browser module shares one Chromium and one daphne (tests/e2e/conftest.py); the modules that
+# run apps in the fresh virtualenv share that virtualenv (built once per process: tests/agents/conftest.py).
+# Everything else is handed out test by test.
+SERIAL_FOLDERS = {
+    "tests/faults/": "tests/faults/",
+    "tests/agents/test_agent_package.py": "the fresh virtualenv",
+    "tests/agents/test_agent_venv_swarm.py": "the fresh virtualenv",
+}
+MODULES_KEPT_WHOLE = ("tests/e2e/",)
 
 
 def xdist_scope(nodeid: str) -> str:
-    """The unit of work one xdist worker takes whole: a serial folder, a module kept whole, or one test."""
+    """The unit of work one xdist worker takes whole: a serial folder or set of modules, a module kept whole,
+    or one test."""
     path = nodeid.split("::", 1)[0]
-    for folder in SERIAL_FOLDERS:
-        if path.startswith(folder):
-            return folder
+    for prefix, unit in SERIAL_FOLDERS.items():
+        if path.startswith(prefix):
+            return unit
     return path if path.startswith(MODULES_KEPT_WHOLE) else nodeid
 
 

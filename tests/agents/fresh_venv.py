@@ -1,8 +1,9 @@
 """A new virtualenv holding the built agent package and the repository's pins of what it needs (issue 31 §2).
 
 No system site-packages and no Django: what runs there proves the package works in an app that has nothing of the
-server. Built once per test session (`venv_python` in tests/agents/conftest.py; its tests share one xdist group,
-`XDIST_GROUP`, so one worker builds it). Apps run with its Python, outside the repository.
+server. Built once per test process (`venv_python` in tests/agents/conftest.py; in a parallel run the modules that
+use it run in turn on one worker: `xdist_scope` in tests/conftest.py). Apps run with its Python, outside the
+repository.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-XDIST_GROUP = "agent_venv"
 # What the package and the apps run there need, at the repository's pins (the versions the server's tests run).
 PINNED = ("langchain", "langchain-core", "langgraph", "httpx", "langgraph-swarm")
 

@@ -20,10 +20,8 @@ from agents.observe import writer
 from receipts.ingest import intake
 from receipts.models import Handoff
 from receipts.workers import sources
-from tests.agents.fresh_venv import XDIST_GROUP, in_venv, started_in_venv
+from tests.agents.fresh_venv import in_venv, started_in_venv
 from tests.conftest import handoff_parts
-
-pytestmark = pytest.mark.xdist_group(XDIST_GROUP)
 
 APP = Path(__file__).with_name("agent_venv_app.py")
 

@@ -23,10 +23,8 @@ from receipts import actions
 from receipts.models import Handoff, Run
 from receipts.workers import sources
 from tests.agents import agent_venv_swarm as team
-from tests.agents.fresh_venv import XDIST_GROUP, started_in_venv
+from tests.agents.fresh_venv import started_in_venv
 from tests.agents.stored import observe
-
-pytestmark = pytest.mark.xdist_group(XDIST_GROUP)
 
 APP = Path(__file__).with_name("agent_venv_swarm.py")
 

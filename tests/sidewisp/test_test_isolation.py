@@ -66,7 +66,7 @@ def test_the_flush_after_a_transactional_test_leaves_every_table_empty(record_ha
     assert {table: n for table, n in rows.items() if n} == {}
 
 
-def test_a_parallel_run_hands_out_the_fault_tests_as_one_unit_a_browser_module_whole_and_other_tests_one_by_one():
+def test_a_parallel_run_hands_out_fault_tests_and_virtualenv_modules_as_units_browser_modules_whole():
     from tests.conftest import xdist_scope
 
     faults = [
@@ -77,7 +77,7 @@ def test_a_parallel_run_hands_out_the_fault_tests_as_one_unit_a_browser_module_w
     browser = ["tests/e2e/test_phone.py::test_on_a_phone_no_page_scrolls_sideways[/]", "tests/e2e/test_phone.py::b"]
     assert {xdist_scope(nodeid) for nodeid in browser} == {"tests/e2e/test_phone.py"}
     assert xdist_scope("tests/e2e/test_a11y.py::test_a") != xdist_scope("tests/e2e/test_phone.py::test_b")
-    venv = "tests/agents/test_agent_package.py::test_x"
-    assert xdist_scope(venv) == "tests/agents/test_agent_package.py"
+    venv = ["tests/agents/test_agent_package.py::test_x", "tests/agents/test_agent_venv_swarm.py::test_y[observe]"]
+    assert len({xdist_scope(nodeid) for nodeid in venv}) == 1  # the two share the one virtualenv they build
     for nodeid in ("tests/receipts/test_bundle.py::test_a", "tests/receipts/test_bundle.py::test_b[1]"):
         assert xdist_scope(nodeid) == nodeid
