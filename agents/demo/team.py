@@ -12,6 +12,7 @@ from langchain_core.messages import AnyMessage
 from langchain_core.tools import BaseTool
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
+from sidewisp_agent import WaitPolicy
 from sidewisp_agent.handoffs import Fault, handoff_tool
 
 from agents.demo import tools
@@ -19,7 +20,6 @@ from agents.demo.contracts import team_contracts
 from agents.host.scripted import Say, chat_model
 from agents.limits.stack import build_middleware, wait_policies
 from agents.models import AgentLimits
-from agents.observe import WaitPolicy
 
 ROUTE_VERSION = "routes/1"
 AGENTS = ("triage", "sales", "support", "billing", "coder")

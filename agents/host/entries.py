@@ -46,11 +46,11 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
+from sidewisp_agent import Verifier, WaitPolicy
 from sidewisp_agent.evidence import digest
 
 from agents.host import graphcache
 from agents.host.graphs import GraphDescription, HostedGraph
-from agents.observe import Verifier, WaitPolicy
 from receipts.verdicts import bundle
 
 if TYPE_CHECKING:

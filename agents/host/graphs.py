@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.observe import Verifier, WaitPolicy
+from sidewisp_agent import Verifier, WaitPolicy
 
 
 @dataclass(frozen=True)

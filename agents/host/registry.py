@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sidewisp_agent import WaitPolicy
+
 from agents.host import workspaces
 from agents.host.entries import (  # noqa: F401 - re-exported: the registry's names
     DEFAULT_GRAPHS,
@@ -31,7 +33,6 @@ from agents.limits.described import graph_limits
 from agents.limits.document import AgentSettings, resolve
 from agents.limits.stack import build_middleware, wait_policies, with_extra
 from agents.models import LimitsVersion
-from agents.observe import WaitPolicy
 
 if TYPE_CHECKING:
     from receipts.models import Run

@@ -22,6 +22,7 @@ from typing import Any
 
 from django.utils import timezone
 from langgraph.types import Command
+from sidewisp_agent import Outcome, conclude, observe
 from sidewisp_agent.conclusion import final_message_of, verify
 from sidewisp_agent.decisions import resume_value, validate_decision
 from sidewisp_agent.reopening import reopen_command
@@ -30,7 +31,7 @@ from agents.host import registry, shipped, workspaces
 from agents.host.checkpoints import checkpointer
 from agents.host.registry import Host, HostedGraph
 from agents.models import LimitsVersion, RunLimits
-from agents.observe import Outcome, conclude, database, observe, writer
+from agents.observe import database, writer
 from agents.observe.transient import TRANSIENT
 from receipts.ingest import runs
 from receipts.ingest.recording import OBSERVER

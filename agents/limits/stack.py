@@ -36,6 +36,7 @@ from langchain.agents.middleware import (
     ToolErrorMiddleware,
     ToolRetryMiddleware,
 )
+from sidewisp_agent import WaitPolicy
 from sidewisp_agent.middleware import SidewispMiddleware
 
 from agents.host import workspaces
@@ -46,7 +47,6 @@ from agents.limits.layer import Layer
 from agents.limits.legacy import as_settings
 from agents.limits.workspace_layers import PREVIEW_WORKSPACE, tool_search_layer, workspace_layers
 from agents.models import AgentLimits
-from agents.observe import WaitPolicy
 
 
 def build_middleware(

@@ -31,13 +31,13 @@ from langchain.tools import ToolRuntime, tool
 from langchain_core.messages import AnyMessage
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
+from sidewisp_agent import WaitPolicy
 from sidewisp_agent.evidence import digest
 from sidewisp_agent.handoffs import handoff_tool
 
 from agents.host.registry import HostedGraph, as_verifier
 from agents.host.scripted import Call, Say, Script, chat_model
 from agents.models import Order
-from agents.observe import WaitPolicy
 
 # --8<-- [start:first-graph-routes]
 ROUTE_VERSION = "desk/1"

@@ -29,11 +29,12 @@ from langchain_core.messages import HumanMessage  # noqa: E402
 from langchain_core.tools import tool  # noqa: E402
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 from langgraph_swarm import create_handoff_tool, create_swarm  # noqa: E402
+from sidewisp_agent import WaitPolicy, observe  # noqa: E402
 from sidewisp_agent.decisions import await_decision  # noqa: E402
 from sidewisp_agent.middleware import SidewispMiddleware  # noqa: E402
 
 from agents.host.scripted import Call, Say, Script, ScriptedChatModel  # noqa: E402
-from agents.observe import WaitPolicy, observe, writer  # noqa: E402
+from agents.observe import writer  # noqa: E402
 
 ROUTE_VERSION = "teams/1"  # the contract version (made in the server's admin) these transfers follow
 WAIT_POLICIES = {"place_order": WaitPolicy(owner="ops-lead", reason="purchase_approval", deadline_minutes=60)}

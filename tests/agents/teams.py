@@ -15,10 +15,10 @@ from langgraph.types import Command
 from langgraph_supervisor import create_supervisor
 from langgraph_supervisor.handoff import create_handoff_tool as supervisor_handoff
 from langgraph_swarm import create_handoff_tool, create_swarm
+from sidewisp_agent import WaitPolicy
 from sidewisp_agent.middleware import SidewispMiddleware
 
 from agents.host.scripted import Call, Say, Script, ScriptedChatModel, Step, tool_results
-from agents.observe import WaitPolicy
 
 ROUTE_VERSION = "teams/1"
 ROUTES = {

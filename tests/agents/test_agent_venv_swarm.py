@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 from django.urls import reverse
+from sidewisp_agent import await_decision
 
-from agents.observe import await_decision
 from receipts import actions
 from receipts.models import Handoff, Run
 from receipts.workers import sources

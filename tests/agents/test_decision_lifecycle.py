@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 from langgraph.types import Command
+from sidewisp_agent import OutcomeVerifier, claims_done
 from sidewisp_agent.decisions import resume_value
 
 from agents.demo.contracts import install_team_contracts
@@ -14,7 +15,6 @@ from agents.demo.verifiers import verifier
 from agents.host import execution, runner
 from agents.host.checkpoints import checkpointer
 from agents.models import Order
-from agents.observe import OutcomeVerifier, claims_done
 from receipts import actions
 from receipts.models import Decision, Run
 from tests.agents.stored import observe

@@ -24,11 +24,11 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.pregel import Pregel
 from langgraph.types import Command
 from langgraph_swarm import create_handoff_tool, create_swarm
+from sidewisp_agent import await_decision, instrument, uninstrument
 from sidewisp_agent.failures import STREAM_CLOSED
 from sidewisp_agent.middleware import SidewispMiddleware
 
 from agents.host.scripted import Call, Say, Script, ScriptedChatModel
-from agents.observe import await_decision, instrument, uninstrument
 from receipts import actions
 from receipts.models import ContractVersion, Handoff, Run
 from tests.agents import shapes, teams

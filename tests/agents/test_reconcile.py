@@ -14,8 +14,9 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph_swarm import SwarmState
+from sidewisp_agent import conclude
 
-from agents.observe import conclude, writer
+from agents.observe import writer
 from receipts.models import ContractVersion, Handoff, Receipt
 from tests.agents import teams
 from tests.agents.stored import observe

@@ -15,6 +15,7 @@ from django.test import Client
 from django.urls import reverse
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from sidewisp_agent import await_decision
 from sidewisp_agent.reopening import is_reopen_note
 
 from agents.demo.contracts import install_team_contracts
@@ -22,7 +23,6 @@ from agents.demo.scenarios import SCENARIOS, create_run
 from agents.demo.verifiers import verifier
 from agents.host import execution, runner
 from agents.models import Order
-from agents.observe import await_decision
 from receipts import actions
 from receipts.models import AuditEntry, Decision, Run
 from tests.agents.stored import observe
