@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.conftest import handoff_parts
 from tests.e2e.conftest import axe_violations
-from tests.e2e.test_live_pages import CHROMIUM, expect, in_db_thread, record_parts
+from tests.e2e.test_live_pages import expect, in_db_thread, record_parts
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"Debian chromium is not installed at {CHROMIUM}"),
 ]
 
 

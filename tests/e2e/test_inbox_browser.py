@@ -4,17 +4,15 @@ notification (after permission) when one opens in the background, a batch of app
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
 from tests.e2e.conftest import PEOPLE, axe_violations
-from tests.e2e.test_live_pages import CHROMIUM, LIVE_TIMEOUT_MS, PASSWORD, expect, in_db_thread
+from tests.e2e.test_live_pages import LIVE_TIMEOUT_MS, PASSWORD, expect, in_db_thread
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"Debian chromium is not installed at {CHROMIUM}"),
 ]
 
 # Records each Notification the page makes and each permission request, and lets the test put the page in the

@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import itertools
 import re
-from pathlib import Path
 
 import pytest
 
 from tests.e2e.conftest import AXE, PHONE
-from tests.e2e.test_live_pages import CHROMIUM, expect, in_db_thread, wait_snapshot
+from tests.e2e.test_live_pages import expect, in_db_thread, wait_snapshot
 from tests.sidewisp.test_map_label_placement import twelve_agents_both_ways
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"Debian chromium is not installed at {CHROMIUM}"),
 ]
 
 GRAPH = "map-team"

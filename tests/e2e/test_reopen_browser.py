@@ -7,17 +7,14 @@ an order it never placed; reopened, it reads which verifier failed, places the o
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.conftest import wait_until
-from tests.e2e.test_live_pages import CHROMIUM, LIVE_TIMEOUT_MS, PASSWORD, csp_errors, expect, in_db_thread, log_in
+from tests.e2e.test_live_pages import LIVE_TIMEOUT_MS, PASSWORD, csp_errors, expect, in_db_thread, log_in
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"Debian chromium is not installed at {CHROMIUM}"),
 ]
 
 WORK_TIMEOUT_MS = LIVE_TIMEOUT_MS * 6

@@ -6,18 +6,16 @@ click on a bar brings its entry into view, labels in words, and on a 390 px phon
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
 from sidewisp.pages import labels
 from tests.e2e.conftest import PHONE, axe_violations
-from tests.e2e.test_live_pages import CHROMIUM, expect, in_db_thread, wait_snapshot
+from tests.e2e.test_live_pages import expect, in_db_thread, wait_snapshot
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"Debian chromium is not installed at {CHROMIUM}"),
 ]
 
 

@@ -5,17 +5,15 @@ reach their fields, and the glossary and the admin forms have no axe-core WCAG 2
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 
 import pytest
 
 from tests.e2e.conftest import PEOPLE, axe_violations
-from tests.e2e.test_live_pages import CHROMIUM, expect, in_db_thread
+from tests.e2e.test_live_pages import expect, in_db_thread
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"Debian chromium is not installed at {CHROMIUM}"),
 ]
 
 
