@@ -577,6 +577,10 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid: str) -> str:
             return xdist_scope(nodeid)
 
+    # Units in collection order, never biggest first (xdist's default): pytest-django puts the tests that flush
+    # the database (transactional) after those that read what the migrations made (groups, the default team,
+    # the contracts), and a unit of flushing tests handed out first emptied those tables for everyone after it.
+    config.option.loadscopereorder = False
     return ByPath(config, log)
 
 

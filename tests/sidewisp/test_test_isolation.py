@@ -81,3 +81,18 @@ def test_a_parallel_run_hands_out_fault_tests_and_virtualenv_modules_as_units_br
     assert len({xdist_scope(nodeid) for nodeid in venv}) == 1  # the two share the one virtualenv they build
     for nodeid in ("tests/receipts/test_bundle.py::test_a", "tests/receipts/test_bundle.py::test_b[1]"):
         assert xdist_scope(nodeid) == nodeid
+
+
+def test_a_parallel_run_hands_out_units_in_collection_order_so_no_flush_comes_before_the_tests_it_would_empty():
+    """xdist's scope scheduler hands the biggest units out first by default: the fault tests and the browser
+    modules (which flush the database) then ran before the tests that read what the migrations made."""
+    from types import SimpleNamespace
+
+    from tests.conftest import pytest_xdist_make_scheduler
+
+    option = SimpleNamespace(loadscopereorder=True, maxschedchunk=None)
+    config = SimpleNamespace(option=option, getvalue=lambda name: "loadgroup")
+
+    scheduler = pytest_xdist_make_scheduler(config, log=None)
+
+    assert scheduler is not None and config.option.loadscopereorder is False
