@@ -12,6 +12,7 @@ vendored axe-core (WCAG 2 A and AA rules) in the page.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -188,27 +189,33 @@ def action_server(transactional_db, daphne):
     return daphne
 
 
-@pytest.fixture
-def page(browser, server):
-    """A desktop page of a fresh context; console errors are collected, a dialog fails the test."""
+@contextmanager
+def desktop_page(browser, *, dialogs_fail: bool) -> Iterator:
+    """A desktop page of a fresh context whose console errors are collected (`page.console_errors`)."""
     context = browser.new_context(viewport=DESKTOP, timezone_id="Europe/Berlin")
     page = context.new_page()
     page.console_errors = []
     page.on("console", lambda m: m.type == "error" and page.console_errors.append(m.text))
-    page.on("dialog", lambda d: pytest.fail(f"a dialog opened: {d.message}"))
-    yield page
-    context.close()
+    if dialogs_fail:
+        page.on("dialog", lambda d: pytest.fail(f"a dialog opened: {d.message}"))
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def page(browser, server):
+    """A desktop page on the module's server; a dialog fails the test."""
+    with desktop_page(browser, dialogs_fail=True) as page:
+        yield page
 
 
 @pytest.fixture
 def browser_page(browser, action_server):
-    """A desktop page of a fresh context on the action server; console errors are collected."""
-    context = browser.new_context(viewport=DESKTOP, timezone_id="Europe/Berlin")
-    page = context.new_page()
-    page.console_errors = []
-    page.on("console", lambda m: m.type == "error" and page.console_errors.append(m.text))
-    yield page
-    context.close()
+    """A desktop page on the action server (its tests confirm the dialogs they open)."""
+    with desktop_page(browser, dialogs_fail=False) as page:
+        yield page
 
 
 @pytest.fixture
