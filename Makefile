@@ -26,7 +26,8 @@ test: $(STAMP)
 # make test-faults: every kill point of tests/faults/test_kill_at_boundary.py, each repeated
 # SIDEWISP_FAULT_REPEAT times (default 2) while SIDEWISP_FAULT_LOAD busy processes (default 1) keep the CPU
 # loaded, so a race that shows in one run of ten of a case has more chances to show. A case takes 15-30 s
-# (a worker's start and a 3 s lease); CI runs it after `make test` with the defaults (29 cases, under 10 min).
+# (a worker's start and a 3 s lease): 14 kill points, 29 cases at the default repeat. CI (.ci/run) runs it
+# after `make test` with SIDEWISP_FAULT_REPEAT=1 (15 cases, about 5-10 min).
 SIDEWISP_FAULT_REPEAT ?= 2
 SIDEWISP_FAULT_LOAD ?= 1
 test-faults: $(STAMP)

@@ -29,6 +29,7 @@ from __future__ import annotations
 from receipts.queries.dashboard.counts import (
     COUNT_BOUND,
     IN_PROGRESS,
+    TASK_STATUSES,
     VERDICT_COUNT_BOUND,
     VERDICT_ORDER,
     BoundedCount,
@@ -92,6 +93,7 @@ __all__ = [
     "SETTLEMENT_CAUSES",
     "SOONEST_LIMIT",
     "SPARK_BUCKETS",
+    "TASK_STATUSES",
     "TIMELINE_LIMIT",
     "VERDICT_COUNT_BOUND",
     "VERDICT_ORDER",

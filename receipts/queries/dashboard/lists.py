@@ -10,6 +10,7 @@ from django.db.models import Exists, F, IntegerField, OuterRef, Q, QuerySet, Sub
 from django.db.models.expressions import RawSQL
 
 from receipts.ingest import health as run_health
+from receipts.ingest import silence
 from receipts.models import Handoff, Run, VerdictChange
 from receipts.org.teams import EVERYTHING, Scope
 from receipts.queries.dashboard.counts import IN_PROGRESS
@@ -109,8 +110,12 @@ def runs(filters: RunFilters, *, seen: Scope = EVERYTHING) -> QuerySet[Run]:
     if filters.sender or filters.receiver:
         route = {k: v for k, v in (("sender", filters.sender), ("receiver", filters.receiver)) if v}
         found = found.filter(Exists(handoffs.filter(**route)))
-    if filters.status:
+    if filters.status == silence.SILENT:
+        found = found.filter(silence.silent_condition())
+    elif filters.status:
         found = found.filter(status=filters.status)
+        if filters.status == Run.Status.RUNNING:
+            found = found.exclude(silence.silent_condition())  # counted and listed as silent (issue 29 §5)
     if filters.since and not filters.verdict:
         found = found.filter(created_at__gte=filters.since)
     if filters.until and not filters.verdict:
