@@ -281,7 +281,8 @@ MAX_DETAIL_ENTRIES = 20
 
 
 def parse_name(value: object, field: str) -> str:
-    """A required, non-empty string that passes `text_problem`; BundleError naming `field` otherwise."""
+    """A required, non-empty name that passes `identifier_problem` (refused, not redacted: a person or a
+    configuration chose it and can fix it); BundleError naming `field` otherwise."""
     return parse_required_text(value, field)
 
 
