@@ -7,6 +7,7 @@ the field, never repeating the value.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import re
@@ -89,6 +90,7 @@ class BundleError(ValueError):
         self.message = message
 
 
+@functools.lru_cache(maxsize=4096)  # a batch checks the same names and ids again and again
 def identifier_problem(text: str) -> str | None:
     """Why `text` may not be stored as an identifier or a name, or None when it may (spec v1.3).
 
