@@ -28,7 +28,10 @@ def runs_context(params: QueryDict | Mapping[str, str], user: User) -> dict:
     filters = form.filters()
     # The no-handoff warning is a subquery per listed row only: the LIMIT comes first (the keyset index).
     found = dashboard.runs(filters, seen=seen).annotate(no_handoff=_has_report(NO_HANDOFF))
-    page = list_page(found, "created_at", RUNS_PER_PAGE, form.cleaned_data)
+    # A verdict in a time window is a filter on the handoffs: its runs are the newest, so they are counted newest
+    # first (any other filter is counted the cheapest way the database finds).
+    windowed = bool(filters.verdict and (filters.since or filters.until))
+    page = list_page(found, "created_at", RUNS_PER_PAGE, form.cleaned_data, count_in_order=windowed)
     query = filter_query(params)
     return {"form": form, "page_obj": page, "query": urlencode(query), "filtered": bool(query)}
 
