@@ -61,9 +61,15 @@ class BoundedCount(int):
         return f"{self.bound:,}+" if self.more else super().__str__()
 
 
-def bounded_count(queryset: QuerySet, bound: int = COUNT_BOUND) -> BoundedCount:
-    """How many rows `queryset` has, counting no further than `bound` + 1 (one query, at most that many rows)."""
-    return BoundedCount.of(queryset.order_by().values("pk")[: bound + 1].count(), bound)
+def bounded_count(queryset: QuerySet, bound: int = COUNT_BOUND, *, order: tuple[str, ...] = ()) -> BoundedCount:
+    """How many rows `queryset` has, counting no further than `bound` + 1 (one query, at most that many rows).
+
+    `order` (the list's own) counts the rows in the order the list reads them: where the matches are all among
+    the newest rows (a time window on the handoffs), the database stops at the bound there instead of reading
+    every older row first (the runs of a 7-day verdict filter at 50k runs: 4k buffers instead of 13k). Elsewhere
+    no order lets it count the cheapest way it finds.
+    """
+    return BoundedCount.of(queryset.order_by(*order).values("pk")[: bound + 1].count(), bound)
 
 
 def overview_counts(
