@@ -15,11 +15,10 @@ $(STAMP): requirements.txt
 run: $(STAMP)
 	$(PY) -m sidewisp.ops.devservices run
 
-# make test: the suite in one process (TEST_WORKERS=0). TEST_WORKERS=2 splits it over two pytest-xdist workers
-# (each with its own test database and Redis prefix; tests/conftest.py `xdist_scope` says what stays together):
-# 16 minutes instead of about 35, but one live-page test (a waits row re-sent under load) failed once in a whole
-# parallel run, so parallel stays a choice until that is found.
-TEST_WORKERS ?= 0
+# make test: the suite over two pytest-xdist workers (each with its own test database and Redis prefix;
+# tests/conftest.py `xdist_scope` says what stays together): 16 minutes on two cores instead of about 35 in one
+# process (TEST_WORKERS=0).
+TEST_WORKERS ?= 2
 test: $(STAMP)
 	$(PY) -m sidewisp.ops.devservices test -n $(TEST_WORKERS) $(PYTEST_ARGS)
 

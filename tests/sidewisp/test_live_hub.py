@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections import Counter
 
@@ -188,8 +189,10 @@ class StandInRender:
 
 @pytest.fixture
 def stand_in(monkeypatch) -> StandInRender:
+    """A render that reads no database: nor does the snapshot it would be read from (tests without `db`)."""
     render = StandInRender()
     monkeypatch.setattr(live, "_render_page", render)
+    monkeypatch.setattr(live, "one_snapshot", contextlib.nullcontext)
     return render
 
 
