@@ -15,18 +15,18 @@ $(STAMP): requirements.txt
 run: $(STAMP)
 	$(PY) -m sidewisp.ops.devservices run
 
-# make test: the suite in one process (TEST_WORKERS=0). TEST_WORKERS=2 splits it over two pytest-xdist workers
-# (each with its own test database and Redis prefix; tests/conftest.py `xdist_scope` says what stays together):
-# 16 minutes instead of about 35, but one live-page test (a waits row re-sent under load) failed once in a whole
-# parallel run, so parallel stays a choice until that is found.
-TEST_WORKERS ?= 0
+# make test: the suite over two pytest-xdist workers (each with its own test database and Redis prefix;
+# tests/conftest.py `xdist_scope` says what stays together): 16 minutes on two cores instead of about 35 in one
+# process (TEST_WORKERS=0).
+TEST_WORKERS ?= 2
 test: $(STAMP)
 	$(PY) -m sidewisp.ops.devservices test -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # make test-faults: every kill point of tests/faults/test_kill_at_boundary.py, each repeated
 # SIDEWISP_FAULT_REPEAT times (default 2) while SIDEWISP_FAULT_LOAD busy processes (default 1) keep the CPU
 # loaded, so a race that shows in one run of ten of a case has more chances to show. A case takes 15-30 s
-# (a worker's start and a 3 s lease); CI runs it after `make test` with the defaults (29 cases, under 10 min).
+# (a worker's start and a 3 s lease): 14 kill points, 29 cases at the default repeat. CI (.ci/run) runs it
+# after `make test` with SIDEWISP_FAULT_REPEAT=1 (15 cases, about 5-10 min).
 SIDEWISP_FAULT_REPEAT ?= 2
 SIDEWISP_FAULT_LOAD ?= 1
 test-faults: $(STAMP)

@@ -124,7 +124,7 @@ FILLED = {
     "run": (
         "id operation_id thread_id source status dry_run auto_continue seq deliveries error created_at updated_at "
         "started_at finished_at graph mode health health_reasons handoff_count problem_count open_false_count "
-        "latest_verdict"
+        "latest_verdict pending_call"
     ),
     "handoff": (
         "id handoff_id sender receiver route_version created_part reduced_part destination_part wait_part "
@@ -295,6 +295,7 @@ def _generate(rng: random.Random, total: int, now: datetime) -> tuple[list[_Run]
         status = _status(rng, run_verdicts)
         reports = [(rng.choice(AGENTS), rng.choice(REPORT_KINDS))] if rng.random() < 0.05 else []
         run = _Run(i + 1, created, status, rng.choice(GRAPHS), run_verdicts, reports, {})
+        first = len(hands)
         for n, verdict in enumerate(run_verdicts):
             sender, receiver = rng.sample(AGENTS, 2)
             at = created + timedelta(seconds=5 * n + rng.random())
@@ -317,9 +318,21 @@ def _generate(rng: random.Random, total: int, now: datetime) -> tuple[list[_Run]
             "problem_count": sum(v not in health.UNPROBLEMATIC for v in run_verdicts),
             "open_false_count": run_verdicts.count("FALSE_COMPLETE"),
             "latest_verdict": run_verdicts[-1] if run_verdicts else "",  # the last changed: the last created
+            "pending_call": next((_pending_call(h) for h in reversed(hands[first:]) if h.wait_open), None),
         }
         runs.append(run)
     return runs, hands
+
+
+def _pending_call(wait: _Handoff) -> dict:
+    """What a waiting run's writer stores with it (`Run.pending_call`, names only): the call its open wait gates."""
+    return {
+        "tool": "place_order",
+        "arg_types": {"sku": "str", "quantity": "int"},
+        "allowed_decisions": ["approve", "edit", "reject"],
+        "resume_token_id": f"rt-{wait.id}",
+        "interrupts": [{"id": f"interrupt-{wait.id}", "calls": 1}],
+    }
 
 
 def _status(rng: random.Random, verdicts: list[str]) -> str:
@@ -354,6 +367,7 @@ def _run_rows(runs: list[_Run]):
             r.fields["problem_count"],
             r.fields["open_false_count"],
             r.fields["latest_verdict"],
+            json.dumps(r.fields["pending_call"]) if r.fields["pending_call"] else None,
         )
 
 

@@ -99,9 +99,9 @@ def _measure(path: str, processes: int, handoffs: int, floor: dict[str, float] |
     offered = sum(n for n, _, _, _ in found)
     stored = Receipt.objects.filter(handoff__handoff_id__startswith=f"h-{prefix}-").count()
     wall = max(end for _, _, end, _ in found) - min(begin for _, begin, _, _ in found)
-    cpu_ms = sum(cpu for _, _, _, cpu in found) * 1000 / max(stored, 1)
+    cpu_us = sum(cpu for _, _, _, cpu in found) * 1e6 / max(stored, 1)
     what = f"{'batched writer' if path == 'batched' else 'record() per receipt'}, {processes} process(es)"
-    figure = f"{stored / wall:,.0f} receipts/s stored; {cpu_ms:.2f} ms client CPU per receipt"
+    figure = f"{stored / wall:,.0f} receipts/s stored; {cpu_us:.0f} µs client CPU per receipt"
     goal = GOAL if path == "batched" else "the row path, for reference (was 54 / 77 / 37 per s)"
     if floor and processes == 1:
         # The ratio the goal reads (a quarter of the floor) beside the figure, both measured in this run.

@@ -8,7 +8,6 @@ nothing is enqueued for it. Imported runs have no graph behind them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from django.db import transaction
@@ -17,7 +16,9 @@ from agents.host import registry, shipped
 from receipts.ingest import runs
 from receipts.models import Handoff, OutboxIntent, Run
 from receipts.notify import outbox
-from receipts.workers.runtime import Escalation, PendingCall
+from receipts.workers.runtime import Escalation, PendingCall, stored_pending_call
+
+OBSERVED_VALUES_NOTE = "The values live in the app's own process (its checkpoint); Sidewisp never receives them."
 
 
 def start(
@@ -99,7 +100,7 @@ class HostingRuntime:
 
             return waits.pending_call(run)
         if is_observed(run):
-            return observed_pending_call(run.pending_call)
+            return stored_pending_call(run.pending_call, values_note=OBSERVED_VALUES_NOTE)
         return None
 
     def escalation_for(self, handoff: Handoff) -> Escalation:
@@ -124,20 +125,3 @@ class HostingRuntime:
         from agents import tasks
 
         tasks.reverify.delay(run_id)
-
-
-def observed_pending_call(value: Any) -> PendingCall | None:
-    """`Run.pending_call` as the observer wrote it (names and type names only), or None."""
-    if not isinstance(value, Mapping) or not value.get("tool") or not value.get("resume_token_id"):
-        return None
-    arg_types = value.get("arg_types") if isinstance(value.get("arg_types"), Mapping) else {}
-    schema = value.get("arg_schema") if isinstance(value.get("arg_schema"), Mapping) else {}
-    allowed = value.get("allowed_decisions") or ()
-    return PendingCall(
-        tool=str(value["tool"]),
-        arg_types={str(k): str(v) for k, v in arg_types.items()},
-        allowed_decisions=tuple(d for d in ("approve", "reject", "edit") if d in allowed),
-        resume_token_id=str(value["resume_token_id"]),
-        arg_schema={str(k): dict(v) for k, v in schema.items() if isinstance(v, Mapping)},
-        values_note="The values live in the app's own process (its checkpoint); Sidewisp never receives them.",
-    )

@@ -51,7 +51,9 @@ class Fail:
     """Raise like a provider that is down (the model-retry middleware sees an exception)."""
 
 
-Step = Call | Say | Fail
+# A tuple of calls is one AI message that calls several tools at once, as real models often answer
+# (`[lookup_fare, transfer_to_ben]`: spec v1.3, the whole turn).
+Step = Call | Say | Fail | tuple[Call, ...]
 
 
 @dataclass(frozen=True)
@@ -123,9 +125,8 @@ class ScriptedChatModel(BaseChatModel):
             raise RuntimeError(msg)
         if isinstance(step, Say):
             return AIMessage(content=step.text)
-        args = step.args(conversation) if callable(step.args) else dict(step.args)
-        call_id = f"call_{conversation_digest(conversation, step.tool)}"
-        return AIMessage(content="", tool_calls=[{"name": step.tool, "args": args, "id": call_id, "type": "tool_call"}])
+        calls = step if isinstance(step, tuple) else (step,)
+        return AIMessage(content="", tool_calls=[_tool_call(conversation, call, n) for n, call in enumerate(calls)])
 
     def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
         message = self._respond(messages, kwargs.get("tools"))
@@ -140,6 +141,14 @@ class ScriptedChatModel(BaseChatModel):
             for i, c in enumerate(message.tool_calls)
         ]
         yield ChatGenerationChunk(message=AIMessageChunk(content="", tool_call_chunks=chunks, chunk_position="last"))
+
+
+def _tool_call(conversation: Sequence[BaseMessage], call: Call, index: int) -> dict[str, Any]:
+    """The `index`-th tool call of a turn. Its id digests the conversation, so a re-run makes the same id; a
+    turn's first call has the id it would have alone."""
+    args = call.args(conversation) if callable(call.args) else dict(call.args)
+    call_id = f"call_{conversation_digest(conversation, call.tool, *([str(index)] if index else []))}"
+    return {"name": call.tool, "args": args, "id": call_id, "type": "tool_call"}
 
 
 def summarize(messages: Sequence[BaseMessage]) -> str:

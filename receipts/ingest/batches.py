@@ -8,13 +8,15 @@ instead of per receipt. `recording` and `setwise` record into the current batch.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import transaction
-from django.db.models import OuterRef, Subquery
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models.expressions import RawSQL
 
 from receipts.ingest import runwrites, signals, sqlsets
 from receipts.ingest.contracts import current_contracts
@@ -82,28 +84,87 @@ def prefetch(operation_ids: Iterable[str], handoff_ids: Iterable[str], latest_of
     found = current()
     latest_of = set(latest_of)
     operation_ids = (set(operation_ids) | latest_of) - set(found.runs)
-    runs = Run.objects.filter(source_name=namespace(), operation_id__in=operation_ids)
-    if latest_of:
-        newest = Handoff.objects.filter(run=OuterRef("pk")).order_by("-created_at", "-pk").values("handoff_id")[:1]
-        runs = runs.annotate(latest_handoff=Subquery(newest))
-    for run in runs:
+    side = namespace()
+    for run, latest in _read("runs+latest" if latest_of else "runs", side, operation_ids):
         found.runs[run.operation_id] = run
         if run.operation_id in latest_of:
-            found.latest[run.operation_id] = run.latest_handoff
+            found.latest[run.operation_id] = latest
     found.latest.update((op, None) for op in latest_of - set(found.runs))
     found.absent |= {f"run:{op}" for op in operation_ids - set(found.runs)}
     handoff_ids = {*handoff_ids, *(found.latest[op] for op in latest_of if found.latest.get(op))}
     wanted = set(handoff_ids) - set(found.handoffs)
     if not wanted:
         return
-    mine = Handoff.objects.filter(source_name=namespace(), handoff_id__in=wanted)  # the side's ids (issue 29 §4)
-    locked = list(mine.select_for_update().order_by("pk"))
+    locked = [handoff for handoff, _ in _read("handoffs", side, wanted)]  # the side's ids (issue 29 §4)
     found.handoffs.update((handoff.handoff_id, handoff) for handoff in locked)
     found.absent |= {f"handoff:{handoff_id}" for handoff_id in wanted - set(found.handoffs)}
     stored: dict[int, set[tuple[str, str]]] = {handoff.pk: set() for handoff in locked}
-    for pk, part, attempt in Receipt.objects.filter(handoff__in=stored).values_list("handoff_id", "part", "attempt"):
-        stored[pk].add((part, attempt))
+    if stored:
+        for pk, part, attempt in _read("receipts", side, list(stored)):
+            stored[pk].add((part, attempt))
     found.stored.update(stored)
+
+
+_SIDE, _IDS = object(), object()  # where the side's namespace and the ids go among a query's parameters
+
+
+def _read(name: str, side: str, ids: Iterable) -> Iterator[tuple]:
+    """The rows of `prefetch`'s query `name` (`_query`) for the side's `ids`: a model's rows as (instance, its
+    latest handoff's id or None), other rows as they are. On PostgreSQL each query is compiled once per process
+    (`_compiled`): compiling anew cost more than running it."""
+    ids = list(ids)
+    if not ids:
+        return
+    if connection.vendor != "postgresql":  # no array parameter: the ORM's query, ids inlined
+        model, query = _query(name, side, ids)
+        yield from ((obj, getattr(obj, "latest_handoff", None)) for obj in query) if model else query
+        return
+    model, sql, params, converters = _compiled(name)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [side if p is _SIDE else ids if p is _IDS else p for p in params])
+        rows = [_converted(row, converters) for row in cursor.fetchall()] if converters else cursor.fetchall()
+    if model is None:
+        yield from rows
+        return
+    names = [field.attname for field in model._meta.concrete_fields]
+    for row in rows:
+        latest = row[len(names)] if len(row) > len(names) else None
+        yield model.from_db(DEFAULT_DB_ALIAS, names, row[: len(names)]), latest
+
+
+@functools.cache
+def _compiled(name: str) -> tuple[type | None, str, tuple, tuple]:
+    """`_query(name)` compiled once: (model or None, SQL, parameters, converters), the ids one array parameter
+    (`_IDS`); the converters are the columns' (position, converters, expression) as the ORM applies them."""
+    kind = "bigint" if name == "receipts" else "text"
+    model, query = _query(name, RawSQL("%s", [_SIDE]), RawSQL(f"SELECT unnest(%s::{kind}[])", [_IDS]))
+    compiler = query.query.get_compiler(DEFAULT_DB_ALIAS)
+    sql, params = compiler.as_sql()
+    converters = compiler.get_converters([column for column, _, _ in compiler.select])
+    return model, sql, tuple(params), tuple((i, *found) for i, found in converters.items())
+
+
+def _converted(row: tuple, converters: tuple) -> tuple:
+    """The row's values as the ORM reads them (a JSON column's text decoded), with this thread's connection."""
+    row, db = list(row), connections[DEFAULT_DB_ALIAS]
+    for i, functions, expression in converters:
+        for convert in functions:
+            row[i] = convert(row[i], expression, db)
+    return tuple(row)
+
+
+def _query(name: str, side, ids) -> tuple[type | None, QuerySet]:
+    """`prefetch`'s queries: the side's runs (with their latest handoff's id: "runs+latest"), its handoffs
+    locked in primary-key order, and the parts stored for handoffs (by pk); with the model their rows are of."""
+    if name == "receipts":
+        return None, Receipt.objects.filter(handoff__in=ids).values_list("handoff_id", "part", "attempt")
+    if name == "handoffs":
+        return Handoff, Handoff.objects.filter(source_name=side, handoff_id__in=ids).select_for_update().order_by("pk")
+    runs = Run.objects.filter(source_name=side, operation_id__in=ids)
+    if name == "runs+latest":
+        newest = Handoff.objects.filter(run=OuterRef("pk")).order_by("-created_at", "-pk").values("handoff_id")
+        runs = runs.annotate(latest_handoff=Subquery(newest[:1]))
+    return Run, runs
 
 
 def current() -> Batch | None:

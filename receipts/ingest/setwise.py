@@ -206,31 +206,33 @@ def _applied(parts: list[_Part], fresh: set[int], stored: list[bool], parse: _Pa
     changed: dict[int, Handoff] = {}
     history: list[dict] = []
     changes: list[signals.Change] = []
+    states: dict[int, signals.HandoffState] = {}  # pk -> the state the handoff's last change here left it in
     for p in parts:
         run = current.runs[p.operation_id]
         handoff = current.handoffs[p.handoff_id]
-        handoff.run = run
-        seen = current.stored[handoff.pk]
+        if not (Handoff.run.is_cached(handoff) and handoff.run is run):
+            handoff.run = run
+        pk = handoff.pk
+        seen = current.stored[pk]
         if (p.part, p.attempt) in seen:
             continue
         seen.add((p.part, p.attempt))
         now = timezone.now()
         current.receipts.append(receipt_row(handoff, p.part, p.attempt, p.value, now))
-        first = handoff.pk in fresh
-        fresh.discard(handoff.pk)
+        first = pk in fresh
+        fresh.discard(pk)
         before = None if first else handoff.verdict
-        state_before = None if first else signals.HandoffState.of(handoff)
+        state_before = None if first else states.get(pk) or signals.HandoffState.of(handoff)
         apply_part(handoff, p.part, p.value)
         unsettled_by(handoff, p.part, p.value)
         classify_into(handoff, now, parse)
         handoff.updated_at = now
-        changed[handoff.pk] = handoff
+        changed[pk] = handoff
         if handoff.verdict != before:
             history.append(history_row(handoff, p.part, now))
         batches.refresh_health(run, now)
-        changes.append(
-            signals.Change(signals.snapshot(handoff), p.part, state_before, signals.HandoffState.of(handoff), now)
-        )
+        states[pk] = after = signals.HandoffState.of(handoff)
+        changes.append(signals.Change(signals.snapshot(handoff), p.part, state_before, after, now))
         publish_after_commit(handoff, p.part, now)
         stored[p.index] = True
     return changed, history, changes

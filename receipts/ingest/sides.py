@@ -38,10 +38,12 @@ def namespace() -> str:
 
 
 def owner_problem(run: Run, side: str | None = None, *, act: str = "record into it") -> str:
-    """Why `side` (default: the current one) may not `act` on `run` ("" when it may): a run is its creator's."""
+    """Why `side` (default: the current one) may not `act` on `run` ("" when it may): a run is its creator's.
+
+    Every by-id lookup is in the side's own namespace, so this is a second guard: were it ever reached, it
+    names the run and the side refused, never which source holds the run (issue 29 §3: no oracle, no owner)."""
     side = _side.get() if side is None else side
     if side is None or run.source_name == side:
         return ""
-    owner = f"was created by source {run.source_name}" if run.source_name else "is a local run"
     writer = f"source {side}" if side else "a local app"
-    return f"run {run.operation_id} {owner}; {writer} may not {act}"
+    return f"run {run.operation_id} is another side's; {writer} may not {act}"

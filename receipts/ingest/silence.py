@@ -25,6 +25,9 @@ from receipts.models import Run
 
 # A run's heartbeat is written at most this often by its receipts (a batch every few ms must not rewrite it).
 STAMP_EVERY = timedelta(seconds=1)
+# What the overview counts and the runs filter selects a silent run as: a task status of the pages only (the
+# run is still RUNNING in the database, so its app's next receipt or `conclude` needs no status change first).
+SILENT = "silent"
 NEXT_MOVE = "check the app that drives it (is its process alive?); conclude from the app ends the run"
 
 
@@ -32,9 +35,13 @@ def bound() -> timedelta:
     return timedelta(seconds=settings.SIDEWISP_SILENT_AFTER)
 
 
+def silent_condition() -> Q:
+    """The runs shown silent now: running observed runs marked silent (`Run.is_silent`, in SQL)."""
+    return Q(mode=Run.Mode.OBSERVED, status=Run.Status.RUNNING, silent_at__isnull=False)
+
+
 def silent_runs() -> QuerySet[Run]:
-    """The runs shown silent now: running observed runs marked silent."""
-    return Run.objects.filter(mode=Run.Mode.OBSERVED, status=Run.Status.RUNNING, silent_at__isnull=False)
+    return Run.objects.filter(silent_condition())
 
 
 def heard_from(runs: Iterable[Run], now: datetime | None = None) -> int:

@@ -14,6 +14,7 @@ costs more than the rest of the row's way to the database (`insert_rows`, `updat
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime
@@ -71,17 +72,25 @@ def _insert(model, objs: list, suffix: str) -> list[tuple]:
 
 
 def _insert_sql(model, objs: list) -> tuple[str, str]:
-    meta = model._meta
-    fields = [field for field in meta.concrete_fields if not field.generated and field is not meta.pk]
+    sql, shape = _insert_statement(model)
+    fields = shape.fields
     rows = [
         [obj[field.attname] for field in fields]
         if isinstance(obj, Mapping)
         else [field.pre_save(obj, True) for field in fields]
         for obj in objs
     ]
-    table, columns = _quoted(meta.db_table), ", ".join(_quoted(field.column) for field in fields)
+    return sql, shape.document(rows)
+
+
+@functools.cache
+def _insert_statement(model) -> tuple[str, _Shape]:
+    """`_insert_sql`'s statement and the rows' shape (every concrete field but the primary key), built once."""
+    meta = model._meta
+    shape = _Shape([field for field in meta.concrete_fields if not field.generated and field is not meta.pk])
+    table, columns = _quoted(meta.db_table), ", ".join(_quoted(field.column) for field in shape.fields)
     sql = f"INSERT INTO {table} ({columns}) SELECT {columns} FROM jsonb_populate_recordset(NULL::{table}, %s::jsonb)"
-    return sql, _document(fields, rows)
+    return sql, shape
 
 
 def write_together(updates: Sequence[tuple], inserts: Sequence[tuple]) -> None:
@@ -142,12 +151,20 @@ def _instances(model, objs: list) -> list:
 
 
 def _update_sql(model, objs: list, names: Sequence[str], add: str | None = None) -> tuple[str, str]:
-    meta = model._meta
-    fields = [meta.pk, *(meta.get_field(name) for name in names), *([meta.get_field(add)] if add else [])]
+    sql, shape = _update_statement(model, tuple(names), add)
+    attnames = [field.attname for field in shape.fields]
     rows = [
-        [obj[field.attname] if isinstance(obj, Mapping) else getattr(obj, field.attname) for field in fields]
+        [obj[name] for name in attnames] if isinstance(obj, Mapping) else [getattr(obj, name) for name in attnames]
         for obj in objs
     ]
+    return sql, shape.document(rows)
+
+
+@functools.cache
+def _update_statement(model, names: tuple[str, ...], add: str | None) -> tuple[str, _Shape]:
+    """`_update_sql`'s statement and the rows' shape (the primary key, `names`, then `add`), built once."""
+    meta = model._meta
+    fields = [meta.pk, *(meta.get_field(name) for name in names), *([meta.get_field(add)] if add else [])]
     table, pk = _quoted(meta.db_table), _quoted(meta.pk.column)
     assignments = [f"{_quoted(field.column)} = v.{_quoted(field.column)}" for field in fields[1 : 1 + len(names)]]
     returning = ""
@@ -159,23 +176,29 @@ def _update_sql(model, objs: list, names: Sequence[str], add: str | None = None)
         f"UPDATE {table} SET {', '.join(assignments)} FROM jsonb_populate_recordset(NULL::{table}, %s::jsonb) AS v"
         f" WHERE {table}.{pk} = v.{pk}{returning}"
     )
-    return sql, _document(fields, rows)
+    return sql, _Shape(fields)
 
 
-def _document(fields: Sequence, rows: Iterable[Sequence]) -> str:
-    """The rows as one JSON array of objects keyed by column, each value as the field prepares it for saving."""
-    db = connections[DEFAULT_DB_ALIAS]  # not the `connection` proxy: it costs a thread-local lookup per use
-    columns = [field.column for field in fields]
-    converters = [_converter(field, db) for field in fields]
-    found = [
-        {
-            # None is SQL NULL for every field.
-            column: value if value is None else convert(value)
-            for column, convert, value in zip(columns, converters, row, strict=True)
-        }
-        for row in rows
-    ]
-    return json.dumps(found, ensure_ascii=False, separators=(",", ":"))
+class _Shape:
+    """The fields of a statement's rows, and how each value of them is written into its JSON document."""
+
+    def __init__(self, fields: Sequence) -> None:
+        self.fields = list(fields)
+        self._columns = [field.column for field in fields]
+        self._converters = [_converter(field) for field in fields]
+
+    def document(self, rows: Iterable[Sequence]) -> str:
+        """The rows as one JSON array of objects keyed by column, each value as its field prepares it for saving."""
+        columns, converters = self._columns, self._converters
+        found = [
+            {
+                # None is SQL NULL for every field.
+                column: value if value is None else convert(value)
+                for column, convert, value in zip(columns, converters, row, strict=True)
+            }
+            for row in rows
+        ]
+        return json.dumps(found, ensure_ascii=False, separators=(",", ":"))
 
 
 # Fields whose value of exactly this type is prepared for saving as itself (an int as psycopg's Int4 or
@@ -194,7 +217,7 @@ _PLAIN = {
 }
 
 
-def _converter(field, db):
+def _converter(field):
     """The field's value as `_json_value` gives it, without the field's whole preparation for the values that
     need none (a batch converts thousands): a plain value as it is, an aware datetime or a date as ISO 8601, a
     JSON document as itself (what `Jsonb` wraps); anything else through `_json_value`."""
@@ -202,7 +225,8 @@ def _converter(field, db):
     plain = _PLAIN.get(kind)
 
     def slow(value):
-        return _json_value(field, value, db)
+        # This thread's connection (statements are built once for every thread); not the `connection` proxy.
+        return _json_value(field, value, connections[DEFAULT_DB_ALIAS])
 
     if plain is not None:
         return lambda value: value if type(value) is plain else slow(value)

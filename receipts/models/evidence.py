@@ -223,6 +223,12 @@ class Handoff(models.Model):
             # The waits inbox and its "mine": open waits only, due soonest first.
             models.Index(fields=["wait_deadline", "id"], condition=models.Q(wait_open=True), name="handoff_open_waits"),
             models.Index(fields=["wait_owner"], condition=models.Q(wait_open=True), name="handoff_open_waits_owner"),
+            # The waits page's "recently resolved" and its "mine": the newest resolved waits (of one owner).
+            models.Index(
+                fields=["wait_owner", "-updated_at", "-id"],
+                condition=models.Q(wait_open=False, wait_part__isnull=False),
+                name="handoff_resolved_waits_owner",
+            ),
             # The overview's time window: counts and the problem trend from the index alone.
             models.Index(fields=["created_at", "verdict"], name="handoff_created_verdict"),
             # A run's handoffs, and "has a handoff with verdict V" (the runs list's verdict filter) from the
@@ -310,7 +316,14 @@ class Receipt(AppendOnlyModel):
         ]
         # pages at scale (issue 13): the overview's waits opened in its time window.
         indexes = [
-            models.Index(fields=["recorded_at"], condition=models.Q(part="wait"), name="receipt_waits_by_time"),
+            # The overview's waits opened in its window, and before it (an anti-join): with the handoff in the
+            # index, the earlier ones are read from it alone (1.2k buffers instead of 4.9k at 1M receipts).
+            models.Index(
+                fields=["recorded_at"],
+                include=["handoff"],
+                condition=models.Q(part="wait"),
+                name="receipt_waits_by_time_handoff",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -7,6 +7,7 @@ resumed, verified again or driven, which is the fail-closed answer.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -45,6 +46,27 @@ class Escalation:
     backup_owner: str | None
     deadline_minutes: int
     safe_default: str = SAFE_DEFAULT
+
+
+def stored_pending_call(value: object, *, values_note: str = "") -> PendingCall | None:
+    """`Run.pending_call` as the writer stored it when the run began to wait (names and type names only), or None.
+
+    Every run that waits stores it, hosted or observed (`sidewisp_agent.conclusion.conclude_run`), so a list of
+    waits reads a run's gated call from its row instead of asking the runtime to read a checkpoint.
+    """
+    if not isinstance(value, Mapping) or not value.get("tool") or not value.get("resume_token_id"):
+        return None
+    arg_types = value.get("arg_types") if isinstance(value.get("arg_types"), Mapping) else {}
+    schema = value.get("arg_schema") if isinstance(value.get("arg_schema"), Mapping) else {}
+    allowed = value.get("allowed_decisions") or ()
+    return PendingCall(
+        tool=str(value["tool"]),
+        arg_types={str(k): str(v) for k, v in arg_types.items()},
+        allowed_decisions=tuple(d for d in ("approve", "reject", "edit") if d in allowed),
+        resume_token_id=str(value["resume_token_id"]),
+        arg_schema={str(k): dict(v) for k, v in schema.items() if isinstance(v, Mapping)},
+        values_note=values_note,
+    )
 
 
 class Runtime(Protocol):

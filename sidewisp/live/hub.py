@@ -5,12 +5,12 @@ with its page (`pages.PageScope`) and its audience (`pages.audience`: what decid
 sockets with the same page and audience form a topic and are sent one and the same render, never a render made for
 another audience.
 
-Per topic: a change that finds the topic idle is rendered SETTLE_SECONDS later (the parts recorded one by one with
-it come in the same render); what follows is collected and rendered COALESCE_SECONDS after the previous render
-started, and at most one render is in flight (changes arriving meanwhile are rendered when it ends; none is
-dropped). A render names every change noted until its thread starts reading the database (each was published after
-its commit, so the render shows it), also those noted while it waited for a free thread. Renders run on threads of
-their own (`sidewisp.live.threads`), not on the single thread-sensitive one that Django's sync code shares; each
+Per topic: a change that finds the topic idle is rendered SETTLE_SECONDS later (the parts recorded one by one with it
+come in the same render); what follows is collected and rendered COALESCE_SECONDS after the previous render started,
+and at most one render is in flight (changes arriving meanwhile are rendered when it ends; none is dropped). A render
+names every change noted until its thread starts reading the database (each was published after its commit, so the
+render, read as of one moment, shows it), also those noted while it waited for a free thread. Renders run on threads
+of their own (`sidewisp.live.threads`), not on the single thread-sensitive one that Django's sync code shares; each
 keeps its database connection while busy. A newcomer (connect, resync) gets a snapshot cut from the topic's next
 render once the hub is in the health group (an event published before would be lost unseen; Redis down: sent
 PROBE_SECONDS later); every other subscriber gets what changed since the previous one (list pages: the rows), so
@@ -44,7 +44,7 @@ from receipts.ingest.broadcast import HEALTH_GROUP
 from sidewisp import pages  # the renderer's names, looked up where they were (tests replace render_live)
 from sidewisp.live import revocations
 from sidewisp.live.render import cut_messages
-from sidewisp.live.threads import on_render_thread
+from sidewisp.live.threads import on_render_thread, one_snapshot
 
 logger = logging.getLogger(__name__)
 
@@ -350,12 +350,13 @@ async def _gather(sends: Iterable) -> None:
 def _render_and_cut(
     topic: Topic, user_ids: list[int], shown, snapshot: bool
 ) -> tuple[tuple, pages.LivePage | None, dict, tuple[str, str]]:
-    """On a render thread: the changes it names (`Topic.take_pending`), the render (`_render_page`) and the
-    messages cut from it against `shown` (`render.cut_messages`), in one trip to the thread (a second one
-    waited for the loop and a thread again: tens of ms under load)."""
+    """On a render thread, in one trip (a second one waited for the loop and a thread again: tens of ms under
+    load): the changes it names (`Topic.take_pending`), then the render (`_render_page`) and the messages cut
+    from it against `shown` (`render.cut_messages`), all read from one snapshot of the database (`one_snapshot`)."""
     seqs = topic.take_pending()
-    marker, page = _render_page(topic.scope, topic.audience, user_ids)
-    messages = cut_messages(page, shown, seqs, snapshot, topic.audience) if page is not None else ("", "")
+    with one_snapshot():
+        marker, page = _render_page(topic.scope, topic.audience, user_ids)
+        messages = cut_messages(page, shown, seqs, snapshot, topic.audience) if page is not None else ("", "")
     return marker, page, seqs, messages
 
 

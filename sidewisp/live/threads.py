@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import queue
 import threading
+from collections.abc import Iterator
 
-from django.db import close_old_connections, connections
+from django.db import close_old_connections, connection, connections, transaction
 
 # A render thread idle this long closes its database connection.
 IDLE_CLOSE_SECONDS = 1.0
@@ -64,3 +66,20 @@ class RenderThreads:
 
 
 render_threads = RenderThreads(RENDER_THREADS)
+
+
+@contextlib.contextmanager
+def one_snapshot() -> Iterator[None]:
+    """Every query inside reads the database as of one moment: a render is many queries, and under read committed
+    each saw its own. The waits page counts its open waits and then reads the page of them, sliced to that count
+    (Django's Paginator): a wait committed between the two took the last row's place in that render, and the next
+    render put that row back as a new element. PostgreSQL: a read-only REPEATABLE READ transaction. Inside a
+    transaction already, or on SQLite (whose transactions here take the write lock up front), as before.
+    """
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        yield
+        return
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        yield

@@ -11,8 +11,9 @@ FALSE_PER_PAGE = 25
 
 
 def false_context(user: User, page: object = 1) -> dict:
-    # The total is the runs' stored counts (no COUNT over every false completion per request).
-    seen = teams.scope_for(user)
+    # The total is the runs' stored counts (no COUNT over every false completion per request), summed under the
+    # team's names read once (one query), not the scope's subqueries evaluated on each of those runs.
+    seen = teams.scope_for(user).resolved()
     count = dashboard.false_completion_count(seen=seen)
     found = dashboard.false_completions_query(seen=seen)
     page_obj = dashboard.offset_page(found, page, FALSE_PER_PAGE, count=count)

@@ -9,6 +9,7 @@ from django import forms
 from django.utils import timezone
 
 from receipts.ingest import health as run_health
+from receipts.ingest import silence
 from receipts.models import Run
 from receipts.queries import dashboard
 from sidewisp.pages import labels
@@ -21,6 +22,8 @@ WINDOWS: dict[str, tuple[str, timedelta]] = {
     "24h": ("24 hours", timedelta(hours=24)),
     "7d": ("7 days", timedelta(days=7)),
 }
+# A silent observed run is still RUNNING in the database; the pages count and filter it apart (issue 29 §5).
+STATUS_LABELS = {**dict(Run.Status.choices), silence.SILENT: "Silent (no receipt for a while)"}
 HEALTH_LABELS = {
     run_health.FAILING: "Failing",
     run_health.ATTENTION: "Needs attention",
@@ -51,7 +54,7 @@ class RunFilterForm(forms.Form):
     # The team map's arrows link here: the runs with a handoff over that one route.
     sender = forms.CharField(required=False, max_length=200, label="From agent", help_text="Sender, exactly")
     receiver = forms.CharField(required=False, max_length=200, label="To agent", help_text="Receiver, exactly")
-    status = forms.ChoiceField(required=False, choices=[("", "Any status"), *Run.Status.choices], label="Task status")
+    status = forms.ChoiceField(required=False, choices=[("", "Any status")], label="Task status")
     since = forms.DateTimeField(required=False, label="Created from (UTC)")
     until = forms.DateTimeField(required=False, label="Created before (UTC)")
     page = forms.IntegerField(required=False, min_value=1, max_value=MAX_NUMBERED_PAGE, widget=forms.HiddenInput)
@@ -65,6 +68,7 @@ class RunFilterForm(forms.Form):
         ]
         # The overview's "In progress" tile: handoffs whose failing verdict is not final yet (spec v1.2 Settled).
         self.fields["verdict"].choices.append((dashboard.IN_PROGRESS, labels.HEALTH["in_progress"][1]))
+        self.fields["status"].choices += [(status, STATUS_LABELS[status]) for status in dashboard.TASK_STATUSES]
         self.fields["health"].choices += [(level, HEALTH_LABELS.get(level, level)) for level in run_health.LEVELS]
         self.fields["graph"].choices += [(name, name) for name in graphs]
         self.fields["route_version"].choices += [(version, version) for version in route_versions]

@@ -11,7 +11,7 @@ from receipts.actions import User
 from receipts.models import Handoff
 from receipts.org import teams
 from receipts.queries import dashboard
-from receipts.workers.runtime import PendingCall, current
+from receipts.workers.runtime import PendingCall, current, stored_pending_call
 
 NOT_RECORDED = "Tool call not recorded: the app did not send its tool name with the wait."
 # The newest of a user's open waits the socket names (for a notification when one opens).
@@ -45,14 +45,18 @@ def call_names(handoff: Handoff, pending: PendingCall | None) -> CallNames | Non
 
 
 def with_calls(handoffs: list[Handoff]) -> list[Handoff]:
-    """Set `call` (CallNames or None) on each open wait: its run's pending call, read once per run."""
+    """Set `call` (CallNames or None) on each open wait: its run's pending call, read once per run.
+
+    The names the writer stored with the run (`Run.pending_call`) when there are any; only a run without them
+    asks the runtime, which for a hosted run builds its graph and reads its checkpoint.
+    """
     read: dict[int, PendingCall | None] = {}
     for h in handoffs:
         h.call = None
         if not h.wait_open:
             continue
         if h.run_id not in read:
-            read[h.run_id] = pending_call(h.run)
+            read[h.run_id] = stored_pending_call(h.run.pending_call) or pending_call(h.run)
         h.call = call_names(h, read[h.run_id])
         h.batchable = batchable(h)
     return handoffs

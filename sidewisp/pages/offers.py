@@ -71,14 +71,28 @@ class Offers:
         return self.reverify_note if what == "verify" else self.drive_note
 
 
-def run_offers(run: Run, user: User, *, stoppable: bool = False, verdicts: set[str] | None = None) -> Offers:
-    """What `user` is offered on `run`; `verdicts` are its handoffs' verdicts when the caller has them."""
+def allowed(user: User) -> frozenset[str]:
+    """The names of the policies without an owner rule that `user` may use: their permissions, asked once for a
+    list rather than for each of its runs."""
+    return frozenset(policy.name for policy in actions.POLICIES if not policy.owner_rule and actions.may(user, policy))
+
+
+def run_offers(
+    run: Run,
+    user: User,
+    *,
+    stoppable: bool = False,
+    verdicts: set[str] | None = None,
+    may: frozenset[str] | None = None,
+) -> Offers:
+    """What `user` is offered on `run`; `verdicts` are its handoffs' verdicts when the caller has them, `may` what
+    `allowed(user)` gives when the caller asked it already."""
     runtime = current_runtime()
     # An imported run is neither: no process drives it.
     observed = run.mode == Run.Mode.OBSERVED and run.source == Run.Source.AGENT
     drivable = runtime.can_drive(run)
     finished = run.status in actions.FINISHED
-    may = frozenset(policy.name for policy in actions.POLICIES if not policy.owner_rule and actions.may(user, policy))
+    may = allowed(user) if may is None else may
     controls = actions.STOP_RUN.name in may  # stop, resume and retry: the run-control permission
     # Stopping works in both modes: a worker (hosted) and the app's observe (observed) both check
     # auto-continue before every step and park the run. Resuming differs: for a hosted run a worker
@@ -147,9 +161,10 @@ def with_offers(handoffs: list[Handoff], user: User) -> list[Handoff]:
     by_run: dict[int, Offers] = {}
     settled = actions.settlements([h for h in handoffs if h.verdict == "FALSE_COMPLETE"])
     decided = decisions_on_open_waits(handoffs)
+    may = allowed(user) if handoffs else frozenset()
     for handoff in handoffs:
         if handoff.run_id not in by_run:
-            by_run[handoff.run_id] = run_offers(handoff.run, user, verdicts=set())
+            by_run[handoff.run_id] = run_offers(handoff.run, user, verdicts=set(), may=may)
         handoff.decided = decided.get(handoff.pk)
         offer_on_handoff(handoff, by_run[handoff.run_id], user, settled.get(handoff.pk))
     return handoffs

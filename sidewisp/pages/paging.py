@@ -16,20 +16,29 @@ MAX_NUMBERED_PAGE = 40
 POSITION_PARAMS = ("page", "older", "newer")
 
 
-def list_page(queryset, field: str, size: int, position: Mapping) -> dashboard.KeysetPage:
+def list_page(
+    queryset, field: str, size: int, position: Mapping, *, count_in_order: bool = False
+) -> dashboard.KeysetPage:
     """A page of a newest-first list: by cursor (`older`/`newer`), or by a page number up to
-    MAX_NUMBERED_PAGE (an OFFSET that deep stays cheap; the view redirects deeper numbers)."""
+    MAX_NUMBERED_PAGE (an OFFSET that deep stays cheap; the view redirects deeper numbers).
+
+    `count_in_order`: the total is counted newest first too (`dashboard.bounded_count`'s `order`)."""
+    order = (f"-{field}", "-pk")
     number = position.get("page")
     if number and number > 1 and not (position.get("older") or position.get("newer")):
         start = (number - 1) * size
-        rows = list(queryset.order_by(f"-{field}", "-pk")[start : start + size + 1])
+        rows = list(queryset.order_by(*order)[start : start + size + 1])
         shown = rows[:size]
         older = shown[-1].pk if len(rows) > size else None
-        return dashboard.KeysetPage(
-            shown, dashboard.bounded_count(queryset), older=older, newer=shown[0].pk if shown else None
-        )
+        count = dashboard.bounded_count(queryset, order=order if count_in_order else ())
+        return dashboard.KeysetPage(shown, count, older=older, newer=shown[0].pk if shown else None)
     return dashboard.keyset_page(
-        queryset, field=field, size=size, older=position.get("older"), newer=position.get("newer")
+        queryset,
+        field=field,
+        size=size,
+        older=position.get("older"),
+        newer=position.get("newer"),
+        count_in_order=count_in_order,
     )
 
 

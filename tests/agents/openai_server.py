@@ -7,8 +7,8 @@ with OpenAI's HTTP 400: an assistant message with `tool_calls` not followed by a
 call, or a tool message that answers no preceding call. Every request body is recorded, so a test can
 compare what two runs asked the provider.
 
-The answer is `policy(conversation, bound tool names)`, the scripted models' `Step` (`Call`, `Say`) or
-a tuple of `Call`s for one turn that calls several tools; the conversation is rebuilt as LangChain
+The answer is `policy(conversation, bound tool names)`, the scripted models' `Step` (`Call`, `Say`, or
+a tuple of `Call`s for one turn that calls several tools); the conversation is rebuilt as LangChain
 messages (system messages left out, each tool message named after the call it answers). Tool-call
 ids are digests of the conversation, so two runs of one script get the same ids.
 """
@@ -28,7 +28,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from agents.host.scripted import Call, Say, Step, conversation_digest
 
-Policy = Callable[[Sequence[BaseMessage], Sequence[str]], Step | tuple[Call, ...]]
+Policy = Callable[[Sequence[BaseMessage], Sequence[str]], Step]
 MODEL = "gpt-sidewisp-test"
 UNANSWERED_CALLS = (
     "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
@@ -50,7 +50,7 @@ class HistoryRefused(ValueError):
 def by_tools(scripts: Mapping[str, Policy]) -> Policy:
     """One policy per agent, chosen by a tool only that agent is given (its first key found in the request)."""
 
-    def policy(conversation: Sequence[BaseMessage], tool_names: Sequence[str]) -> Step | tuple[Call, ...]:
+    def policy(conversation: Sequence[BaseMessage], tool_names: Sequence[str]) -> Step:
         for name, script in scripts.items():
             if name in tool_names:
                 return script(conversation, tool_names)

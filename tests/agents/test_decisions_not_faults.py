@@ -1,7 +1,9 @@
-"""Decisions are not faults (issue 28 §5): an approver's rejection is shown as the decision it is, and a tool
-error is reported once, by the agent whose call failed, however many agents see it in the history later."""
+"""Decisions are not faults (issue 28 §5): an approver's rejection, or a deadline's, is shown as the decision it is,
+and a tool error is reported once, by the agent whose call failed, however many agents see it in the history later."""
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 from django.urls import reverse
 from langchain.agents import create_agent
@@ -9,9 +11,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph_swarm import create_handoff_tool, create_swarm
 from sidewisp_agent import decisions
 
+from agents.demo.contracts import install_team_contracts
+from agents.demo.scenarios import create_run
+from agents.host import execution, runner
 from agents.host.scripted import Call, Say, Script, ScriptedChatModel
 from receipts import actions
-from receipts.models import Handoff, MiddlewareReport, Run
+from receipts.models import Decision, Handoff, MiddlewareReport, Run
 from tests.agents import teams
 from tests.agents.stored import observe
 from tests.agents.test_third_party import ask, config_for
@@ -47,6 +52,30 @@ def test_a_rejected_approval_is_the_decision_not_a_tool_error(team_contracts, pe
     client.force_login(owner)
     body = client.get(reverse("sidewisp:run-detail", args=[run.pk])).content.decode()
     assert "Rejected" in body
+    assert "Tool error" not in body and "inspect the tool error" not in body
+
+
+def test_an_expired_approval_is_the_decision_not_a_tool_error(
+    transactional_db, person, client, django_capture_on_commit_callbacks
+):
+    """Nobody decided before the deadline: the safe default (a rejection) is applied, and HumanInTheLoopMiddleware
+    answers the gated call as it answers an approver's rejection. That is the wait's decision, not a fault."""
+    install_team_contracts()
+    run = create_run("waiting_on_approval")
+    runner.start_run(run)
+    handoff = run.handoffs.get()
+    with django_capture_on_commit_callbacks(execute=False):
+        assert actions.expire_overdue_waits(now=handoff.wait_deadline + timedelta(minutes=1)) == 1
+
+    execution.resume(Decision.objects.get(run=run).pk)
+
+    run.refresh_from_db()
+    assert (run.status, run.handoffs.get().wait_part["resolution"]) == (Run.Status.COMPLETE, "expired")
+    assert not MiddlewareReport.objects.filter(run=run, kind=MiddlewareReport.Kind.TOOL_ERROR).exists()
+    assert (run.health, run.health_reasons) == ("healthy", [])
+    client.force_login(person("ops-lead", "approver"))
+    body = client.get(reverse("sidewisp:run-detail", args=[run.pk])).content.decode()
+    assert "Expired" in body
     assert "Tool error" not in body and "inspect the tool error" not in body
 
 

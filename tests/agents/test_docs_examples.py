@@ -59,15 +59,17 @@ def wait_of(operation_id: str) -> Handoff | None:
     return Handoff.objects.filter(run__operation_id=operation_id, wait_open=True).first()
 
 
-def approve(user, handoff: Handoff):
+def decide(user, handoff: Handoff, kind: str = "approve"):
     token = handoff.wait_part["resume_token_id"]
-    return actions.decide(user=user, handoff_id=handoff.pk, kind="approve", token=token, key=uuid.uuid4().hex)
+    reason = "not this one" if kind == "reject" else ""
+    return actions.decide(user=user, handoff_id=handoff.pk, kind=kind, token=token, key=uuid.uuid4().hex, reason=reason)
 
 
 # --- hosted ------------------------------------------------------------------------------------------
 
 
-def test_the_hosted_example_waits_for_approval_then_ends_healthy(owner, settings, celery_isolation):
+def _hosted_first_run(owner, settings, celery_isolation, decision: str) -> Run:
+    """The hosted example's commands on a fresh clone, its one wait decided as `decision`; the ended run."""
     hosted = section("Hosted: your graph run by Sidewisp's workers")
     graphs = found(r"^export SIDEWISP_GRAPHS='(.+?)'$", hosted)
     settings.SIDEWISP_GRAPHS = graphs
@@ -80,34 +82,55 @@ def test_the_hosted_example_waits_for_approval_then_ends_healthy(owner, settings
         wait_until(lambda: wait_of(operation_id) is not None, what="the payment's approval wait")
         waiting = wait_of(operation_id)
         assert (waiting.verdict, waiting.wait_owner) == ("WAITING_ON_APPROVAL", "ops-lead"), waiting.reason
-        assert approve(owner, waiting).outcome == "done"
+        assert decide(owner, waiting, decision).outcome == "done"
 
         run = lambda: Run.objects.get(operation_id=operation_id)  # noqa: E731
-        wait_until(lambda: run().status == Run.Status.COMPLETE, what="the approved run to complete")
-        assert list(run().handoffs.values_list("verdict", flat=True)) == ["HEALTHY"]
+        wait_until(lambda: run().status == Run.Status.COMPLETE, what="the decided run to complete")
+        return run()
     finally:
         worker.stop()
+
+
+def test_the_hosted_example_waits_for_approval_then_ends_healthy(owner, settings, celery_isolation):
+    run = _hosted_first_run(owner, settings, celery_isolation, "approve")
+
+    assert list(run.handoffs.values_list("verdict", flat=True)) == ["HEALTHY"]
+
+
+def test_the_hosted_example_claiming_a_rejected_payment_is_a_false_completion_on_its_first_run(
+    owner, settings, celery_isolation
+):
+    """The planted fault of the "Done when" of issue 28: the example's payments agent still says "Invoice INV-7
+    is paid." after the payment was rejected. On the first run, with nothing declared by hand, that is the
+    false completion it is, not a route rejection that would hide it, nor green."""
+    run = _hosted_first_run(owner, settings, celery_isolation, "reject")
+
+    (handoff,) = run.handoffs.all()
+    assert (handoff.verdict, handoff.wait_part["resolution"]) == ("FALSE_COMPLETE", "rejected")
+    assert handoff.verification_part["result"] == "fail"
 
 
 # --- observed ----------------------------------------------------------------------------------------
 
 
-def _team_model() -> ScriptedChatModel:
+ALICE = Script((Call("transfer_to_bob"), Say("bob takes it from here")))
+BOB = Script((Call("place_order", {"item": "widget"}), Say("Two widgets are ordered.")))
+
+
+def _team_model(alice: Script = ALICE, bob: Script = BOB) -> ScriptedChatModel:
     """One scripted `model` for the docs' alice and bob: each follows its own script by its tools."""
-    alice = Script((Call("transfer_to_bob"), Say("bob takes it from here")))
-    bob = Script((Call("place_order", {"item": "widget"}), Say("Two widgets are ordered.")))
     return ScriptedChatModel(policy=lambda messages, tools: (alice if "lookup" in tools else bob)(messages, tools))
 
 
-def _run_observed_block(block: str) -> tuple[threading.Thread, dict]:
+def _run_observed_block(block: str, model: ScriptedChatModel, *, ordered: bool = True) -> tuple[threading.Thread, dict]:
     names = {
         "create_agent": create_agent,
         "HumanInTheLoopMiddleware": HumanInTheLoopMiddleware,
-        "model": _team_model(),
+        "model": model,
         "lookup": teams.lookup,
         "place_order": teams.place_order,
         "saver": InMemorySaver(),
-        "order_exists": lambda operation_id: True,
+        "order_exists": lambda operation_id: ordered,
     }
 
     def run() -> None:
@@ -123,22 +146,61 @@ def _run_observed_block(block: str) -> tuple[threading.Thread, dict]:
     return thread, names
 
 
-def test_the_observed_example_waits_for_approval_then_ends_healthy(owner):
+def _observed_first_run(owner, model: ScriptedChatModel, *, ordered: bool = True) -> dict:
+    """The observed example's import and block, as the docs print them, on a fresh clone; a wait it shows is
+    approved. The block's names once it ended."""
     observed = section("Observed: your graph in your own process")
     run_docs_command(found(r"^(python manage.py import_contracts --add \S+)$", observed))
 
     assert documentation.block("observed") in observed  # the block of this section
-    thread, names = _run_observed_block(documentation.block("observed"))
-    wait_until(lambda: wait_of("op-42") is not None or "error" in names, what="the docs app's wait")
-    waiting = wait_of("op-42")
-    assert (waiting.sender, waiting.receiver, waiting.verdict) == ("alice", "bob", "WAITING_ON_APPROVAL")
-    assert approve(owner, waiting).outcome == "done"
+    thread, names = _run_observed_block(documentation.block("observed"), model, ordered=ordered)
+    wait_until(
+        lambda: wait_of("op-42") is not None or not thread.is_alive() or "error" in names, what="the docs app's wait"
+    )
+    if (waiting := wait_of("op-42")) is not None:
+        assert (waiting.sender, waiting.receiver, waiting.verdict) == ("alice", "bob", "WAITING_ON_APPROVAL")
+        assert decide(owner, waiting).outcome == "done"
     thread.join(timeout=60)
     assert writer.flush()  # the app's observe returned before its last receipts were stored
-
     assert "error" not in names, names.get("error")
+    return names
+
+
+def test_the_observed_example_waits_for_approval_then_ends_healthy(owner):
+    names = _observed_first_run(owner, _team_model())
+
     assert names["outcome"].status == "complete"
-    assert list(Handoff.objects.filter(run__operation_id="op-42").values_list("verdict", flat=True)) == ["HEALTHY"]
+    (handoff,) = Handoff.objects.filter(run__operation_id="op-42")
+    assert (handoff.verdict, handoff.wait_part["resolution"]) == ("HEALTHY", "approved")
+
+
+# The planted faults of the "Done when" of issue 28: the docs' observed example, run as written on a fresh clone
+# (the docs' import, nothing declared by hand), is the right red on its first run, never green and never a route
+# rejection that would hide the fault (check 1 comes first).
+PLANTED = {
+    # bob says the widgets are ordered, but the order system has none: the verifier fails.
+    "a false claim": (_team_model(), False, "FALSE_COMPLETE"),
+    # alice answers [lookup, transfer_to_bob] in one message: langgraph-swarm's handoff tool hands bob the history
+    # from before lookup was answered, so bob's model is given a call with no answer (spec v1.3, check 3).
+    "a transfer beside another call": (
+        _team_model(
+            alice=Script(((Call("lookup", {"query": "widgets"}), Call("transfer_to_bob")), Say("alice done"))),
+            bob=Script((Say("Nothing to order today."),)),
+        ),
+        True,
+        "OPEN_TOOL_PROTOCOL",
+    ),
+}
+
+
+@pytest.mark.parametrize(("model", "ordered", "verdict"), PLANTED.values(), ids=PLANTED.keys())
+def test_the_observed_example_with_a_planted_fault_is_the_right_red_on_its_first_run(owner, model, ordered, verdict):
+    names = _observed_first_run(owner, model, ordered=ordered)
+
+    assert names["outcome"].status == "complete"
+    (handoff,) = Handoff.objects.filter(run__operation_id="op-42")
+    # Settled (the run ended): shown, alerted and exported as the red it is, not as in progress.
+    assert (handoff.verdict, handoff.settled_at is not None) == (verdict, True)
 
 
 # --- a team shape ------------------------------------------------------------------------------------

@@ -117,3 +117,23 @@ def test_beat_marks_silent_runs(settings):
     assert settings.CELERY_BEAT_SCHEDULE["mark-silent-runs"]["task"] == "receipts.tasks.mark_silent_runs"
     assert mark_silent_runs() == 1
     assert Run.objects.get(pk=run.pk).is_silent
+
+
+def test_the_overview_and_the_runs_filter_count_a_silent_run_as_silent_not_running(viewer_client):
+    """Issue 29 §5: "silent since …", not running: the overview's task counts and the runs list's status filter
+    say so too (its `silent` link lists it; `running` no longer does)."""
+    quiet, talking = observed_run("op-quiet"), observed_run("op-talking")
+    Run.objects.filter(pk=quiet.pk).update(heartbeat_at=timezone.now() - silence.bound() - timedelta(seconds=1))
+    assert silence.mark_silent() == 1
+
+    overview = viewer_client.get("/").content.decode()
+    assert 'data-status-count="silent">1<' in overview and 'data-status-count="running">1<' in overview
+    assert '?status=silent"' in overview
+
+    def listed(status: str) -> set[int]:
+        page = viewer_client.get("/runs/", {"status": status})
+        assert page.status_code == 200
+        return {run.pk for run in (quiet, talking) if f'id="run-row-{run.pk}"' in page.content.decode()}
+
+    assert listed("silent") == {quiet.pk}
+    assert listed("running") == {talking.pk}

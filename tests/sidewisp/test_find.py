@@ -214,9 +214,9 @@ class TestSearchingKeepsAFixedNumberOfQueries:
             (
                 "sidewisp:runs",
                 {"q": "op", "graph": "coder", "route_version": "routes/1", "health": "failing", "window": "7d"},
-                7,
+                8,  # as test_pages.MAX_QUERIES["sidewisp:runs"]
             ),
-            ("sidewisp:runs", {"q": "p-3"}, 8),  # + the exact-match lookup
+            ("sidewisp:runs", {"q": "p-3"}, 9),  # + the exact-match lookup
             ("sidewisp:waits", {"page": "2"}, 8),
             ("sidewisp:false-completions", {"page": "2"}, 8),
         ],

@@ -41,6 +41,32 @@ def test_the_inbox_shows_each_waits_tool_and_argument_names_never_values(client,
     assert f'id="pick-{wait.pk}"' in row  # the owner may pick it for a batch
 
 
+def test_the_inbox_lists_the_call_a_run_stored_without_asking_the_runtime(
+    client, owner, scenario_handoff, fake_runtime, monkeypatch
+):
+    # A hosted run's writer stores its wait's call names with the run (Run.pending_call): the list reads those,
+    # not the checkpoint (the runtime builds the run's graph to read one: most of the page's time at 25 waits).
+    (wait,) = waits_of(scenario_handoff, 1)
+    stored = {
+        "tool": "refund_order",
+        "arg_types": {"order_id": "str"},
+        "allowed_decisions": ["approve", "reject"],
+        "resume_token_id": wait.wait_part["resume_token_id"],
+        "interrupts": [{"id": "i-1", "calls": 1}],
+    }
+    Run.objects.filter(pk=wait.run_id).update(pending_call=stored)
+    asked = []
+    monkeypatch.setattr(fake_runtime, "pending_call", lambda run: asked.append(run.pk))
+    client.force_login(owner)
+
+    body = client.get(reverse("sidewisp:waits")).content.decode()
+
+    row = body[body.index(f'id="wait-{wait.pk}"') :]
+    row = row[: row.index("</li>")]
+    assert re.search(r"tool <code data-tool>refund_order</code> with <code data-arg-key>order_id</code>", row)
+    assert asked == []
+
+
 def test_a_wait_nobody_here_may_act_on_says_why_and_who_can(client, person, scenario_handoff):
     (wait,) = waits_of(scenario_handoff, 1)
     client.force_login(person("watcher", "viewer"))

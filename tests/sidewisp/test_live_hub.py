@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections import Counter
 
@@ -188,8 +189,10 @@ class StandInRender:
 
 @pytest.fixture
 def stand_in(monkeypatch) -> StandInRender:
+    """A render that reads no database: nor does the snapshot it would be read from (tests without `db`)."""
     render = StandInRender()
     monkeypatch.setattr(live, "_render_page", render)
+    monkeypatch.setattr(live, "one_snapshot", contextlib.nullcontext)
     return render
 
 
@@ -260,9 +263,12 @@ def test_an_event_published_as_soon_as_a_page_has_its_snapshot_reaches_it_howeve
 
     layer = get_channel_layer()
     group_add = layer.group_add
+    published = threading.Event()
 
     async def slow_group_add(group, channel):
-        await asyncio.sleep(0.5)  # Redis slow to answer the subscription
+        # Redis slow to answer the subscription: until the page published its event (a hub that sent the snapshot
+        # first lost it, however long the render took), or half the probe's bound (a hub that waits for it).
+        await asyncio.to_thread(published.wait, live.PROBE_SECONDS / 2)
         await group_add(group, channel)
 
     monkeypatch.setattr(layer, "group_add", slow_group_add)
@@ -272,6 +278,7 @@ def test_an_event_published_as_soon_as_a_page_has_its_snapshot_reaches_it_howeve
         (communicator,) = await open_sockets("/ws/health/?page=false", cookie)
         run = await database_sync_to_async(_false_complete_without_event)("h-early")
         await broadcast._send(_event(run=run.pk, seq=1))
+        published.set()
         message = await receive_until(communicator, "h-early")
         assert marker(message) == {"kind": "events", "seqs": [[run.pk, [1]]]}
         await communicator.disconnect()

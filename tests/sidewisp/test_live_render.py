@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from channels.db import database_sync_to_async
-from django.db import connection
+from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 
 from receipts.models import Handoff, Run
@@ -21,6 +24,7 @@ from tests.sidewisp.test_consumer import TIMEOUT, _event, receive_until, run_asy
 from tests.sidewisp.test_live_hub import SCOPE, Page, open_sockets
 
 RUNS = pages.PageScope("runs")
+WAITS = pages.PageScope("waits")
 renders, stand_in = test_live_hub.renders, test_live_hub.stand_in  # the hub tests' fixtures
 
 
@@ -158,6 +162,48 @@ def test_a_list_change_said_by_its_rows_does_not_render_the_whole_list(viewer, r
     assert "op-2" in message and 'id="runs-list"' not in message
     assert rendered["sidewisp/_runs_list.html"] == 0
     assert 'id="runs-list"' in after.snapshot()  # a newcomer gets the whole list
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_wait_committed_while_the_waits_page_renders_never_takes_another_rows_place(viewer, record_handoff):
+    # The waits page counts its open waits, then reads them (a page sliced to that count): a sooner wait
+    # committed between the two took the later one's place in that render, and the next render put the later
+    # one back as a new element (what its reader had selected or focused there, gone).
+    later = record_handoff("h-later", "op-later", "waiting")
+    soon = datetime.now(UTC) + timedelta(minutes=5)
+    topic = live.Topic(WAITS, pages.audience(WAITS, viewer))
+    with _committed_after_the_first_read_of_open_waits(
+        lambda: record_handoff("h-sooner", "op-sooner", "waiting", deadline=soon)
+    ):
+        _, first, _, _ = live._render_and_cut(topic, [viewer.pk], None, True)
+    sooner = Handoff.objects.get(handoff_id="h-sooner")
+    assert [row for row, _ in first.rows] == [f"wait-{later.pk}"]  # the database as it was when the render began
+    _, second, _, (_, changes) = live._render_and_cut(topic, [viewer.pk], first, False)
+    assert [row for row, _ in second.rows] == [f"wait-{sooner.pk}", f"wait-{later.pk}"]
+    assert f'id="wait-{sooner.pk}"' in changes and f'id="wait-{later.pk}"' not in changes
+
+
+@contextmanager
+def _committed_after_the_first_read_of_open_waits(commit):
+    """`commit()` runs on a connection of its own right after this thread's first query of the open waits."""
+    done = []
+
+    def hook(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if not done and '"wait_open"' in sql:
+            done.append(ThreadPoolExecutor(1).submit(_on_own_connection, commit).result())
+        return result
+
+    with connection.execute_wrapper(hook):
+        yield
+    assert done, "the render read no open waits"
+
+
+def _on_own_connection(work):
+    try:
+        return work()
+    finally:
+        connections.close_all()
 
 
 def _queries(page: str, user) -> int:

@@ -1,5 +1,5 @@
-"""Nothing dropped in silence (spec v1.3): an entry the evidence writer gives up on, and one a server refuses with
-HTTP 400, are counted, shown on the run they belong to, and counted in /metrics."""
+"""Nothing dropped in silence (spec v1.3): an entry the evidence writer gives up on, one a server refuses with
+HTTP 400, and an id stored redacted are counted, shown on the run they belong to, and counted in /metrics."""
 
 from __future__ import annotations
 
@@ -174,3 +174,17 @@ def test_after_a_drop_a_full_buffer_drops_without_waiting_until_there_is_room_an
     assert Run.objects.get(operation_id="op-many").reports.filter(kind="evidence_dropped").exists()
     # Beyond the first MAX_BATCH lost entries, a run that has none among them still gets its report.
     assert Run.objects.get(operation_id="op-last").reports.filter(kind="evidence_dropped").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_id_stored_redacted_is_shown_on_its_run_and_counted(contracts, admin_client, settings):
+    secret = "sk-proj-abcdEFGH1234ijklMNOP5678"  # an operation id shaped like a provider key (spec v1.3)
+
+    stats = written(writer.Writer(writer.LocalSink()), healthy_entries(secret, "h-key"))
+
+    assert stats["dropped"] == 0
+    (run,) = Run.objects.all()
+    assert list(run.handoffs.values_list("handoff_id", "verdict")) == [("h-key", "HEALTHY")]
+    assert run.reports.filter(kind="value_redacted", detail__field="operation_id").exists()
+    assert secret not in run_page(admin_client, run)
+    assert evidence_reports(admin_client, settings)[("value_redacted", "none")] == 1

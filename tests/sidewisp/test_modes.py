@@ -222,7 +222,7 @@ def test_the_runs_list_shows_modes_and_warnings_in_a_constant_number_of_queries(
         MiddlewareReport(run=run, agent="observer", kind="no_handoff", attempt="end") for run in runs[::3]
     )
 
-    with django_assert_max_num_queries(7):  # + the filters' graphs and route versions
+    with django_assert_max_num_queries(8):  # + the filters' graphs and route versions, + the team's names
         body = get(viewer_client, reverse("sidewisp:runs"))
 
     assert "Hosted · graph support-desk" in body and ">Observed<" in body

@@ -341,9 +341,10 @@ def test_every_page_has_a_strict_csp_and_no_inline_script_or_style(viewer_client
 # Session + user + permissions + the page's own fixed queries.
 MAX_QUERIES = {
     "sidewisp:overview": 15,  # + runs by health and status, the window's handoff count, problems, durations and waits
-    "sidewisp:runs": 7,  # + the graphs and route versions the filters offer
-    "sidewisp:waits": 7,  # + the paginator's count, + the recently resolved waits
-    "sidewisp:false-completions": 7,  # + the settlements in force (accepted or resolved)
+    "sidewisp:runs": 8,  # + the graphs and route versions the filters offer, + the team's names read once
+    # + the paginator's count, + the recently resolved waits, + the team's names read once (as the overview's)
+    "sidewisp:waits": 8,
+    "sidewisp:false-completions": 8,  # + the settlements in force (accepted or resolved), + the team's names
     # + the pinned limits version (issue 6), the verdict history, the waits' stories (2), the team map (2: the
     # routes grouped in one query, their contract versions), the history (issue 21 §1: its eight sources, one
     # query each, and the deliveries that carried out its actions), + issue 30 §1: the timeline's receipts (one

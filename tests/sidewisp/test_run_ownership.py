@@ -16,10 +16,12 @@ import uuid
 import pytest
 from django.urls import reverse
 from sidewisp_agent.decisions import await_decision
+from sidewisp_agent.entries import RunNotOwned
 
 from agents.observe import writer
 from receipts.ingest import intake
 from receipts.models import Decision, Handoff, Receipt, Run
+from receipts.workers import claims
 from tests.conftest import handoff_parts
 from tests.sidewisp.test_api import a_bundle, claim, get_decision, post
 
@@ -179,3 +181,17 @@ def test_two_sources_using_one_operation_id_each_get_their_own_run(client, squat
     assert offered["id"] == decision.pk
     assert claim(client, billing, squatted["operation_id"], decision.pk).status_code == 404
     assert claim(client, shipping, squatted["operation_id"], decision.pk).status_code == 200
+
+
+def test_a_claim_of_another_sides_run_is_refused_without_naming_the_source_that_holds_it(client, squatted, boss):
+    """The guard behind the namespaces (a caller holding another side's decision): the refusal names the run
+    and the side refused, never the source that holds the run (issue 29 §3: "created by source billing" was one)."""
+    run = runs_of(squatted["operation_id"])["billing"]
+    decision = decide(client, run.handoffs.get(), boss)
+
+    for side in ("shipping", None):  # another source, a local app
+        with pytest.raises(RunNotOwned) as refused:
+            claims.claim(decision, resumed_by="test", source=side)
+        assert run.operation_id in refused.value.message
+        assert "billing" not in refused.value.message
+    assert Decision.objects.get(pk=decision.pk).applied_at is None

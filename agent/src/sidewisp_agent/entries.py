@@ -22,7 +22,8 @@ EVIDENCE_DROPPED = "evidence_dropped"
 
 class RunNotOwned(bundle.BundleError):
     """The run belongs to another side (issue 19): a local app may not record into a source's run, nor a source
-    into a local run or another source's. Nothing is written; the message names the run and its owner.
+    into a local run or another source's. Nothing is written; the message names the run, never the source that
+    holds it (issue 29 §3).
 
     Since issue 29 §4 a side finds runs by operation id in its own namespace only, so recording never meets
     another side's run: this stays as the guard for callers that hold a run (claims)."""

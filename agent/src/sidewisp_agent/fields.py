@@ -7,6 +7,7 @@ the field, never repeating the value.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import re
@@ -89,6 +90,7 @@ class BundleError(ValueError):
         self.message = message
 
 
+@functools.lru_cache(maxsize=4096)  # a batch checks the same names and ids again and again
 def identifier_problem(text: str) -> str | None:
     """Why `text` may not be stored as an identifier or a name, or None when it may (spec v1.3).
 
@@ -99,15 +101,25 @@ def identifier_problem(text: str) -> str | None:
     """
     if len(text) > MAX_STRING_LENGTH:
         return f"is longer than {MAX_STRING_LENGTH} characters"
-    if any(unicodedata.category(char) in _CONTROL_CATEGORIES for char in text):
+    folded = text if text.isascii() and text.isprintable() else _folded(text)  # most ids: checked per receipt
+    if folded is None:
         return "must not contain control characters"
-    # Compatibility forms (a fullwidth solidus, ligatures) read like their ASCII twins on a page.
-    folded = unicodedata.normalize("NFKC", text)
     if _ABSOLUTE_PATH.search(folded):
         return "must not contain an absolute local path"
     if _CREDENTIAL.search(folded):
         return "must not contain a credential"
     return None
+
+
+def _folded(text: str) -> str | None:
+    """`text` in its compatibility form (NFKC), None when it holds a control or bidi character.
+
+    Printable ASCII holds neither and is its own compatibility form: `identifier_problem` skips this for it.
+    """
+    if any(unicodedata.category(char) in _CONTROL_CATEGORIES for char in text):
+        return None
+    # Compatibility forms (a fullwidth solidus, ligatures) read like their ASCII twins on a page.
+    return unicodedata.normalize("NFKC", text)
 
 
 def text_problem(text: str) -> str | None:
@@ -142,11 +154,20 @@ def redacted_fields(value: object, field: str) -> list[str]:
     as field paths under `field` (`created.receiver`, `reduced.tool_message_ids[2]`)."""
     if is_redacted(value):
         return [field]
+    # Only what may hold one is walked into (a field path is built per item walked: a part has dozens).
     if isinstance(value, Mapping):
-        return [found for key, item in value.items() for found in redacted_fields(item, f"{field}.{key}")]
-    if isinstance(value, list | tuple):
-        return [found for index, item in enumerate(value) for found in redacted_fields(item, f"{field}[{index}]")]
-    return []
+        items = ((f"{field}.{key}", item) for key, item in value.items() if _may_hold_redacted(item))
+    elif isinstance(value, list | tuple):
+        items = ((f"{field}[{index}]", item) for index, item in enumerate(value) if _may_hold_redacted(item))
+    else:
+        return []
+    return [found for where, item in items for found in redacted_fields(item, where)]
+
+
+def _may_hold_redacted(value: object) -> bool:
+    if isinstance(value, str):
+        return value.startswith(REDACTED_PREFIX)
+    return isinstance(value, Mapping | list | tuple)
 
 
 def identifier(text: str) -> str:
@@ -281,7 +302,8 @@ MAX_DETAIL_ENTRIES = 20
 
 
 def parse_name(value: object, field: str) -> str:
-    """A required, non-empty string that passes `text_problem`; BundleError naming `field` otherwise."""
+    """A required, non-empty name that passes `identifier_problem` (refused, not redacted: a person or a
+    configuration chose it and can fix it); BundleError naming `field` otherwise."""
     return parse_required_text(value, field)
 
 

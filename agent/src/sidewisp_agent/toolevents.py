@@ -32,6 +32,9 @@ class ToolEvents(BaseCallbackHandler):
     """Tool-call lifecycle events on the run's `custom` stream (see the module's docstring)."""
 
     run_inline = True  # called where the tool runs, so the events keep their place among the stream's
+    # Only tool events (LangChain dispatches those under `ignore_agent`): every chain, model and retry event of
+    # the run skips this handler instead of calling a no-op on the agent's path.
+    ignore_chain = ignore_llm = ignore_chat_model = ignore_retriever = ignore_retry = ignore_custom_event = True
 
     def __init__(self) -> None:
         self._calls: dict[UUID, tuple[tuple[str, ...], str]] = {}

@@ -64,7 +64,10 @@ from .store import hooks
 logger = logging.getLogger(__name__)
 
 MAX_BATCH = 200  # entries per transaction
-LINGER_SECONDS = 0.005  # how long a small batch waits for company (not when someone flushes)
+# How long a small batch waits for company (not when someone flushes or waits for a mark): long enough for a
+# quick run's entries to land in one batch, written after the run returns instead of competing with it for the
+# GIL while it runs (issue 32); short beside what a live page may take (300 ms).
+LINGER_SECONDS = 0.05
 FLUSH_TIMEOUT = 30.0
 EXIT_TIMEOUT = 5.0  # how long process exit waits for what is queued
 MAX_ATTEMPTS = 3  # tries of an entry whose failure is not an outage
@@ -140,7 +143,8 @@ class Writer:
                     return False
             self._queue.append(entry)
             self._counts["submitted"] += 1
-            self._cond.notify_all()
+            if len(self._queue) == 1 or self._full_batch():
+                self._cond.notify_all()  # the writer waits for a first entry or a full batch, not for each entry
         return True
 
     def limit(self, limits: WriterLimits) -> None:
@@ -151,6 +155,10 @@ class Writer:
 
     def _has_room(self) -> bool:
         return len(self._queue) < self.capacity
+
+    def _full_batch(self) -> bool:
+        """Enough queued to stop lingering: a whole batch, or a full buffer (a submitter may be waiting for room)."""
+        return len(self._queue) >= min(self.max_batch, self.capacity)
 
     def _overflow(self, entry: intake.Entry) -> None:
         """Drop `entry` for a full buffer: logged, counted, and kept for its run's loss report (bounded)."""
@@ -219,8 +227,8 @@ class Writer:
             self._cond.wait_for(lambda: self._queue or self._stopping)
             if not self._queue:
                 return None
-            if len(self._queue) < self.max_batch and not self._flushing and not self._stopping:
-                self._cond.wait_for(lambda: len(self._queue) >= self.max_batch or self._flushing, self.linger)
+            if not self._full_batch() and not self._flushing and not self._stopping:
+                self._cond.wait_for(lambda: self._full_batch() or self._flushing or self._stopping, self.linger)
             batch = [self._queue.popleft() for _ in range(min(len(self._queue), self.max_batch))]
             self._overflowing = False
             self._cond.notify_all()  # room for blocked submitters

@@ -7,10 +7,11 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import Count, Max, QuerySet
+from django.db.models import BooleanField, Count, ExpressionWrapper, Max, QuerySet
 from django.db.models.expressions import RawSQL
 
 from receipts.ingest import health as run_health
+from receipts.ingest import silence
 from receipts.models import Handoff, Run
 from receipts.org.teams import EVERYTHING, Scope
 from receipts.verdicts.bundle import VERDICTS
@@ -34,6 +35,9 @@ assert set(VERDICT_ORDER) == set(VERDICTS)
 IN_PROGRESS = "IN_PROGRESS"
 # The verdicts a handoff can hold while in progress (receipts.ingest.due).
 DUE_VERDICTS = (*run_health.DUE_PARTS, "UNCERTAIN")
+# The task statuses the pages count and filter by: a silent observed run (issue 29 §5) is its own, after running.
+_AFTER_RUNNING = Run.Status.values.index(Run.Status.RUNNING) + 1
+TASK_STATUSES = (*Run.Status.values[:_AFTER_RUNNING], silence.SILENT, *Run.Status.values[_AFTER_RUNNING:])
 
 COUNT_BOUND = 1_000
 VERDICT_COUNT_BOUND = 10_000
@@ -58,9 +62,15 @@ class BoundedCount(int):
         return f"{self.bound:,}+" if self.more else super().__str__()
 
 
-def bounded_count(queryset: QuerySet, bound: int = COUNT_BOUND) -> BoundedCount:
-    """How many rows `queryset` has, counting no further than `bound` + 1 (one query, at most that many rows)."""
-    return BoundedCount.of(queryset.order_by().values("pk")[: bound + 1].count(), bound)
+def bounded_count(queryset: QuerySet, bound: int = COUNT_BOUND, *, order: tuple[str, ...] = ()) -> BoundedCount:
+    """How many rows `queryset` has, counting no further than `bound` + 1 (one query, at most that many rows).
+
+    `order` (the list's own) counts the rows in the order the list reads them: where the matches are all among
+    the newest rows (a time window on the handoffs), the database stops at the bound there instead of reading
+    every older row first (the runs of a 7-day verdict filter at 50k runs: 4k buffers instead of 13k). Elsewhere
+    no order lets it count the cheapest way it finds.
+    """
+    return BoundedCount.of(queryset.order_by(*order).values("pk")[: bound + 1].count(), bound)
 
 
 def overview_counts(
@@ -134,18 +144,21 @@ def _settled_counts(
 def run_status_counts(
     since: datetime | None = None, *, seen: Scope = EVERYTHING
 ) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
-    """(health level, runs) worst first and (task status, runs), for runs active since `since`; one query."""
+    """(health level, runs) worst first and (task status, runs), for runs active since `since`; one query.
+
+    A silent observed run is counted as "silent", not as running (issue 29 §5)."""
     found = Run.objects.all() if since is None else Run.objects.filter(updated_at__gte=since)
-    found = seen.apply(found)
+    found = seen.apply(found).annotate(quiet=ExpressionWrapper(silence.silent_condition(), BooleanField()))
     by_health: dict[str, int] = {}
     by_status: dict[str, int] = {}
-    for level, status, n in found.order_by().values_list("health", "status").annotate(n=Count("pk")):
+    for level, status, quiet, n in found.order_by().values_list("health", "status", "quiet").annotate(n=Count("pk")):
         by_health[level] = by_health.get(level, 0) + n
+        status = silence.SILENT if quiet else status
         by_status[status] = by_status.get(status, 0) + n
     health = [(level, by_health.get(level, 0)) for level in run_health.LEVELS]
     if by_health.get(""):
         health.append(("", by_health[""]))
-    return health, [(status, by_status.get(status, 0)) for status in Run.Status.values]
+    return health, [(status, by_status.get(status, 0)) for status in TASK_STATUSES]
 
 
 def change_marker(run_id: int | None = None) -> tuple:

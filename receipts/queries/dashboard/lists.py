@@ -10,6 +10,7 @@ from django.db.models import Exists, F, IntegerField, OuterRef, Q, QuerySet, Sub
 from django.db.models.expressions import RawSQL
 
 from receipts.ingest import health as run_health
+from receipts.ingest import silence
 from receipts.models import Handoff, Run, VerdictChange
 from receipts.org.teams import EVERYTHING, Scope
 from receipts.queries.dashboard.counts import IN_PROGRESS
@@ -109,8 +110,12 @@ def runs(filters: RunFilters, *, seen: Scope = EVERYTHING) -> QuerySet[Run]:
     if filters.sender or filters.receiver:
         route = {k: v for k, v in (("sender", filters.sender), ("receiver", filters.receiver)) if v}
         found = found.filter(Exists(handoffs.filter(**route)))
-    if filters.status:
+    if filters.status == silence.SILENT:
+        found = found.filter(silence.silent_condition())
+    elif filters.status:
         found = found.filter(status=filters.status)
+        if filters.status == Run.Status.RUNNING:
+            found = found.exclude(silence.silent_condition())  # counted and listed as silent (issue 29 §5)
     if filters.since and not filters.verdict:
         found = found.filter(created_at__gte=filters.since)
     if filters.until and not filters.verdict:
@@ -171,13 +176,24 @@ def search_choices(*, seen: Scope = EVERYTHING) -> tuple[list[str], list[str]]:
     if not seen.everything:  # each graph only if one of its runs is in scope (an index probe per graph)
         visible = seen.apply(Run.objects.filter(graph=RawSQL("graphs.v", ()))).order_by().values("pk")[:1]
         sql, params = visible.query.sql_with_params()
-        shown = f" AND EXISTS ({sql})"
+        # A scalar subquery, run once per graph: PostgreSQL turns an EXISTS into a semi-join that reads every
+        # run's graph (11 ms at 50k runs instead of a few probes).
+        shown = f" AND ({sql}) IS NOT NULL"
     sql = f"WITH RECURSIVE {graphs}, {versions} SELECT '', v FROM graphs WHERE v IS NOT NULL{shown} "
     sql += "UNION ALL SELECT 'v', v FROM versions WHERE v IS NOT NULL"
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = sorted(cursor.fetchall())
     return [name for k, name in rows if not k], [name for k, name in rows if k]
+
+
+def distinct_values(model, field: str) -> list[str]:
+    """The non-empty values of an indexed text column, sorted: a loose index scan like `search_choices`'s (a few
+    index probes per value), where a DISTINCT reads every row (the audit log's actions, one query)."""
+    sql = f"WITH RECURSIVE {_distinct_sql(model, field, 'found')} SELECT v FROM found WHERE v IS NOT NULL ORDER BY v"
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        return [value for (value,) in cursor.fetchall()]
 
 
 def _distinct_sql(model, field: str, name: str) -> str:

@@ -101,6 +101,7 @@ def keyset_page(
     older: int | None = None,
     newer: int | None = None,
     count_bound: int = COUNT_BOUND,
+    count_in_order: bool = False,
 ) -> KeysetPage:
     """The `size` rows of `queryset` after the row `older` (or before the row `newer`), newest first by
     (`field`, pk); the first page without either. Three queries at most: the bounded count, the cursor row,
@@ -109,7 +110,7 @@ def keyset_page(
     Stable while rows arrive: a row is on exactly one page whichever way one walks (pk breaks ties). A
     cursor row that no longer exists starts from the first page.
     """
-    count = bounded_count(queryset, count_bound)
+    count = bounded_count(queryset, count_bound, order=(f"-{field}", "-pk") if count_in_order else ())
     if not count:
         return KeysetPage([], count)
     cursor = older if older is not None else newer

@@ -98,7 +98,7 @@ def _rolled_counts(stats: WindowStats, since: datetime, edges: list[datetime], s
 
 def _waits_opened(since: datetime, seen: Scope) -> list[tuple[datetime, datetime | None]]:
     """(opened, resolved or None) of the waits opened since `since`: the handoffs with a wait receipt in the
-    window and none before it. Driven by the window's wait receipts (`receipt_waits_by_time`); the earlier
+    window and none before it. Driven by the window's wait receipts (`receipt_waits_by_time_handoff`); the earlier
     ones are an anti-join (measured faster at 1M receipts than a lookup per receipt or the old
     all-receipts-of-those-handoffs grouping: 20 vs 25 and 22 ms server time for a 7-day window)."""
     earlier = Receipt.objects.filter(handoff=OuterRef("handoff"), part="wait", recorded_at__lt=since)
