@@ -24,28 +24,30 @@ WRITTEN = ("health", "health_reasons", "updated_at", *SUMMARY_FIELDS)
 
 
 def judge(
-    runs, now: datetime, pending: Mapping[int, Mapping[str, object]] | None = None, read: Read | None = None
+    runs, now: datetime, pending: Mapping[int, Mapping[str, object]] | None = None, started: Read | None = None
 ) -> dict[int, dict]:
     """Each run's new health and summary, set on the run objects; pk -> the fields to store (`WRITTEN`) of the
     runs whose health or summary changed (none for the others).
 
-    `pending` (pk -> field values the batch will write) stands in for the stored `OWN_FIELDS`; `read` is what
-    `read` started for these runs, if it did (sent with the statements before it).
+    `pending` (pk -> field values the batch will write) stands in for the stored `OWN_FIELDS`; `started` is
+    what `read` started for these runs, if it did (sent with the statements before it).
     """
     runs = {run.pk: run for run in runs}
     if not runs:
         return {}
-    read = (read if read is not None and read.runs == set(runs) else _start(runs)).rows()
-    rows = {row["pk"]: row for row in read["stored"]}
+    if started is None or started.runs != set(runs):
+        started = read(runs)
+    inputs = started.rows()
+    rows = {row["pk"]: row for row in inputs["stored"]}
     for pk, values in (pending or {}).items():
         if pk in rows:
             rows[pk].update((name, value) for name, value in values.items() if name in OWN_FIELDS)
-    counts = _verdict_counts(read["counts"])
+    counts = _verdict_counts(inputs["counts"])
     settled: dict[int, set[int]] = {}
-    for run_id, pk in read["settled"]:
+    for run_id, pk in inputs["settled"]:
         settled.setdefault(run_id, set()).add(pk)
     reports: dict[int, list[tuple[str, Mapping | None, int]]] = {}
-    for run_id, kind, detail, n in read["reports"]:
+    for run_id, kind, detail, n in inputs["reports"]:
         reports.setdefault(run_id, []).append((kind, detail, n))
     changed: dict[int, dict] = {}
     for pk, row in rows.items():
@@ -105,15 +107,11 @@ class Read:
 
 
 def read(runs: Iterable[int]) -> Read:
-    """Start reading what `judge` needs of `runs` (pks): on PostgreSQL the statement is sent now, so it can go
-    with others (`sqlsets.together`); it reads the rows as they are once the statements before it ran."""
-    return _start(list(runs))
-
-
-def _start(runs: Iterable[int]) -> Read:
-    """The runs' stored rows (dicts), verdict counts, operator-settled false completions and alarming reports
-    (tuples): on PostgreSQL in one statement (`_statement`), each query's rows as JSON (`row_to_json`, the same
-    values the ORM reads: no timestamp among them); elsewhere one query each, run when the rows are asked for."""
+    """Start reading what `judge` needs of `runs` (pks): their stored rows (dicts), verdict counts,
+    operator-settled false completions and alarming reports (tuples). On PostgreSQL in one statement
+    (`_statement`), sent now so that it can go with others (`sqlsets.together`: it reads the rows as the
+    statements sent before it left them), each query's rows as JSON (`row_to_json`, the same values the ORM
+    reads: no timestamp among them); elsewhere one query each, run when the rows are asked for."""
     from django.db import connection
 
     ids = list(runs)
@@ -150,7 +148,7 @@ _RUN_IDS = object()  # where the run ids go among `_statement`'s parameters
 
 @functools.cache
 def _statement() -> tuple[str, tuple]:
-    """`_start`'s one PostgreSQL statement and its parameters, compiled once per process: the runs are one array
+    """`read`'s one PostgreSQL statement and its parameters, compiled once per process: the runs are one array
     parameter (`_RUN_IDS` stands for it), so the SQL is the same however many runs a batch judges. Compiling
     the four queries anew cost more than judging a batch's runs."""
     runs = RawSQL("SELECT unnest(%s::bigint[])", [_RUN_IDS])
