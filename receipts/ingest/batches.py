@@ -102,8 +102,9 @@ def prefetch(
             handoff_ids |= {found.latest[op] for op in latest_of if found.latest.get(op)}
         wanted = handoff_ids - set(found.handoffs)
         handoffs = _read("handoffs", side, wanted)
-        if classify:
-            contracts()  # its check of the cache waits for the reads sent before it
+        if classify and connection.vendor == "postgresql":
+            # The cache's check goes with the reads; elsewhere it is read when first needed (no round trip to share).
+            contracts()
         if not latest_of:
             _found_runs(runs(), operation_ids, latest_of)
         locked = handoffs()  # the side's ids (issue 29 §4)
