@@ -10,15 +10,15 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import F, JSONField, Lookup, OuterRef, Q, QuerySet, Subquery
 from django.db.models.expressions import RawSQL
 
-from receipts.ingest import runwrites, signals, sqlsets
+from receipts.ingest import healthsets, runwrites, signals, sqlsets
 from receipts.ingest.contracts import current_contracts
 from receipts.ingest.sequence import next_seq
 from receipts.ingest.sides import namespace
@@ -71,73 +71,129 @@ def batch() -> Iterator[None]:
         # The handoffs' rows are locked by this transaction: writing every changed field of each from memory is
         # what each change would have written. One round trip with the history and the receipts.
         handoffs = (Handoff, found.rewrite.values(), sorted(found.rewrite_fields))
-        sqlsets.write_together([handoffs], [(VerdictChange, found.history), (Receipt, found.receipts)])
+        with sqlsets.together():  # the writes, then what the runs' health is judged from: one round trip
+            sqlsets.write_together([handoffs], [(VerdictChange, found.history), (Receipt, found.receipts)])
+            judged = healthsets.read(found.stale)
         signals.send_changes(found.changes)  # receivers read the rows as they now are
-        runwrites.finish(found)
+        runwrites.finish(found, judged)
     finally:
         _local.batch = None
 
 
-def prefetch(operation_ids: Iterable[str], handoff_ids: Iterable[str], latest_of: Iterable[str] = ()) -> None:
+def prefetch(
+    operation_ids: Iterable[str], handoff_ids: Iterable[str], latest_of: Iterable[str] = (), *, classify: bool = False
+) -> None:
     """Read (and lock, in primary-key order) the runs, handoffs and stored parts a batch will record into;
-    for the runs in `latest_of` (outcome parts without a handoff id) their latest handoff too."""
+    for the runs in `latest_of` (outcome parts without a handoff id) their latest handoff too; with `classify`
+    (the batch has parts to classify) the current contracts.
+
+    On PostgreSQL the reads go together (`sqlsets.together`): one round trip with the transaction's BEGIN, or
+    two when `latest_of` names runs (their latest handoffs are known once the runs are read).
+    """
     found = current()
     latest_of = set(latest_of)
     operation_ids = (set(operation_ids) | latest_of) - set(found.runs)
+    handoff_ids = set(handoff_ids)
     side = namespace()
-    for run, latest in _read("runs+latest" if latest_of else "runs", side, operation_ids):
+    with sqlsets.together():
+        runs = _read("runs+latest" if latest_of else "runs", side, operation_ids)
+        if latest_of:
+            _found_runs(runs(), operation_ids, latest_of)
+            handoff_ids |= {found.latest[op] for op in latest_of if found.latest.get(op)}
+        wanted = handoff_ids - set(found.handoffs)
+        handoffs = _read("handoffs", side, wanted)
+        if classify and connection.vendor == "postgresql":
+            # The cache's check goes with the reads; elsewhere it is read when first needed (no round trip to share).
+            contracts()
+        if not latest_of:
+            _found_runs(runs(), operation_ids, latest_of)
+        locked = handoffs()  # the side's ids (issue 29 §4)
+    found.handoffs.update((handoff.handoff_id, handoff) for handoff, _ in locked)
+    found.absent |= {f"handoff:{handoff_id}" for handoff_id in wanted - set(found.handoffs)}
+    found.stored.update((handoff.pk, {(part, attempt) for part, attempt in stored or ()}) for handoff, stored in locked)
+
+
+def _found_runs(rows: Iterable[tuple], operation_ids: set[str], latest_of: set[str]) -> None:
+    """Keep the runs `prefetch` read (and their latest handoffs' ids for those in `latest_of`)."""
+    found = current()
+    for run, latest in rows:
         found.runs[run.operation_id] = run
         if run.operation_id in latest_of:
             found.latest[run.operation_id] = latest
     found.latest.update((op, None) for op in latest_of - set(found.runs))
     found.absent |= {f"run:{op}" for op in operation_ids - set(found.runs)}
-    handoff_ids = {*handoff_ids, *(found.latest[op] for op in latest_of if found.latest.get(op))}
-    wanted = set(handoff_ids) - set(found.handoffs)
-    if not wanted:
-        return
-    locked = [handoff for handoff, _ in _read("handoffs", side, wanted)]  # the side's ids (issue 29 §4)
-    found.handoffs.update((handoff.handoff_id, handoff) for handoff in locked)
-    found.absent |= {f"handoff:{handoff_id}" for handoff_id in wanted - set(found.handoffs)}
-    stored: dict[int, set[tuple[str, str]]] = {handoff.pk: set() for handoff in locked}
-    if stored:
-        for pk, part, attempt in _read("receipts", side, list(stored)):
-            stored[pk].add((part, attempt))
-    found.stored.update(stored)
 
 
 _SIDE, _IDS = object(), object()  # where the side's namespace and the ids go among a query's parameters
 
 
-def _read(name: str, side: str, ids: Iterable) -> Iterator[tuple]:
-    """The rows of `prefetch`'s query `name` (`_query`) for the side's `ids`: a model's rows as (instance, its
-    latest handoff's id or None), other rows as they are. On PostgreSQL each query is compiled once per process
-    (`_compiled`): compiling anew cost more than running it."""
+def _read(name: str, side: str, ids: Iterable) -> Callable[[], list[tuple]]:
+    """Run `prefetch`'s query `name` (`_query`) for the side's `ids`; a function giving its rows once fetched,
+    each (instance, its extra column): a run's latest handoff's id ("runs+latest"), a handoff's stored
+    (part, attempt)s, else None. On PostgreSQL the query is sent now (fetched when asked, `sqlsets.together`)
+    and compiled once per process (`_compiled`): compiling anew cost more than running it."""
     ids = list(ids)
     if not ids:
-        return
-    if connection.vendor != "postgresql":  # no array parameter: the ORM's query, ids inlined
-        model, query = _query(name, side, ids)
-        yield from ((obj, getattr(obj, "latest_handoff", None)) for obj in query) if model else query
-        return
+        return list
+    if connection.vendor != "postgresql":  # no array parameter: the ORM's query, ids inlined, run when asked
+        model, query = _query(name, side, lambda field: Q(**{f"{field}__in": ids}))
+        return functools.partial(_each, model, query)
     model, sql, params, converters = _compiled(name)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [side if p is _SIDE else ids if p is _IDS else p for p in params])
+    cursor = connection.cursor()
+    cursor.execute(sql, [side if p is _SIDE else ids if p is _IDS else p for p in params])
+    return functools.partial(_fetched, cursor, model, converters)
+
+
+def _each(model: type, query: QuerySet) -> list[tuple]:
+    """`_read`'s rows from the ORM (not PostgreSQL): the handoffs' stored parts in a query of their own."""
+    if model is not Handoff:
+        return [(obj, getattr(obj, "latest_handoff", None)) for obj in query]
+    handoffs = list(query)
+    stored: dict[int, list] = {handoff.pk: [] for handoff in handoffs}
+    for pk, part, attempt in Receipt.objects.filter(handoff__in=stored).values_list("handoff_id", "part", "attempt"):
+        stored[pk].append((part, attempt))
+    return [(handoff, stored[handoff.pk]) for handoff in handoffs]
+
+
+def _fetched(cursor, model: type, converters: tuple) -> list[tuple]:
+    with cursor:
         rows = [_converted(row, converters) for row in cursor.fetchall()] if converters else cursor.fetchall()
-    if model is None:
-        yield from rows
-        return
     names = [field.attname for field in model._meta.concrete_fields]
-    for row in rows:
-        latest = row[len(names)] if len(row) > len(names) else None
-        yield model.from_db(DEFAULT_DB_ALIAS, names, row[: len(names)]), latest
+    return [
+        (model.from_db(DEFAULT_DB_ALIAS, names, row[: len(names)]), row[len(names)] if len(row) > len(names) else None)
+        for row in rows
+    ]
+
+
+class _AnyOf(Lookup):
+    """`field = ANY(array)`: an index lookup of each id, whatever the planner guesses of the table's size
+    (`IN (SELECT unnest(…))` scanned every row of the side when its statistics were stale)."""
+
+    lookup_name = "any_of"
+
+    def as_sql(self, compiler, connection) -> tuple[str, list]:
+        lhs, lhs_params = self.process_lhs(compiler, connection)
+        rhs, rhs_params = self.process_rhs(compiler, connection)
+        return f"{lhs} = ANY({rhs})", [*lhs_params, *rhs_params]
+
+
+def _stored_parts() -> RawSQL:
+    """A handoff's stored receipts' [part, attempt] pairs as one JSON array (NULL for none), read with the
+    handoff in the same statement."""
+    receipts, handoffs = (connection.ops.quote_name(model._meta.db_table) for model in (Receipt, Handoff))
+    sql = (
+        f"SELECT jsonb_agg(jsonb_build_array(r.part, r.attempt)) FROM {receipts} r"
+        f" WHERE r.handoff_id = {handoffs}.{connection.ops.quote_name(Handoff._meta.pk.column)}"
+    )
+    return RawSQL(sql, [], output_field=JSONField())
 
 
 @functools.cache
-def _compiled(name: str) -> tuple[type | None, str, tuple, tuple]:
+def _compiled(name: str) -> tuple[type, str, tuple, tuple]:
     """`_query(name)` compiled once: (model or None, SQL, parameters, converters), the ids one array parameter
     (`_IDS`); the converters are the columns' (position, converters, expression) as the ORM applies them."""
-    kind = "bigint" if name == "receipts" else "text"
-    model, query = _query(name, RawSQL("%s", [_SIDE]), RawSQL(f"SELECT unnest(%s::{kind}[])", [_IDS]))
+    ids = RawSQL("%s::text[]", [_IDS])
+    model, query = _query(name, RawSQL("%s", [_SIDE]), lambda field: _AnyOf(F(field), ids))
     compiler = query.query.get_compiler(DEFAULT_DB_ALIAS)
     sql, params = compiler.as_sql()
     converters = compiler.get_converters([column for column, _, _ in compiler.select])
@@ -153,14 +209,16 @@ def _converted(row: tuple, converters: tuple) -> tuple:
     return tuple(row)
 
 
-def _query(name: str, side, ids) -> tuple[type | None, QuerySet]:
-    """`prefetch`'s queries: the side's runs (with their latest handoff's id: "runs+latest"), its handoffs
-    locked in primary-key order, and the parts stored for handoffs (by pk); with the model their rows are of."""
-    if name == "receipts":
-        return None, Receipt.objects.filter(handoff__in=ids).values_list("handoff_id", "part", "attempt")
+def _query(name: str, side, among: Callable) -> tuple[type, QuerySet]:
+    """`prefetch`'s queries: the side's runs (with their latest handoff's id: "runs+latest"), and its handoffs
+    locked in primary-key order (on PostgreSQL with their stored (part, attempt)s: `_stored_parts`); with the model
+    their rows are of. `among` gives the condition that a field's value is one of the ids."""
     if name == "handoffs":
-        return Handoff, Handoff.objects.filter(source_name=side, handoff_id__in=ids).select_for_update().order_by("pk")
-    runs = Run.objects.filter(source_name=side, operation_id__in=ids)
+        handoffs = Handoff.objects.filter(among("handoff_id"), source_name=side)
+        if connection.vendor == "postgresql":
+            handoffs = handoffs.annotate(stored=_stored_parts())
+        return Handoff, handoffs.select_for_update().order_by("pk")
+    runs = Run.objects.filter(among("operation_id"), source_name=side)
     if name == "runs+latest":
         newest = Handoff.objects.filter(run=OuterRef("pk")).order_by("-created_at", "-pk").values("handoff_id")
         runs = runs.annotate(latest_handoff=Subquery(newest[:1]))

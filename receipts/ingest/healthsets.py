@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 
 from django.db.models.expressions import RawSQL
@@ -23,26 +23,31 @@ OWN_FIELDS = ("status", "error", "final_status", "verification")
 WRITTEN = ("health", "health_reasons", "updated_at", *SUMMARY_FIELDS)
 
 
-def judge(runs, now: datetime, pending: Mapping[int, Mapping[str, object]] | None = None) -> dict[int, dict]:
+def judge(
+    runs, now: datetime, pending: Mapping[int, Mapping[str, object]] | None = None, started: Read | None = None
+) -> dict[int, dict]:
     """Each run's new health and summary, set on the run objects; pk -> the fields to store (`WRITTEN`) of the
     runs whose health or summary changed (none for the others).
 
-    `pending` (pk -> field values the batch will write) stands in for the stored `OWN_FIELDS`.
+    `pending` (pk -> field values the batch will write) stands in for the stored `OWN_FIELDS`; `started` is
+    what `read` started for these runs, if it did (sent with the statements before it).
     """
     runs = {run.pk: run for run in runs}
     if not runs:
         return {}
-    read = _read(runs)
-    rows = {row["pk"]: row for row in read["stored"]}
+    if started is None or started.runs != set(runs):
+        started = read(runs)
+    inputs = started.rows()
+    rows = {row["pk"]: row for row in inputs["stored"]}
     for pk, values in (pending or {}).items():
         if pk in rows:
             rows[pk].update((name, value) for name, value in values.items() if name in OWN_FIELDS)
-    counts = _verdict_counts(read["counts"])
+    counts = _verdict_counts(inputs["counts"])
     settled: dict[int, set[int]] = {}
-    for run_id, pk in read["settled"]:
+    for run_id, pk in inputs["settled"]:
         settled.setdefault(run_id, set()).add(pk)
     reports: dict[int, list[tuple[str, Mapping | None, int]]] = {}
-    for run_id, kind, detail, n in read["reports"]:
+    for run_id, kind, detail, n in inputs["reports"]:
         reports.setdefault(run_id, []).append((kind, detail, n))
     changed: dict[int, dict] = {}
     for pk, row in rows.items():
@@ -94,26 +99,46 @@ def _summary_of(row: Mapping, verdicts: Mapping[str, int], in_progress: Mapping[
     }
 
 
-def _read(runs: Iterable[int]) -> dict[str, list]:
-    """The runs' stored rows (dicts), verdict counts, operator-settled false completions and alarming reports
-    (tuples): on PostgreSQL in one statement (`_statement`), each query's rows as JSON (`row_to_json`, the same
-    values the ORM reads: no timestamp among them); elsewhere one query each."""
+class Read:
+    """What `judge` reads of the runs `runs` (pks): started, its rows given by `rows()`."""
+
+    def __init__(self, runs: Iterable[int], rows: Callable[[], dict[str, list]]) -> None:
+        self.runs, self.rows = set(runs), rows
+
+
+def read(runs: Iterable[int]) -> Read:
+    """Start reading what `judge` needs of `runs` (pks): their stored rows (dicts), verdict counts,
+    operator-settled false completions and alarming reports (tuples). On PostgreSQL in one statement
+    (`_statement`), sent now so that it can go with others (`sqlsets.together`: it reads the rows as the
+    statements sent before it left them), each query's rows as JSON (`row_to_json`, the same values the ORM
+    reads: no timestamp among them); elsewhere one query each, run when the rows are asked for."""
     from django.db import connection
 
-    if connection.vendor != "postgresql":
-        found = {name: list(query) for name, query in _queries(runs).items() if name != "settled"}
-        counted = _verdict_counts(found["counts"])
-        false_complete = [pk for pk, (verdicts, _) in counted.items() if verdicts.get("FALSE_COMPLETE")]
-        found["settled"] = list(_settled_query(false_complete)) if false_complete else []
-        return found
-    sql, params = _statement()
     ids = list(runs)
+    if connection.vendor != "postgresql":
+        return Read(ids, functools.partial(_read_each, ids))
+    if not ids:
+        return Read(ids, lambda: {name: [] for name in READ})
+    sql, params = _statement()
+    cursor = connection.cursor()
+    cursor.execute(sql, [ids if param is _RUN_IDS else param for param in params])
+    return Read(ids, functools.partial(_fetched, cursor))
+
+
+def _fetched(cursor) -> dict[str, list]:
     found: dict[str, list] = {name: [] for name in READ}
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [ids if param is _RUN_IDS else param for param in params])
+    with cursor:
         for name, row in cursor.fetchall():
             row = json.loads(row) if isinstance(row, str) else row
             found[name].append(row if name == "stored" else tuple(row.values()))
+    return found
+
+
+def _read_each(runs: list[int]) -> dict[str, list]:
+    found = {name: list(query) for name, query in _queries(runs).items() if name != "settled"}
+    counted = _verdict_counts(found["counts"])
+    false_complete = [pk for pk, (verdicts, _) in counted.items() if verdicts.get("FALSE_COMPLETE")]
+    found["settled"] = list(_settled_query(false_complete)) if false_complete else []
     return found
 
 
@@ -123,7 +148,7 @@ _RUN_IDS = object()  # where the run ids go among `_statement`'s parameters
 
 @functools.cache
 def _statement() -> tuple[str, tuple]:
-    """`_read`'s one PostgreSQL statement and its parameters, compiled once per process: the runs are one array
+    """`read`'s one PostgreSQL statement and its parameters, compiled once per process: the runs are one array
     parameter (`_RUN_IDS` stands for it), so the SQL is the same however many runs a batch judges. Compiling
     the four queries anew cost more than judging a batch's runs."""
     runs = RawSQL("SELECT unnest(%s::bigint[])", [_RUN_IDS])

@@ -120,6 +120,7 @@ def apply(entries: Sequence[Entry]) -> list[bool]:
             (entry.operation_id for entry in entries),
             (entry.handoff_id for entry in entries if isinstance(entry, PartEntry | SettleEntry) and entry.handoff_id),
             latest_of=(e.operation_id for e in entries if isinstance(e, PartEntry) and not e.handoff_id),
+            classify=any(isinstance(entry, PartEntry) for entry in entries),
         )
         stored: list[bool] = []
         for parts, other in _segments(entries):

@@ -19,11 +19,12 @@ from receipts.ingest import healthsets, sqlsets
 from receipts.models import Run
 
 
-def finish(found) -> None:
-    """Judge, write and number the batch `found` (a `batches.Batch`) at its end, before its transaction commits."""
+def finish(found, read: healthsets.Read | None = None) -> None:
+    """Judge, write and number the batch `found` (a `batches.Batch`) at its end, before its transaction commits;
+    `read` is the runs' health inputs if they were read already (`healthsets.read`)."""
     stale = list(found.stale.values())
     now = max((at for _, at in stale if at), default=None) or timezone.now()
-    judged = healthsets.judge([run for run, _ in stale], now, found.dirty)
+    judged = healthsets.judge([run for run, _ in stale], now, found.dirty, read)
     writes = {pk: dict(values) for pk, values in found.dirty.items()}
     for pk, values in judged.items():
         writes.setdefault(pk, {}).update(values)

@@ -76,7 +76,7 @@ def test_a_batch_into_handoffs_already_stored_costs_as_few(contracts):
 
     assert count <= 0.5 * len(later), f"{count} queries for {len(later)} receipts"
     if connection.vendor == "postgresql":
-        assert count == 11  # no run or handoff to create; their stored parts read once; wait owners once
+        assert count == 10  # no run or handoff to create; their stored parts read with them; wait owners once
 
 
 # --- the set path stores what the row path stores --------------------------------------------------

@@ -23,9 +23,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 # version, every handoff change with the verdict history and the receipts (one statement), the runs' health
 # inputs, the runs' rows, COMMIT.
 ONE_BATCH = 10 if connection.vendor == "postgresql" else 19  # SQLite: no INSERT … RETURNING of many rows here
-# Split where the checkpoint barrier splits it today: the second batch reads the stored parts of the handoff,
+# Split where the checkpoint barrier splits it today: the second batch reads the handoff with its stored parts,
 # settles the run's handoffs stored before it, and the writer reads the run's stop flag after the first.
-TWO_BATCHES = 21 if connection.vendor == "postgresql" else 33
+TWO_BATCHES = 20 if connection.vendor == "postgresql" else 33
 # The same run again: its parts are stored already, so nothing but the run's own row is written.
 AGAIN = 9 if connection.vendor == "postgresql" else 12
 
