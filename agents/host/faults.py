@@ -76,9 +76,10 @@ def stored(entries: Iterable[object]) -> None:
     point = _armed(STORED)
     if point is None:
         return
-    count = sum(1 for entry in entries if getattr(entry, "part", None) == point.part)
+    parts = [getattr(entry, "part", None) for entry in entries]
+    count = parts.count(point.part)
     if count and _reached(point, count):
-        _kill(point)
+        _kill(point, held=parts)
 
 
 # --- this process's counts ---------------------------------------------------------
@@ -112,7 +113,9 @@ def _reached(point: KillPoint, count: int) -> bool:
     return before < point.n <= before + count
 
 
-def _kill(point: KillPoint) -> None:
+def _kill(point: KillPoint, held: Iterable[object] = ()) -> None:
+    """SIGKILL this process; the once file names the point and the parts of the batch it stored (`held=`): a batch
+    that also held the run's end leaves nothing to deliver again."""
     once = os.environ.get(ONCE_FILE_ENV)
     if once:
         try:
@@ -120,7 +123,8 @@ def _kill(point: KillPoint) -> None:
             fd = os.open(once, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         except FileExistsError:
             return
-        os.write(fd, f"{point} pid={os.getpid()}\n".encode())
+        held_parts = ",".join(sorted({str(part) for part in held if part}))
+        os.write(fd, f"{point} pid={os.getpid()} held={held_parts}\n".encode())
         os.close(fd)
     os.kill(os.getpid(), signal.SIGKILL)
 

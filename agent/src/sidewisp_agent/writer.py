@@ -1,13 +1,11 @@
 """The evidence writer: receipts leave the agent's hot path.
 
-The middleware and the observer `submit()` entries (`sidewisp_agent.entries`) instead of
-writing them. One background thread per process (started on first use; a
-forked child starts its own) takes up to `MAX_BATCH` entries at a time, in
-submission order, and hands them to the **sink**, the process's store (`sidewisp_agent.store`): a
-Sidewisp server over HTTP (`sidewisp_agent.http.HttpStore`), or, inside the
-server, its database (one transaction and one event publish per batch, on the
-thread's one persistent connection: `agents.observe.writer.LocalSink`).
-This is OpenTelemetry's batch span processor, for evidence.
+The middleware and the observer `submit()` entries (`sidewisp_agent.entries`) instead of writing them. One
+background thread per process (started on first use; a forked child starts its own) takes up to `MAX_BATCH`
+entries at a time, in submission order, and hands them to the **sink**, the process's store
+(`sidewisp_agent.store`): a Sidewisp server over HTTP (`sidewisp_agent.http.HttpStore`), or, inside the server,
+its database (one transaction and one event publish per batch, on the thread's one persistent connection:
+`agents.observe.writer.LocalSink`). This is OpenTelemetry's batch span processor, for evidence.
 
 - **Ordering**: first in, first written (receipts and run changes alike, so a
   wait is stored before the run is marked waiting). `flush()` returns once
@@ -19,23 +17,18 @@ This is OpenTelemetry's batch span processor, for evidence.
   before it returns a waiting outcome (an operator must see the wait before the
   app blocks on its decision) and when its caller asked for `durable=True`.
   At process exit `atexit` writes what is queued, for at most `EXIT_TIMEOUT`.
-- **Back-pressure**: when `capacity` entries wait (`SIDEWISP_WRITER_CAPACITY`,
-  `sidewisp_agent.config.writer_limits`, or `limit()`), `submit` blocks (counted
-  in `stats()["blocked"]`). A buffer that stays full for `submit_timeout`
-  seconds (`SIDEWISP_WRITER_WAIT_SECONDS`) drops the entry, and every entry
-  after it until the writer makes room, without waiting again: never an
-  unbounded stall. Each is logged, counted (`stats()["dropped"]`), and its run
-  gets an `evidence_dropped` report once there is room (the first MAX_BATCH
-  such entries between two batches, and the first of each other run, up to
-  MAX_BATCH more: never a silent loss).
-- **Failures**: a batch the sink refuses is retried with backoff (a database
-  or server outage keeps the entries until they are written). A batch with an
-  entry that does not validate (`BundleError`) is written entry by entry; the
-  bad one becomes an `evidence_dropped` report naming the part and the field,
-  as the recording side's `guarded` does (a server's refusal of it, HTTP 400, says so). An entry that
-  keeps failing otherwise is dropped after `MAX_ATTEMPTS`, logged, counted, and its run gets an
-  `evidence_dropped` report naming the part and why (the error's class or HTTP status): nothing is dropped
-  in silence unless the report cannot be written either (then the log line and the count are all).
+- **Back-pressure**: when `capacity` entries wait (`SIDEWISP_WRITER_CAPACITY`, `config.writer_limits`, or
+  `limit()`), `submit` blocks (`stats()["blocked"]`). A buffer full for `submit_timeout` seconds
+  (`SIDEWISP_WRITER_WAIT_SECONDS`) drops the entry, and every entry after it until the writer makes room,
+  without waiting again: never an unbounded stall. Each is logged, counted (`stats()["dropped"]`), and its run
+  gets an `evidence_dropped` report once there is room (the first MAX_BATCH such entries between two batches,
+  and the first of each other run, up to MAX_BATCH more: never a silent loss).
+- **Failures**: a batch the sink refuses is retried with backoff (an outage keeps the entries until written).
+  A batch with an entry that does not validate (`BundleError`) is written entry by entry; the bad one becomes
+  an `evidence_dropped` report naming the part and the field (a server's refusal, HTTP 400, says so). An
+  entry that keeps failing otherwise is dropped after `MAX_ATTEMPTS`, logged, counted, and reported on its run
+  with the error's class or HTTP status: nothing is dropped in silence unless the report cannot be written
+  either (then the log line and the count are all).
 - A caller inside a database transaction (`atomic`, on the server: its store's
   `hooks.in_callers_transaction`) gets its entries written in that
   transaction, on its own thread: a thread of ours could not see what the
