@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from django import template
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.timesince import timesince, timeuntil
 
 from receipts.ingest import health
@@ -99,12 +99,30 @@ def due_words(part: str) -> str:
     return health.DUE_WORDS.get(part, part)
 
 
-@register.inclusion_tag("sidewisp/_health.html")
-def run_health(run, reasons: bool = False) -> dict:
+@register.simple_tag
+def run_health(run, reasons: bool = False) -> str:
     """The run's stored health as a badge (and, with `reasons`, its named reasons); no query."""
     icon, label, tone = labels.HEALTH.get(run.health, labels.HEALTH_UNKNOWN)
+    badge = format_html(
+        '<span class="verdict health tone-{}" data-health="{}"><span class="icon" aria-hidden="true">{}</span> '
+        '<span class="health-label">Run: {}</span></span>\n',  # the newline the badge's template ended with
+        tone,
+        run.health or "unknown",
+        icon,
+        label,
+    )
     shown = run.health_reasons if reasons else []
-    return {"icon": icon, "label": label, "tone": tone, "level": run.health or "unknown", "reasons": shown}
+    if not shown:
+        return badge
+    items = format_html_join(
+        "",
+        '<li class="reason tone-{}" data-reason="{}">{}</li>',
+        ((REASON_TONES.get(r.get("level"), "muted"), r.get("code", ""), r.get("text", "")) for r in shown),
+    )
+    return format_html('{}<ul class="health-reasons" aria-label="Why">{}</ul>\n', badge, items)
+
+
+REASON_TONES = {"failing": "bad", "attention": "warn", "waiting": "wait"}  # any other level: muted
 
 
 @register.filter
