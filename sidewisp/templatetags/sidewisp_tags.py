@@ -8,6 +8,7 @@ from django import template
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 from django.utils.timesince import timesince, timeuntil
 
 from receipts.ingest import health
@@ -152,8 +153,8 @@ def verdict_label(code: str) -> str:
 # `moment` and `countdown` are simple tags that build their few elements here rather than inclusion tags with a
 # template each: a page shows dozens of times, and an inclusion tag's context and template render cost about
 # ten times this (issue 32 §4: a runs list's 25 rows spent 3 ms of CPU in them).
-NO_TIME = format_html('<span class="muted">—</span>')
-NO_DEADLINE = format_html('<span class="warn-text"><span aria-hidden="true">⚠</span> no deadline</span>')
+NO_TIME = mark_safe('<span class="muted">—</span>')
+NO_DEADLINE = mark_safe('<span class="warn-text"><span aria-hidden="true">⚠</span> no deadline</span>')
 
 
 def _utc_parts(value: datetime) -> tuple[str, str]:
