@@ -5,8 +5,10 @@ their application, operator and system actions (the audit log), middleware repor
 worker applied, and worker deliveries. A page asks each source for at most `size + 1` rows older than its
 cursor (one query each, ordered by time), merges them in Python and keeps `size`: the query count does not
 grow with the history. The cursor is the last shown entry's (time, kind, pk), the order of the merge. Each
-entry has its sequence number in the whole history (1 is the oldest): one more query counts, across the
-sources at once, the entries older than the page's oldest.
+entry has its sequence number in the whole history (1 is the oldest): newest first, each source's query also
+counts its rows older than the cursor (a window count, no query of its own); oldest first from the run's start
+the numbers start at 1, and from a cursor one more query counts, across the sources at once, the entries older
+than the page's oldest.
 
 Only names, ids, codes, counts and times leave here: a decision's message and edited arguments are never
 read (deferred), receipts' payloads only for their named fields (a wait's owner, reason and resolution).
@@ -18,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import Max, Min, Q, QuerySet
+from django.db.models import Count, Max, Min, Q, QuerySet, Window
 from django.utils.dateparse import parse_datetime
 
 from receipts.ingest import due as run_due
@@ -178,18 +180,26 @@ def page(
     size = max(1, min(size, MAX_PAGE_SIZE))
     sign = "-" if newest_first else ""
     candidates: list[Entry] = []
+    matching = 0  # newest first: the entries older than `older`, counted by each source's query as it reads
     for kind, source in SOURCES.items():
         rows = source.rows(run, handoff)
         if rows is None:
             continue
         rows = _before(rows, source.field, kind, older) if newest_first else _after(rows, source.field, kind, newer)
-        rows = rows.order_by(f"{sign}{source.field}", f"{sign}pk")[: size + 1]
+        rows = rows.order_by(f"{sign}{source.field}", f"{sign}pk")
+        if newest_first:
+            rows = rows.annotate(history_matching=Window(Count("pk")))
+        rows = list(rows[: size + 1])
+        matching += rows[0].history_matching if rows and newest_first else 0
         candidates += [_entry(kind, getattr(row, source.field), row) for row in rows]
     candidates.sort(key=lambda e: e.cursor, reverse=newest_first)
     entries = candidates[:size]
     _attach_results(entries)
     _date_verdicts(entries)
-    _number(run, handoff, entries)
+    # Newest first, every entry older than the page's oldest matched and was not shown; oldest first from the
+    # run's start, none is older.
+    earlier = matching - len(entries) if newest_first else (0 if newer is None else None)
+    _number(run, handoff, entries, earlier)
     more = len(candidates) > size
     last = entries[-1].cursor if more else None
     if newest_first:
@@ -197,19 +207,23 @@ def page(
     return Page(entries, None, handoff=handoff, first=newer is None, newer=last, newest_first=False)
 
 
-def _number(run: Run, handoff: Handoff | None, entries: list[Entry]) -> None:
-    """Each entry's sequence number: one query counts every source's entries before the page's oldest."""
+def _number(run: Run, handoff: Handoff | None, entries: list[Entry], earlier: int | None = None) -> None:
+    """Each entry's sequence number, after the `earlier` entries before the page's oldest; when that is not
+    known (oldest first from a cursor), one query counts every source's entries before the page's oldest."""
     if not entries:
         return
-    oldest = min(e.cursor for e in entries)
+    offset = earlier if earlier is not None else _count_before(run, handoff, min(e.cursor for e in entries))
+    for n, entry in enumerate(sorted(entries, key=lambda e: e.cursor), start=offset + 1):
+        entry.seq = n
+
+
+def _count_before(run: Run, handoff: Handoff | None, oldest: Cursor) -> int:
     counted = [
         _before(rows, source.field, kind, oldest).order_by().values("pk")
         for kind, source in SOURCES.items()
         if (rows := source.rows(run, handoff)) is not None
     ]
-    offset = counted[0].union(*counted[1:], all=True).count()
-    for n, entry in enumerate(sorted(entries, key=lambda e: e.cursor), start=offset + 1):
-        entry.seq = n
+    return counted[0].union(*counted[1:], all=True).count()
 
 
 def _before(rows: QuerySet, name: str, kind: str, older: Cursor | None) -> QuerySet:

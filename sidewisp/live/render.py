@@ -132,6 +132,12 @@ class LivePage:
     def whole(self) -> tuple[str, ...]:
         return self.render_whole() if self.render_whole is not None else self.fragments
 
+    @cached_property
+    def unclocked(self) -> tuple[str, ...]:
+        """`whole` without its clock words (`_without_clock`), worked out once: the next render compares with
+        it too (a run page's fragments are large, each pass over them a millisecond or more)."""
+        return tuple(map(_without_clock, self.whole))
+
     def snapshot(self) -> str:
         """Everything, with a marker that gives the page its baseline sequence."""
         seqs = [[self.run_seq[0], [self.run_seq[1]]]] if self.run_seq else []
@@ -143,15 +149,15 @@ class LivePage:
         marker = {"kind": "events", "seqs": [[run, sorted(numbers)] for run, numbers in seqs]}
         parts = self._row_changes(before) if before is not None else None
         if parts is None:
-            previous = {_without_clock(f) for f in before._whole_if_rendered()} if before is not None else set()
-            parts = [fragment for fragment in self.whole if _without_clock(fragment) not in previous]
+            previous = set(before._unclocked_if_rendered()) if before is not None else set()
+            parts = [f for f, bare in zip(self.whole, self.unclocked, strict=True) if bare not in previous]
         if not parts and not marker["seqs"]:
             return ""
         return _with_marker(parts, marker)
 
-    def _whole_if_rendered(self) -> tuple[str, ...]:
+    def _unclocked_if_rendered(self) -> tuple[str, ...]:
         # Not rendered (nothing needed it): nothing to compare with, so every fragment counts as changed.
-        return self.__dict__.get("whole", ()) if self.render_whole is not None else self.fragments
+        return self.unclocked if self.render_whole is None or "whole" in self.__dict__ else ()
 
     def _row_changes(self, before: LivePage) -> list[str] | None:
         # Rows are sent one by one only while both renders have rows and the ones that stay keep their

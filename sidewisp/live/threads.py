@@ -56,10 +56,11 @@ class RenderThreads:
                 future, function, args = self.jobs.get()
             if not future.set_running_or_notify_cancel():
                 continue
-            close_old_connections()  # one that failed or is too old (CONN_MAX_AGE) is not used again
             try:
+                close_old_connections()  # one that failed or is too old (CONN_MAX_AGE) is not used again
                 future.set_result(function(*args))
-            except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine, which decides
+            except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine, which decides; the
+                # thread lives on (a thread that died here left its page's render awaited for ever)
                 future.set_exception(exc)
             finally:
                 del future, function, args

@@ -14,6 +14,7 @@ from receipts.ingest import broadcast
 from receipts.models import Handoff, Run
 from sidewisp import pages
 from sidewisp.live import hub as live
+from sidewisp.live import threads
 from tests.sidewisp.test_consumer import (
     ORIGIN,
     TIMEOUT,
@@ -193,6 +194,8 @@ def stand_in(monkeypatch) -> StandInRender:
     render = StandInRender()
     monkeypatch.setattr(live, "_render_page", render)
     monkeypatch.setattr(live, "one_snapshot", contextlib.nullcontext)
+    # A render thread may still hold the connection an earlier test's render opened: nothing here may touch it.
+    monkeypatch.setattr(threads, "close_old_connections", lambda: None)
     return render
 
 

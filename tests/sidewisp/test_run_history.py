@@ -278,6 +278,20 @@ def test_oldest_first_pages_through_every_entry_once_numbered_from_one(record_ha
     assert [e.seq for e in everything] == list(range(1, len(everything) + 1))
 
 
+def test_the_newest_entries_are_numbered_by_the_queries_that_read_them(record_handoff):
+    # The run page's live section reads the newest entries on every change of its run: their sequence numbers
+    # come with them (a window count per source), not from a count of the whole history of its own.
+    run = record_handoff("h-newest", "op-newest", "healthy").run
+    _reports(run, 30)
+    total = len(history.page(run, size=history.MAX_PAGE_SIZE).entries)
+
+    with CaptureQueriesContext(connection) as queries:
+        newest = history.page(run, size=20)
+
+    assert [e.seq for e in newest.entries] == list(range(total, total - 20, -1))
+    assert not [q for q in queries if q["sql"].startswith("SELECT COUNT(*)")]
+
+
 @pytest.mark.parametrize(("order", "link"), [("newest", "Older entries"), ("oldest", "Newer entries")])
 def test_the_history_page_links_to_the_next_entries_by_cursor(record_handoff, viewer_client, order, link):
     run = record_handoff("h-older", "op-older", "healthy").run
