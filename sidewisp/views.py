@@ -112,8 +112,9 @@ def runs(request: HttpRequest) -> HttpResponse:
 @require_GET
 @viewer_required
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    run = get_object_or_404(teams.visible_runs(request.user), pk=pk)  # another team's run: 404, like none
-    context = pages.run_context(run, request.user, request.GET.get("page", 1))
+    visible = teams.visible_runs(request.user)
+    run = get_object_or_404(visible, pk=pk)  # another team's run: 404, like none
+    context = pages.run_context(run, request.user, request.GET.get("page", 1), visible)
     return _page(request, "run", context, PageScope("run", run_id=run.pk, query=request.GET.urlencode()))
 
 

@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 from django import template
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 from django.utils.timesince import timesince, timeuntil
 
 from receipts.ingest import health
@@ -16,9 +18,14 @@ from sidewisp.pages import glossary, labels
 register = template.Library()
 
 
-@register.inclusion_tag("sidewisp/_verdict.html")
-def verdict(code: str, run_health: str = "", handoff=None, due: str = "", linked: bool = True) -> dict:
-    """A handoff's verdict; given its run's health, a healthy handoff of an alarming run is not green.
+@register.simple_tag
+def verdict(code: str, run_health: str = "", handoff=None, due: str = "", linked: bool = True) -> str:
+    """A handoff's verdict; given its run's health, a healthy handoff of an alarming run is not green."""
+    return _badge(**_verdict_facts(code, run_health, handoff, due, linked))
+
+
+def _verdict_facts(code: str, run_health: str, handoff, due: str, linked: bool) -> dict:
+    """What a verdict's badge shows.
 
     A verdict in progress (spec v1.2 Settled: `handoff` given and receipts.ingest.health.due_part names a part, or
     `due` does, or `code` is a run's stored "VERDICT:part") says which part it waits for, never in red.
@@ -45,8 +52,8 @@ def verdict(code: str, run_health: str = "", handoff=None, due: str = "", linked
     return {"icon": icon, "label": label, "tone": tone, "code": code, "href": href}
 
 
-@register.inclusion_tag("sidewisp/_verdict.html")
-def wait_verdict(handoff) -> dict:
+@register.simple_tag
+def wait_verdict(handoff) -> str:
     """A wait's badge: a rejected, expired or cancelled one says so (and who rejected it), never ✔; else its verdict."""
     story = getattr(handoff, "story", None)
     resolution = story.resolution if story is not None and not handoff.wait_open else ""
@@ -56,7 +63,23 @@ def wait_verdict(handoff) -> dict:
     if resolution == "rejected" and story.decided_by:
         label = f"{label} by {story.decided_by}"
     href = reverse("sidewisp:glossary") + "#wait-outcomes"
-    return {"icon": icon, "label": label, "tone": tone, "code": handoff.verdict, "outcome": resolution, "href": href}
+    return _badge(icon=icon, label=label, tone=tone, code=handoff.verdict, outcome=resolution, href=href)
+
+
+# Badges are built here rather than by inclusion tags with a template each: the overview shows forty, and an
+# inclusion tag's context and template render cost several times this (issue 32 §4).
+def _badge(*, icon: str, label: str, tone: str, code: str, href: str = "", due: str = "", outcome: str = "") -> str:
+    """A verdict's badge: a link to its glossary entry when `href` is given."""
+    badge = format_html(
+        '<span class="verdict tone-{}" data-verdict="{}"{}{}><span class="icon" aria-hidden="true">{}</span> {}</span>',
+        tone,
+        code,
+        format_html(' data-in-progress="{}"', due) if due else "",
+        format_html(' data-outcome="{}"', outcome) if outcome else "",
+        icon,
+        label,
+    )
+    return format_html('<a class="verdict-link" href="{}">{}</a>', href, badge) if href else badge
 
 
 @register.filter
@@ -77,12 +100,30 @@ def due_words(part: str) -> str:
     return health.DUE_WORDS.get(part, part)
 
 
-@register.inclusion_tag("sidewisp/_health.html")
-def run_health(run, reasons: bool = False) -> dict:
+@register.simple_tag
+def run_health(run, reasons: bool = False) -> str:
     """The run's stored health as a badge (and, with `reasons`, its named reasons); no query."""
     icon, label, tone = labels.HEALTH.get(run.health, labels.HEALTH_UNKNOWN)
+    badge = format_html(
+        '<span class="verdict health tone-{}" data-health="{}"><span class="icon" aria-hidden="true">{}</span> '
+        '<span class="health-label">Run: {}</span></span>\n',  # the newline the badge's template ended with
+        tone,
+        run.health or "unknown",
+        icon,
+        label,
+    )
     shown = run.health_reasons if reasons else []
-    return {"icon": icon, "label": label, "tone": tone, "level": run.health or "unknown", "reasons": shown}
+    if not shown:
+        return badge
+    items = format_html_join(
+        "",
+        '<li class="reason tone-{}" data-reason="{}">{}</li>',
+        ((REASON_TONES.get(r.get("level"), "muted"), r.get("code", ""), r.get("text", "")) for r in shown),
+    )
+    return format_html('{}<ul class="health-reasons" aria-label="Why">{}</ul>\n', badge, items)
+
+
+REASON_TONES = {"failing": "bad", "attention": "warn", "waiting": "wait"}  # any other level: muted
 
 
 @register.filter
@@ -91,10 +132,12 @@ def run_next_move(run) -> str:
     return health.run_next_move(run.health_reasons or []) if run.health in health.ALARMING else ""
 
 
-@register.inclusion_tag("sidewisp/_state.html")
-def boundary_state(state: str) -> dict:
+@register.simple_tag
+def boundary_state(state: str) -> str:
     icon, label = labels.STATES.get(state, labels.UNKNOWN[:2])
-    return {"icon": icon, "label": label, "state": state}
+    return format_html(
+        '<span class="state state-{}"><span class="icon" aria-hidden="true">{}</span> {}</span>', state, icon, label
+    )
 
 
 @register.filter
@@ -107,24 +150,54 @@ def verdict_label(code: str) -> str:
     return labels.verdict_words(code)
 
 
-@register.inclusion_tag("sidewisp/_moment.html")
-def moment(value: datetime | None) -> dict:
+# `moment` and `countdown` are simple tags that build their few elements here rather than inclusion tags with a
+# template each: a page shows dozens of times, and an inclusion tag's context and template render cost about
+# ten times this (issue 32 §4: a runs list's 25 rows spent 3 ms of CPU in them).
+NO_TIME = mark_safe('<span class="muted">—</span>')
+NO_DEADLINE = mark_safe('<span class="warn-text"><span aria-hidden="true">⚠</span> no deadline</span>')
+
+
+def _utc_parts(value: datetime) -> tuple[str, str]:
+    """The ISO time a script reads (`datetime=`) and the UTC time a person reads ("2026-01-02 03:04:05")."""
+    utc = value.astimezone(UTC)
+    return utc.isoformat(), utc.replace(tzinfo=None).isoformat(sep=" ", timespec="seconds")
+
+
+@register.simple_tag
+def moment(value: datetime | None) -> str:
     """A time shown relative and absolute (UTC); the page script adds the viewer's zone."""
-    if value is None:
-        return {"value": None}
+    if not value:
+        return NO_TIME
     now = timezone.now()
     relative = f"in {timeuntil(value, now)}" if value > now else f"{timesince(value, now)} ago"
-    return {"value": value, "relative": relative, "utc": value.astimezone(UTC)}
+    iso, shown = _utc_parts(value)
+    return format_html(
+        '<time class="moment" datetime="{}" title="{} UTC">{}</time> '
+        '<span class="abs">{} UTC<span class="local-time"></span></span>',
+        iso,
+        shown,
+        relative,
+        shown,
+    )
 
 
-@register.inclusion_tag("sidewisp/_countdown.html")
-def countdown(deadline: datetime | None) -> dict:
-    if deadline is None:
-        return {"deadline": None}
+@register.simple_tag
+def countdown(deadline: datetime | None) -> str:
+    """How long until a deadline (or how long overdue), with the deadline itself in UTC."""
+    if not deadline:
+        return NO_DEADLINE
     now = timezone.now()
     overdue = deadline <= now
     text = f"overdue by {timesince(deadline, now)}" if overdue else f"due in {timeuntil(deadline, now)}"
-    return {"deadline": deadline, "overdue": overdue, "text": text, "utc": deadline.astimezone(UTC)}
+    iso, shown = _utc_parts(deadline)
+    return format_html(
+        '<time class="countdown{}" datetime="{}">{}</time> '
+        '<span class="abs">{} UTC<span class="local-time"></span></span>',
+        " overdue" if overdue else "",
+        iso,
+        text,
+        shown,
+    )
 
 
 @register.filter
