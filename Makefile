@@ -16,7 +16,7 @@ run: $(STAMP)
 	$(PY) -m sidewisp.ops.devservices run
 
 # make test: the suite over two pytest-xdist workers (each with its own test database and Redis prefix;
-# tests/conftest.py `xdist_scope` says what stays together): 16 minutes on two cores instead of about 35 in one
+# tests/conftest.py `xdist_scope` says what stays together): about 15 minutes on two cores instead of about 35 in one
 # process (TEST_WORKERS=0).
 TEST_WORKERS ?= 2
 test: $(STAMP)
