@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from receipts.models import Handoff, Run
+from receipts.queries import history
 from receipts.queries.dashboard import windows
 from tests.sidewisp.test_pages import bulk_handoffs
 
@@ -68,3 +69,21 @@ def test_a_short_windows_counts_are_written_once_and_put_each_problem_in_its_buc
     assert (stats.handoffs, stats.problem_handoffs) == (4, 3)
     assert stats.problem_trend == [0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 1]
     assert windows._counts_sql.cache_info().misses == 1
+
+
+def test_the_run_historys_source_queries_are_compiled_once_and_read_each_runs_own_entries(record_handoff):
+    runs = [record_handoff(f"h-{n}", f"op-{n}", "healthy").run for n in (1, 2)]
+    history._source_query.cache_clear()
+    for run in runs:
+        whole = [e.anchor for e in history.page(run, size=100).entries]
+        paged, page = [], history.page(run, size=3)
+        while True:  # the next pages by cursor: each run's own entries, every one once, in order
+            assert {entry.handoff.run_id for entry in page.entries} == {run.pk}
+            paged += [e.anchor for e in page.entries]
+            if page.older is None:
+                break
+            page = history.page(run, size=3, older=page.older)
+        assert paged == whole and len(whole) > 6
+        if run == runs[0]:
+            compiled = history._source_query.cache_info().misses
+    assert history._source_query.cache_info().misses == compiled  # the second run's pages compiled nothing
