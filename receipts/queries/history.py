@@ -16,10 +16,12 @@ read (deferred), receipts' payloads only for their named fields (a wait's owner,
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.db import connection
 from django.db.models import Count, Max, Min, Q, QuerySet, Window
 from django.utils.dateparse import parse_datetime
 
@@ -35,6 +37,7 @@ from receipts.models import (
     TaskDelivery,
     VerdictChange,
 )
+from receipts.queries.compiled import Compiled, slot
 
 PAGE_SIZE = 25
 MAX_PAGE_SIZE = 200
@@ -178,18 +181,20 @@ def page(
     """Newest first: the `size` newest entries of `run`'s history older than `older` (all of them when None).
     Oldest first (`newest_first=False`): the `size` oldest entries newer than `newer`."""
     size = max(1, min(size, MAX_PAGE_SIZE))
-    sign = "-" if newest_first else ""
     candidates: list[Entry] = []
     matching = 0  # newest first: the entries older than `older`, counted by each source's query as it reads
+    cursor = older if newest_first else newer
+    values = {
+        "run": run.pk,
+        "handoff": handoff.pk if handoff else None,
+        "at": connection.ops.adapt_datetimefield_value(cursor.at) if cursor else None,
+        "pk": cursor.pk if cursor else None,
+    }
     for kind, source in SOURCES.items():
-        rows = source.rows(run, handoff)
-        if rows is None:
+        query = _source_query(kind, handoff is not None, newest_first, cursor.kind if cursor else None, size)
+        if query is None:
             continue
-        rows = _before(rows, source.field, kind, older) if newest_first else _after(rows, source.field, kind, newer)
-        rows = rows.order_by(f"{sign}{source.field}", f"{sign}pk")
-        if newest_first:
-            rows = rows.annotate(history_matching=Window(Count("pk")))
-        rows = list(rows[: size + 1])
+        rows = query.rows(**values)
         matching += rows[0].history_matching if rows and newest_first else 0
         candidates += [_entry(kind, getattr(row, source.field), row) for row in rows]
     candidates.sort(key=lambda e: e.cursor, reverse=newest_first)
@@ -205,6 +210,24 @@ def page(
     if newest_first:
         return Page(entries, last, handoff=handoff, first=older is None)
     return Page(entries, None, handoff=handoff, first=newer is None, newer=last, newest_first=False)
+
+
+@functools.lru_cache(maxsize=1024)
+def _source_query(kind: str, by_handoff: bool, newest_first: bool, after: str | None, size: int) -> Compiled | None:
+    """`kind`'s query for `page`, compiled once per process for each shape (None: it has no rows about one
+    handoff): its run, handoff and cursor's time and pk are slots. Building the eight sources' querysets anew on
+    every render was half of the history's CPU. `after` is the cursor's kind (None: no cursor)."""
+    source = SOURCES[kind]
+    rows = source.rows(slot("run"), slot("handoff") if by_handoff else None)
+    if rows is None:
+        return None
+    cursor = None if after is None else Cursor(slot("at"), after, slot("pk"))
+    rows = _before(rows, source.field, kind, cursor) if newest_first else _after(rows, source.field, kind, cursor)
+    sign = "-" if newest_first else ""
+    rows = rows.order_by(f"{sign}{source.field}", f"{sign}pk")
+    if newest_first:
+        rows = rows.annotate(history_matching=Window(Count("pk")))
+    return Compiled.of(rows[: size + 1])
 
 
 def _number(run: Run, handoff: Handoff | None, entries: list[Entry], earlier: int | None = None) -> None:

@@ -1,11 +1,18 @@
 """Pages spend little CPU a request (issue 32 §4): a list's row renders no template per badge or time, and the runs
-list's filter fields are rendered once per distinct filters (each request still shows its own values and errors)."""
+list's filter fields are rendered once per distinct filters (each request still shows its own values and errors), and
+a short window's handoff counts are SQL written once per process."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
+from receipts.models import Handoff, Run
+from receipts.queries import history
+from receipts.queries.dashboard import windows
 from tests.sidewisp.test_pages import bulk_handoffs
 
 pytestmark = pytest.mark.django_db
@@ -39,3 +46,44 @@ def test_the_runs_filters_render_once_and_show_each_requests_own_values_and_erro
     assert 'value="bob"' in other and 'value="alice"' not in other
     assert "Enter a valid date/time" in viewer_client.get(RUNS, {"since": "yesterday"}).content.decode()
     assert "Enter a valid date/time" not in viewer_client.get(RUNS, {"since": "2026-01-02T03:04"}).content.decode()
+
+
+def test_a_short_windows_counts_are_written_once_and_put_each_problem_in_its_bucket():
+    now = timezone.now()
+    since = now - timedelta(hours=1)
+    edges = windows._bucket_edges(since, now)
+    # A problem on a bucket's edge (in that bucket), one just before the next edge, one after `now` (the last
+    # bucket is open-ended), one healthy (counted, no problem) and one older than the window (not counted).
+    made = [(edges[3], "FALSE_COMPLETE"), (edges[5] - timedelta(seconds=1), "ROUTE_REJECTED")]
+    made += [
+        (now + timedelta(minutes=1), "UNCERTAIN"),
+        (edges[7], "HEALTHY"),
+        (since - timedelta(minutes=1), "UNCERTAIN"),
+    ]
+    for n, (at, verdict) in enumerate(made):
+        run = Run.objects.create(operation_id=f"op-{n}", thread_id=f"th-{n}")
+        Handoff.objects.create(handoff_id=f"h-{n}", run=run, verdict=verdict, created_at=at)
+    windows._counts_sql.cache_clear()
+    stats = windows.window_stats(since, now)
+    windows.window_stats(since - timedelta(minutes=5), now)
+    assert (stats.handoffs, stats.problem_handoffs) == (4, 3)
+    assert stats.problem_trend == [0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 1]
+    assert windows._counts_sql.cache_info().misses == 1
+
+
+def test_the_run_historys_source_queries_are_compiled_once_and_read_each_runs_own_entries(record_handoff):
+    runs = [record_handoff(f"h-{n}", f"op-{n}", "healthy").run for n in (1, 2)]
+    history._source_query.cache_clear()
+    for run in runs:
+        whole = [e.anchor for e in history.page(run, size=100).entries]
+        paged, page = [], history.page(run, size=3)
+        while True:  # the next pages by cursor: each run's own entries, every one once, in order
+            assert {entry.handoff.run_id for entry in page.entries} == {run.pk}
+            paged += [e.anchor for e in page.entries]
+            if page.older is None:
+                break
+            page = history.page(run, size=3, older=page.older)
+        assert paged == whole and len(whole) > 6
+        if run == runs[0]:
+            compiled = history._source_query.cache_info().misses
+    assert history._source_query.cache_info().misses == compiled  # the second run's pages compiled nothing

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import bisect
+import functools
+import itertools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Exists, Min, OuterRef, Q
+from django.db import connection
+from django.db.models import Exists, Min, OuterRef, Q
 from django.db.models.fields.json import KT
 
 from receipts.ingest import health as run_health
@@ -77,13 +80,36 @@ def window_stats(since: datetime, now: datetime, *, seen: Scope = EVERYTHING) ->
 
 
 def _live_counts(stats: WindowStats, since: datetime, edges: list[datetime], seen: Scope) -> None:
-    # One pass over the window's index range: every handoff, the problems, the problems per bucket.
-    window = seen.apply(Handoff.objects.filter(created_at__gte=since), "run__")
-    problem = ~Q(verdict__in=run_health.UNPROBLEMATIC)
-    trend = {f"bucket_{i}": Count("created_at", filter=problem & _in_bucket(edges, i)) for i in range(SPARK_BUCKETS)}
-    counted = window.aggregate(n=Count("created_at"), problems=Count("created_at", filter=problem), **trend)
-    stats.handoffs, stats.problem_handoffs = counted["n"], counted["problems"]
-    stats.problem_trend = [counted[f"bucket_{i}"] for i in range(SPARK_BUCKETS)]
+    """One pass over the window's index range: every handoff, the problems, the problems per bucket.
+
+    The ORM compiles only the window (its scope); the counts around it are SQL written once per process
+    (`_counts_sql`): the ORM's fourteen filtered counts, built anew on every request, cost more CPU than the
+    database spent counting (4.5 ms a render at 1M receipts)."""
+    window = (
+        seen.apply(Handoff.objects.filter(created_at__gte=since), "run__").order_by().values("created_at", "verdict")
+    )
+    sql, params = window.query.sql_with_params()
+    before, after = _counts_sql(len(edges))
+    adapt = connection.ops.adapt_datetimefield_value
+    bounds = [adapt(at) for pair in itertools.pairwise(edges) for at in pair] + [adapt(edges[-1])]
+    with connection.cursor() as cursor:
+        cursor.execute(f"{before}{sql}{after}", [*bounds, *run_health.UNPROBLEMATIC, *params])
+        n, problems, *trend = cursor.fetchone()
+    stats.handoffs, stats.problem_handoffs, stats.problem_trend = n, problems, trend
+
+
+@functools.cache
+def _counts_sql(buckets: int) -> tuple[str, str]:
+    """The SQL before and after the window's query in `_live_counts`: how many rows, how many are problems, and
+    the problems in each bucket (from its edge to the next one's; the last is open-ended like `_buckets`).
+    Parameters: each bucket's edges, the unproblematic verdicts, then the window's."""
+    edge = ["t >= %s AND t < %s"] * (buckets - 1) + ["t >= %s"]
+    counts = ", ".join(["COUNT(*)", "COUNT(*) FILTER (WHERE p)"] + [f"COUNT(*) FILTER (WHERE p AND {e})" for e in edge])
+    unproblematic = ", ".join(["%s"] * len(run_health.UNPROBLEMATIC))
+    return (
+        f"SELECT {counts} FROM (SELECT w.created_at AS t, w.verdict NOT IN ({unproblematic}) AS p FROM (",
+        ") w) x",
+    )
 
 
 def _rolled_counts(stats: WindowStats, since: datetime, edges: list[datetime], seen: Scope) -> None:
@@ -115,12 +141,6 @@ def _waits_opened(since: datetime, seen: Scope) -> list[tuple[datetime, datetime
 def _bucket_edges(since: datetime, now: datetime) -> list[datetime]:
     width = max((now - since).total_seconds(), 1.0) / SPARK_BUCKETS
     return [since + timedelta(seconds=width * i) for i in range(SPARK_BUCKETS)]
-
-
-def _in_bucket(edges: list[datetime], i: int) -> Q:
-    # The last bucket is open-ended, like `_buckets` (a time at or after `now` lands in it).
-    after = Q(created_at__gte=edges[i])
-    return after & Q(created_at__lt=edges[i + 1]) if i + 1 < len(edges) else after
 
 
 def _handoff_seconds(row: tuple) -> float | None:
