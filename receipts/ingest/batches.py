@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from django.db import connection, transaction
 from django.db.models import F, JSONField, Lookup, OuterRef, Q, QuerySet, Subquery
 from django.db.models.expressions import RawSQL
 
@@ -23,6 +23,7 @@ from receipts.ingest.contracts import current_contracts
 from receipts.ingest.sequence import next_seq
 from receipts.ingest.sides import namespace
 from receipts.models import Handoff, Receipt, Run, VerdictChange
+from receipts.queries.compiled import Compiled, slot
 from receipts.verdicts import bundle
 
 
@@ -124,9 +125,6 @@ def _found_runs(rows: Iterable[tuple], operation_ids: set[str], latest_of: set[s
     found.absent |= {f"run:{op}" for op in operation_ids - set(found.runs)}
 
 
-_SIDE, _IDS = object(), object()  # where the side's namespace and the ids go among a query's parameters
-
-
 def _read(name: str, side: str, ids: Iterable) -> Callable[[], list[tuple]]:
     """Run `prefetch`'s query `name` (`_query`) for the side's `ids`; a function giving its rows once fetched,
     each (instance, its extra column): a run's latest handoff's id ("runs+latest"), a handoff's stored
@@ -138,10 +136,8 @@ def _read(name: str, side: str, ids: Iterable) -> Callable[[], list[tuple]]:
     if connection.vendor != "postgresql":  # no array parameter: the ORM's query, ids inlined, run when asked
         model, query = _query(name, side, lambda field: Q(**{f"{field}__in": ids}))
         return functools.partial(_each, model, query)
-    model, sql, params, converters = _compiled(name)
-    cursor = connection.cursor()
-    cursor.execute(sql, [side if p is _SIDE else ids if p is _IDS else p for p in params])
-    return functools.partial(_fetched, cursor, model, converters)
+    query = _compiled(name)
+    return functools.partial(_fetched, query.send(side=side, ids=ids), query)
 
 
 def _each(model: type, query: QuerySet) -> list[tuple]:
@@ -155,14 +151,14 @@ def _each(model: type, query: QuerySet) -> list[tuple]:
     return [(handoff, stored[handoff.pk]) for handoff in handoffs]
 
 
-def _fetched(cursor, model: type, converters: tuple) -> list[tuple]:
+def _fetched(cursor, query: Compiled) -> list[tuple]:
     with cursor:
-        rows = [_converted(row, converters) for row in cursor.fetchall()] if converters else cursor.fetchall()
-    names = [field.attname for field in model._meta.concrete_fields]
-    return [
-        (model.from_db(DEFAULT_DB_ALIAS, names, row[: len(names)]), row[len(names)] if len(row) > len(names) else None)
-        for row in rows
-    ]
+        found = query.instances(cursor.fetchall())
+    return [(obj, _extra(obj)) for obj in found]
+
+
+def _extra(obj) -> object:
+    return obj.stored if isinstance(obj, Handoff) else getattr(obj, "latest_handoff", None)
 
 
 class _AnyOf(Lookup):
@@ -189,24 +185,10 @@ def _stored_parts() -> RawSQL:
 
 
 @functools.cache
-def _compiled(name: str) -> tuple[type, str, tuple, tuple]:
-    """`_query(name)` compiled once: (model or None, SQL, parameters, converters), the ids one array parameter
-    (`_IDS`); the converters are the columns' (position, converters, expression) as the ORM applies them."""
-    ids = RawSQL("%s::text[]", [_IDS])
-    model, query = _query(name, RawSQL("%s", [_SIDE]), lambda field: _AnyOf(F(field), ids))
-    compiler = query.query.get_compiler(DEFAULT_DB_ALIAS)
-    sql, params = compiler.as_sql()
-    converters = compiler.get_converters([column for column, _, _ in compiler.select])
-    return model, sql, tuple(params), tuple((i, *found) for i, found in converters.items())
-
-
-def _converted(row: tuple, converters: tuple) -> tuple:
-    """The row's values as the ORM reads them (a JSON column's text decoded), with this thread's connection."""
-    row, db = list(row), connections[DEFAULT_DB_ALIAS]
-    for i, functions, expression in converters:
-        for convert in functions:
-            row[i] = convert(row[i], expression, db)
-    return tuple(row)
+def _compiled(name: str) -> Compiled:
+    """`_query(name)` compiled once, its side and ids slots (the ids one array parameter)."""
+    ids = slot("ids", "%s::text[]")
+    return Compiled.of(_query(name, slot("side"), lambda field: _AnyOf(F(field), ids))[1])
 
 
 def _query(name: str, side, among: Callable) -> tuple[type, QuerySet]:

@@ -22,9 +22,10 @@ class _Slot:
     name: str
 
 
-def slot(name: str) -> RawSQL:
-    """A value given when the compiled query runs (`Compiled.rows(name=value)`), in a filter or a comparison."""
-    return RawSQL("%s", [_Slot(name)])
+def slot(name: str, sql: str = "%s") -> RawSQL:
+    """A value given when the compiled query runs (`Compiled.rows(name=value)`), in a filter or a comparison;
+    `sql` places it (`"%s::text[]"`: an array of ids)."""
+    return RawSQL(sql, [_Slot(name)])
 
 
 @dataclass(frozen=True)
@@ -62,11 +63,20 @@ class Compiled:
 
     def rows(self, **values) -> list:
         """The instances the queryset gives with each slot's value (a datetime adapted as the ORM would)."""
-        db = connections[DEFAULT_DB_ALIAS]
+        with self.send(**values) as cursor:
+            return self.instances(cursor.fetchall())
+
+    def send(self, **values):
+        """Execute with each slot's value; the open cursor (in a pipeline, `sqlsets.together`, the rows arrive
+        when fetched: `instances(cursor.fetchall())`)."""
         params = [values[p.name] if isinstance(p, _Slot) else p for p in self.params]
-        with db.cursor() as cursor:
-            cursor.execute(self.sql, params)
-            fetched = cursor.fetchall()
+        cursor = connections[DEFAULT_DB_ALIAS].cursor()
+        cursor.execute(self.sql, params)
+        return cursor
+
+    def instances(self, fetched: list) -> list:
+        """The fetched rows as the ORM's instances: converted, with `select_related` and annotations set."""
+        db = connections[DEFAULT_DB_ALIAS]
         found = []
         for row in fetched:
             row = list(row)
