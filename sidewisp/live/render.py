@@ -254,8 +254,9 @@ def _page_number(scope: PageScope) -> str:
 
 
 def _run_context_or_none(run_id: int | None, user: User, page: object = 1) -> dict | None:
-    run = teams.visible_runs(user).filter(pk=run_id).first()  # another team's run: nothing (issue 22 §2)
-    return run_context(run, user, page) if run is not None else None
+    visible = teams.visible_runs(user)
+    run = visible.filter(pk=run_id).first()  # another team's run: nothing (issue 22 §2)
+    return run_context(run, user, page, visible) if run is not None else None
 
 
 def change_marker(scope: PageScope) -> tuple:

@@ -282,3 +282,32 @@ def test_a_run_pages_cards_are_never_reused_for_a_role_they_offer_nothing_to(vie
     watching = pages.render_live(scope, viewer).fragments[0]  # rendered after the approver's card was kept
     assert "Approve…" in deciding
     assert "Approve…" not in watching and "/confirm/" not in watching
+
+
+def test_the_run_pages_handoffs_share_the_one_run_read_with_them(record_handoff, monkeypatch):
+    """The run page's timeline (issue 32 §3): each page of handoffs is the ORM's rows, in order, every field read,
+    and their run is one object built from the same statement (a run instance per handoff was a tenth of the live
+    run page's render CPU)."""
+    from receipts.queries import dashboard
+
+    for i in range(5):
+        record_handoff(f"h-share-{i}", "op-share", "healthy" if i % 2 else "waiting")
+    run = Run.objects.get(operation_id="op-share")
+    built = Counter()
+    from_db = Run.from_db.__func__
+    monkeypatch.setattr(Run, "from_db", classmethod(lambda cls, *a: built.update([cls]) or from_db(cls, *a)))
+
+    pages_ = [dashboard.run_timeline(run, limit=2, page=n) for n in (1, 2, 3)]
+
+    assert built[Run] == 3  # one a page
+    newest_first = list(Handoff.objects.filter(run=run).order_by("-created_at", "-pk"))
+    expected = [newest_first[0:2][::-1], newest_first[2:4][::-1], newest_first[4:][::-1]]
+    fields = [f.attname for f in Handoff._meta.concrete_fields]
+
+    def values(handoffs) -> list[list]:
+        return [[getattr(h, f) for f in fields] for h in handoffs]
+
+    for page, rows in zip(pages_, expected, strict=True):
+        assert values(v.handoff for v in page) == values(rows)
+        assert {id(v.handoff.run) for v in page} == {id(page[0].handoff.run)}
+        assert page[0].handoff.run.seq == Run.objects.get(pk=run.pk).seq
