@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -272,6 +273,28 @@ def test_a_run_pages_unchanged_cards_are_not_rendered_again_and_a_changed_one_is
     liverender._rows.entries.clear()
     fresh = pages.render_live(scope, viewer)
     assert liverender._without_clock(fresh.fragments[0]) == liverender._without_clock(changed.fragments[0])
+
+
+@pytest.mark.django_db
+def test_a_run_pages_unchanged_history_entries_are_not_rendered_again_and_show_the_same(
+    viewer, record_handoff, monkeypatch
+):
+    first = record_handoff("h-entry-1", "op-entries", "healthy")
+    scope = pages.PageScope("run", run_id=first.run_id)
+    rendered = _count_row_renders(monkeypatch)
+    before = pages.render_live(scope, viewer).fragments[2]
+    assert rendered[liverender.ENTRY_TEMPLATE] == before.count('class="row history-entry"') > 0
+    rendered.clear()
+    record_handoff("h-entry-2", "op-entries", "healthy")
+    after = pages.render_live(scope, viewer).fragments[2]
+    # The new handoff's entries only (its run's receipts and verdicts, each an entry of its own).
+    assert rendered[liverender.ENTRY_TEMPLATE] == after.count('data-handoff="h-entry-2"') > 0
+    assert after.count('data-handoff="h-entry-1"') == before.count('data-handoff="h-entry-1"')
+    liverender._rows.entries.clear()
+    fresh = pages.render_live(scope, viewer).fragments[2]
+    assert rendered[liverender.ENTRY_TEMPLATE] > after.count('data-handoff="h-entry-2"')
+    entries = re.compile(r'<li class="row history-entry".*?</li>', re.S)  # the timeline above draws `now`
+    assert entries.findall(fresh) == entries.findall(after)
 
 
 @pytest.mark.django_db
