@@ -316,8 +316,10 @@ def _reuse_cards(context: dict) -> None:
     instead of rendering the card): kept from an earlier render while its key (`_card_key`) is the same,
     rendered now otherwise. The cards were most of the run page's render, and a change of the run changes
     one or two of them."""
+    offers = context.get("offers")
+    shared = (offers, reuse.digest(offers))  # every card's `offers` is the run's: digested once, not per card
     for item in context["timeline"]:
-        key = _card_key(item, context)
+        key = _card_key(item, context, shared)
         markup = _rows.get(key) if key is not None else None
         if markup is None:
             markup = render_to_string(CARD_TEMPLATE, {**context, "h": item.handoff, "grid": item.grid})
@@ -348,14 +350,19 @@ def _reuse_entries(entries: list) -> None:
         entry.markup = markup
 
 
-def _card_key(item, context: dict) -> tuple | None:
+def _card_key(item, context: dict, shared: tuple = (None, None)) -> tuple | None:
     """Every value a handoff card is rendered from, digested: the handoff's fields and everything the page
     attached to it for this user (evidence, verdict history, offers, links, notes, the wait's story), its grid,
     its run's health and whether its wait is overdue `now`; None when a value cannot be digested (the card is
     then rendered). The run itself is left out (its sequence changes with every event, the cards show only
-    its health)."""
+    its health). `shared` is (the page's offers, their digest): a card's offers are that digest when they are
+    those; its verdict changes are their values (`reuse.fields`: what pickling a model instance copies first)."""
     h = item.handoff
     values = {name: value for name, value in vars(h).items() if name != "_state"}  # the run is in `_state`
+    if shared[1] is not None and values.get("offers") is shared[0]:
+        values["offers"] = shared[1]
+    if isinstance(values.get("history"), list):
+        values["history"] = [reuse.fields(change) for change in values["history"]]
     overdue = bool(h.wait_open and h.wait_deadline and h.wait_deadline <= context["now"])
     digest = reuse.digest((values, item.grid, h.run.health, overdue, context.get("decided_shown")))
     return (CARD_TEMPLATE, h.pk, digest) if digest is not None else None

@@ -276,6 +276,29 @@ def test_a_run_pages_unchanged_cards_are_not_rendered_again_and_a_changed_one_is
 
 
 @pytest.mark.django_db
+def test_a_run_pages_card_is_rendered_again_when_only_its_verdict_history_changed(viewer, record_handoff, monkeypatch):
+    from sidewisp.pages import runpage
+
+    handoff = record_handoff("h-changes", "op-changes", "healthy")
+    scope = pages.PageScope("run", run_id=handoff.run_id)
+    rendered = _count_row_renders(monkeypatch)
+    pages.render_live(scope, viewer)
+    pages.render_live(scope, viewer)
+    assert rendered[liverender.CARD_TEMPLATE] == 1  # kept: the key digests its verdict changes' values
+    read = runpage._verdict_history
+
+    def another_cause(handoffs):  # the rows are append-only: the change read differently stands in for one
+        history = read(handoffs)
+        history[handoff.pk][-1].cause = "operator_override"
+        return history
+
+    monkeypatch.setattr(runpage, "_verdict_history", another_cause)
+    changed = pages.render_live(scope, viewer).fragments[0]
+    assert rendered[liverender.CARD_TEMPLATE] == 2
+    assert 'data-cause="operator_override"' in changed
+
+
+@pytest.mark.django_db
 def test_a_run_pages_unchanged_history_entries_are_not_rendered_again_and_show_the_same(
     viewer, record_handoff, monkeypatch
 ):
