@@ -40,15 +40,19 @@ def due_part(handoff) -> str | None:
     return None
 
 
-def due_condition():
-    """`due_part(handoff) is not None` as a query condition (a Q on Handoff): the same rule, in SQL."""
+def due_condition(prefix: str = ""):
+    """`due_part(handoff) is not None` as a query condition (a Q on Handoff): the same rule, in SQL. `prefix`
+    reaches the handoff from another model (`"handoff__"` on a receipt)."""
     from django.db.models import Q
 
-    missing = Q(verdict="STALE_CONTROL", reduced_part__isnull=True) | Q(
+    def on(**lookups) -> Q:
+        return Q(**{f"{prefix}{name}": value for name, value in lookups.items()})
+
+    missing = on(verdict="STALE_CONTROL", reduced_part__isnull=True) | on(
         verdict="DESTINATION_NOT_STARTED", destination_part__isnull=True
     )
-    awaited = Q(verdict="UNCERTAIN", final_status="waiting", wait_part__isnull=False, wait_open=False)
-    return Q(settled_at__isnull=True) & (missing | awaited)
+    awaited = on(verdict="UNCERTAIN", final_status="waiting", wait_part__isnull=False, wait_open=False)
+    return on(settled_at__isnull=True) & (missing | awaited)
 
 
 def due_of_verdict(verdict: str) -> str:

@@ -74,17 +74,21 @@ class Compiled:
         cursor.execute(self.sql, params)
         return cursor
 
-    def instances(self, fetched: list) -> list:
-        """The fetched rows as the ORM's instances: converted, with `select_related` and annotations set."""
+    def instances(self, fetched: list, *, related: bool = True) -> list:
+        """The fetched rows as the ORM's instances: converted, with `select_related` and annotations set;
+        without `related`, only the model's own columns are converted and its `select_related` are not built
+        (the caller sets one shared instance: the run page's handoffs are all of one run)."""
         db = connections[DEFAULT_DB_ALIAS]
+        converters = self.converters if related else [c for c in self.converters if self.start <= c[0] < self.end]
+        populators = self.populators if related else ()
         found = []
         for row in fetched:
             row = list(row)
-            for i, functions, expression in self.converters:
+            for i, functions, expression in converters:
                 for convert in functions:
                     row[i] = convert(row[i], expression, db)
             obj = self.model.from_db(DEFAULT_DB_ALIAS, self.init_list, row[self.start : self.end])
-            for populator in self.populators:
+            for populator in populators:
                 populator.populate(row, obj)
             for name, at in self.annotations:
                 setattr(obj, name, row[at])

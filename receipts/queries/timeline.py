@@ -166,25 +166,44 @@ def build(
 
 
 def for_run(run, now: datetime) -> Timeline:
-    """`run`'s timeline from its stored receipts (one query)."""
-    from receipts.ingest.due import due_part
+    """`run`'s timeline from its stored receipts (one query).
+
+    The rows are the columns a step reads (no model instances: a run page's history renders it live, and its
+    receipts with their handoffs as instances were 5 of its render's 45 ms of CPU); whether a handoff is in
+    progress is `due_condition`, `due_part`'s rule in SQL."""
+    from django.db.models import BooleanField, ExpressionWrapper
+
+    from receipts.ingest.due import due_condition
     from receipts.models import Receipt
 
-    rows = Receipt.objects.filter(handoff__run=run).select_related("handoff").order_by("recorded_at", "pk")
-    rows = list(rows[:MAX_RECEIPTS])
-    verdicts = {r.handoff_id: IN_PROGRESS if due_part(r.handoff) else r.handoff.verdict for r in rows}
+    rows = (
+        Receipt.objects.filter(handoff__run=run)
+        .annotate(in_progress=ExpressionWrapper(due_condition("handoff__"), output_field=BooleanField()))
+        .order_by("recorded_at", "pk")
+        .values_list(
+            "pk",
+            "recorded_at",
+            "part",
+            "handoff__handoff_id",
+            "handoff__sender",
+            "handoff__receiver",
+            "handoff__verdict",
+            "in_progress",
+            "payload__resolved",
+        )
+    )
     steps = [
         Step(
-            r.recorded_at,
-            r.part,
-            r.handoff.handoff_id,
-            r.handoff.sender,
-            r.handoff.receiver,
-            verdicts[r.handoff_id],
-            f"history-receipt-{r.pk}",
-            resolved=r.part == "wait" and isinstance(r.payload, dict) and r.payload.get("resolved") is True,
+            at,
+            part,
+            handoff_id,
+            sender,
+            receiver,
+            IN_PROGRESS if in_progress else verdict,
+            f"history-receipt-{pk}",
+            resolved=part == "wait" and resolved is True,
         )
-        for r in rows
+        for pk, at, part, handoff_id, sender, receiver, verdict, in_progress, resolved in rows[:MAX_RECEIPTS]
     ]
     tools = tool_calls(run)
     start = run.started_at or run.created_at

@@ -6,8 +6,9 @@ A list page (runs, waits, false completions) also has its rows one by one and
 the parts around them, so a change can be sent as the rows that changed; its
 whole fragments are rendered only when a message needs them (a snapshot, or a
 change the rows cannot say). A run row whose run did not change is not
-rendered again, nor is a run page's handoff card whose handoff did not: its
-markup is kept for ROW_REUSE_SECONDS, keyed by every value it is rendered from.
+rendered again, nor is a run page's handoff card whose handoff did not, nor
+its history entries that did not: their markup is kept (`sidewisp.live.reuse`)
+for ROW_REUSE_SECONDS, keyed by every value it is rendered from.
 
 `pages.render_live` and the other names here stay importable from
 `sidewisp.pages`, where they were.
@@ -15,13 +16,8 @@ markup is kept for ROW_REUSE_SECONDS, keyed by every value it is rendered from.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import pickle
 import re
-import threading
-import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -33,6 +29,7 @@ from django.template.loader import render_to_string
 from receipts import actions
 from receipts.org import teams
 from receipts.queries import dashboard
+from sidewisp.live import reuse
 from sidewisp.pages import mappage
 from sidewisp.pages.falsecompletions import false_context
 from sidewisp.pages.overview import overview_context
@@ -104,11 +101,6 @@ _LISTS: dict[str, LiveList] = {
     ),
 }
 _PAGER_IDS = {"runs": ("runs-pager", "#runs-live"), "waits": ("waits-pager", ""), "false": ("false-pager", "")}
-
-# A reused row's relative time ("3 minutes ago") is the page script's to keep current; past this age it is
-# rendered again anyway, so a snapshot never carries words much older than its moment.
-ROW_REUSE_SECONDS = 10.0
-ROW_REUSE_LIMIT = 2_000
 
 
 @dataclass(frozen=True)
@@ -254,8 +246,9 @@ def _page_number(scope: PageScope) -> str:
 
 
 def _run_context_or_none(run_id: int | None, user: User, page: object = 1) -> dict | None:
-    run = teams.visible_runs(user).filter(pk=run_id).first()  # another team's run: nothing (issue 22 §2)
-    return run_context(run, user, page) if run is not None else None
+    visible = teams.visible_runs(user)
+    run = visible.filter(pk=run_id).first()  # another team's run: nothing (issue 22 §2)
+    return run_context(run, user, page, visible) if run is not None else None
 
 
 def change_marker(scope: PageScope) -> tuple:
@@ -284,6 +277,7 @@ def _render_live(scope: PageScope, user: User) -> LivePage | None:
     if listed is None:
         if scope.page == "run":
             _reuse_cards(context)
+            context["reuse_entries"] = _reuse_entries
         fragments = tuple(render_to_string(template, context) for template in _FRAGMENTS[scope.page])
         run_seq = (context["run"].pk, context["run"].seq) if scope.page == "run" else None
         return LivePage(scope, fragments, run_seq=run_seq)
@@ -322,8 +316,10 @@ def _reuse_cards(context: dict) -> None:
     instead of rendering the card): kept from an earlier render while its key (`_card_key`) is the same,
     rendered now otherwise. The cards were most of the run page's render, and a change of the run changes
     one or two of them."""
+    offers = context.get("offers")
+    shared = (offers, reuse.digest(offers))  # every card's `offers` is the run's: digested once, not per card
     for item in context["timeline"]:
-        key = _card_key(item, context)
+        key = _card_key(item, context, shared)
         markup = _rows.get(key) if key is not None else None
         if markup is None:
             markup = render_to_string(CARD_TEMPLATE, {**context, "h": item.handoff, "grid": item.grid})
@@ -332,45 +328,47 @@ def _reuse_cards(context: dict) -> None:
         item.card = markup
 
 
-def _card_key(item, context: dict) -> tuple | None:
+ENTRY_TEMPLATE = "sidewisp/_history_entry.html"
+
+
+def _reuse_entries(entries: list) -> None:
+    """Give each of a run page's history entries its markup (`entry.markup`, which `_history.html` shows instead
+    of rendering the entry): kept from an earlier render while every value of the entry (its row and handoff with
+    theirs, its words, links and sequence number) is the same, rendered now otherwise. The entry template reads
+    nothing but its entry; its twenty renders were a fifth of the run page's history section. Left out: the count
+    of the history's rows its query read beside it (`history_matching`, which every new entry changes)."""
+    for entry in entries:
+        values = {name: value for name, value in vars(entry).items() if name != "row"}
+        row = {name: value for name, value in vars(entry.row).items() if name not in ("_state", "history_matching")}
+        digest = reuse.digest((values, row, entry.row._state.fields_cache))
+        key = (ENTRY_TEMPLATE, entry.kind, entry.pk, digest) if digest is not None else None
+        markup = _rows.get(key) if key is not None else None
+        if markup is None:
+            markup = render_to_string(ENTRY_TEMPLATE, {"e": entry})
+            if key is not None:
+                _rows.put(key, markup)
+        entry.markup = markup
+
+
+def _card_key(item, context: dict, shared: tuple = (None, None)) -> tuple | None:
     """Every value a handoff card is rendered from, digested: the handoff's fields and everything the page
     attached to it for this user (evidence, verdict history, offers, links, notes, the wait's story), its grid,
     its run's health and whether its wait is overdue `now`; None when a value cannot be digested (the card is
     then rendered). The run itself is left out (its sequence changes with every event, the cards show only
-    its health)."""
+    its health). `shared` is (the page's offers, their digest): a card's offers are that digest when they are
+    those; its verdict changes are their values (`reuse.fields`: what pickling a model instance copies first)."""
     h = item.handoff
     values = {name: value for name, value in vars(h).items() if name != "_state"}  # the run is in `_state`
+    if shared[1] is not None and values.get("offers") is shared[0]:
+        values["offers"] = shared[1]
+    if isinstance(values.get("history"), list):
+        values["history"] = [reuse.fields(change) for change in values["history"]]
     overdue = bool(h.wait_open and h.wait_deadline and h.wait_deadline <= context["now"])
-    shown = (values, item.grid, h.run.health, overdue, context.get("decided_shown"))
-    try:
-        digest = hashlib.blake2b(pickle.dumps(shown, pickle.HIGHEST_PROTOCOL), digest_size=16).digest()
-    except (pickle.PicklingError, TypeError, AttributeError):
-        return None
-    return CARD_TEMPLATE, h.pk, digest
+    digest = reuse.digest((values, item.grid, h.run.health, overdue, context.get("decided_shown")))
+    return (CARD_TEMPLATE, h.pk, digest) if digest is not None else None
 
 
-class _RowMarkup:
-    """Rendered rows and cards by (template, id, values), each kept ROW_REUSE_SECONDS; at most ROW_REUSE_LIMIT."""
-
-    def __init__(self) -> None:
-        self.entries: OrderedDict[tuple, tuple[float, str]] = OrderedDict()
-        self.lock = threading.Lock()  # renders of several topics run on several threads
-
-    def get(self, key: tuple) -> str | None:
-        with self.lock:
-            found = self.entries.get(key)
-            if found is None or time.monotonic() - found[0] > ROW_REUSE_SECONDS:
-                return None
-            return found[1]
-
-    def put(self, key: tuple, markup: str) -> None:
-        with self.lock:
-            self.entries[key] = (time.monotonic(), markup)
-            while len(self.entries) > ROW_REUSE_LIMIT:
-                self.entries.popitem(last=False)
-
-
-_rows = _RowMarkup()
+_rows = reuse.rows  # by (template, id, values), each kept reuse.ROW_REUSE_SECONDS
 
 
 def cut_messages(

@@ -14,8 +14,12 @@ register = template.Library()
 
 @register.inclusion_tag("sidewisp/_history.html", takes_context=True)
 def run_history(context: template.Context, run: Run) -> dict:
-    """The newest entries of `run`'s history, swapped live with the run page (out of band from the socket)."""
+    """The newest entries of `run`'s history, swapped live with the run page (out of band from the socket). A live
+    render gives its entries their markup kept from an earlier render (`reuse_entries`, sidewisp.live.render)."""
     section = history.section_context(run, context.get("user"), section=True)
+    reuse = context.get("reuse_entries")
+    if reuse is not None:
+        reuse(section["history"].entries)
     return {**section, "oob": context.get("oob", False), "section": True}
 
 

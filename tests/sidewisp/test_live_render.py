@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -275,6 +276,51 @@ def test_a_run_pages_unchanged_cards_are_not_rendered_again_and_a_changed_one_is
 
 
 @pytest.mark.django_db
+def test_a_run_pages_card_is_rendered_again_when_only_its_verdict_history_changed(viewer, record_handoff, monkeypatch):
+    from sidewisp.pages import runpage
+
+    handoff = record_handoff("h-changes", "op-changes", "healthy")
+    scope = pages.PageScope("run", run_id=handoff.run_id)
+    rendered = _count_row_renders(monkeypatch)
+    pages.render_live(scope, viewer)
+    pages.render_live(scope, viewer)
+    assert rendered[liverender.CARD_TEMPLATE] == 1  # kept: the key digests its verdict changes' values
+    read = runpage._verdict_history
+
+    def another_cause(handoffs):  # the rows are append-only: the change read differently stands in for one
+        history = read(handoffs)
+        history[handoff.pk][-1].cause = "operator_override"
+        return history
+
+    monkeypatch.setattr(runpage, "_verdict_history", another_cause)
+    changed = pages.render_live(scope, viewer).fragments[0]
+    assert rendered[liverender.CARD_TEMPLATE] == 2
+    assert 'data-cause="operator_override"' in changed
+
+
+@pytest.mark.django_db
+def test_a_run_pages_unchanged_history_entries_are_not_rendered_again_and_show_the_same(
+    viewer, record_handoff, monkeypatch
+):
+    first = record_handoff("h-entry-1", "op-entries", "healthy")
+    scope = pages.PageScope("run", run_id=first.run_id)
+    rendered = _count_row_renders(monkeypatch)
+    before = pages.render_live(scope, viewer).fragments[2]
+    assert rendered[liverender.ENTRY_TEMPLATE] == before.count('class="row history-entry"') > 0
+    rendered.clear()
+    record_handoff("h-entry-2", "op-entries", "healthy")
+    after = pages.render_live(scope, viewer).fragments[2]
+    # The new handoff's entries only (its run's receipts and verdicts, each an entry of its own).
+    assert rendered[liverender.ENTRY_TEMPLATE] == after.count('data-handoff="h-entry-2"') > 0
+    assert after.count('data-handoff="h-entry-1"') == before.count('data-handoff="h-entry-1"')
+    liverender._rows.entries.clear()
+    fresh = pages.render_live(scope, viewer).fragments[2]
+    assert rendered[liverender.ENTRY_TEMPLATE] > after.count('data-handoff="h-entry-2"')
+    entries = re.compile(r'<li class="row history-entry".*?</li>', re.S)  # the timeline above draws `now`
+    assert entries.findall(fresh) == entries.findall(after)
+
+
+@pytest.mark.django_db
 def test_a_run_pages_cards_are_never_reused_for_a_role_they_offer_nothing_to(viewer, owner, fake_runtime):
     run = test_live_hub._wait_without_event("h-wait", owner="ops-lead")
     scope = pages.PageScope("run", run_id=run.pk)
@@ -282,3 +328,32 @@ def test_a_run_pages_cards_are_never_reused_for_a_role_they_offer_nothing_to(vie
     watching = pages.render_live(scope, viewer).fragments[0]  # rendered after the approver's card was kept
     assert "Approve…" in deciding
     assert "Approve…" not in watching and "/confirm/" not in watching
+
+
+def test_the_run_pages_handoffs_share_the_one_run_read_with_them(record_handoff, monkeypatch):
+    """The run page's timeline (issue 32 §3): each page of handoffs is the ORM's rows, in order, every field read,
+    and their run is one object built from the same statement (a run instance per handoff was a tenth of the live
+    run page's render CPU)."""
+    from receipts.queries import dashboard
+
+    for i in range(5):
+        record_handoff(f"h-share-{i}", "op-share", "healthy" if i % 2 else "waiting")
+    run = Run.objects.get(operation_id="op-share")
+    built = Counter()
+    from_db = Run.from_db.__func__
+    monkeypatch.setattr(Run, "from_db", classmethod(lambda cls, *a: built.update([cls]) or from_db(cls, *a)))
+
+    pages_ = [dashboard.run_timeline(run, limit=2, page=n) for n in (1, 2, 3)]
+
+    assert built[Run] == 3  # one a page
+    newest_first = list(Handoff.objects.filter(run=run).order_by("-created_at", "-pk"))
+    expected = [newest_first[0:2][::-1], newest_first[2:4][::-1], newest_first[4:][::-1]]
+    fields = [f.attname for f in Handoff._meta.concrete_fields]
+
+    def values(handoffs) -> list[list]:
+        return [[getattr(h, f) for f in fields] for h in handoffs]
+
+    for page, rows in zip(pages_, expected, strict=True):
+        assert values(v.handoff for v in page) == values(rows)
+        assert {id(v.handoff.run) for v in page} == {id(page[0].handoff.run)}
+        assert page[0].handoff.run.seq == Run.objects.get(pk=run.pk).seq

@@ -321,3 +321,58 @@ def test_the_run_page_costs_the_same_queries_for_many_tool_calls_as_for_one(reco
         _tool_call(many.run, many.sender, "lookup_customer", n, "error" if n % 3 else "ok")
 
     assert _queries(viewer_client, many.run) == _queries(viewer_client, one.run)
+
+
+def _steps_from_instances(run) -> list[Step]:
+    """The steps as the timeline read them before (issue 32 §3): each receipt and its handoff as model instances,
+    `due_part` asked in Python."""
+    from receipts.ingest.due import due_part
+
+    rows = Receipt.objects.filter(handoff__run=run).select_related("handoff").order_by("recorded_at", "pk")
+    return [
+        Step(
+            r.recorded_at,
+            r.part,
+            r.handoff.handoff_id,
+            r.handoff.sender,
+            r.handoff.receiver,
+            timeline.IN_PROGRESS if due_part(r.handoff) else r.handoff.verdict,
+            f"history-receipt-{r.pk}",
+            resolved=r.part == "wait" and isinstance(r.payload, dict) and r.payload.get("resolved") is True,
+        )
+        for r in rows
+    ]
+
+
+def test_the_stored_timeline_reads_the_same_steps_as_the_receipts_instances_say(record_handoff, monkeypatch):
+    """The timeline reads columns, not instances (a run page's live render): the same steps, verdicts in progress
+    (`due_condition`, the SQL of `due_part`) and resolved waits included."""
+    from receipts.ingest.recording import record
+    from receipts.models import Run
+    from tests.conftest import handoff_parts
+
+    waiting = record_handoff("h-eq-wait", "op-eq", "waiting")
+    record(
+        handoff_id="h-eq-wait",
+        operation_id="op-eq",
+        part="wait",
+        value={**waiting.wait_part, "resolved": True, "resolution": "approved"},
+        attempt="decided-1",
+    )
+    record_handoff("h-eq-open", "op-eq", "waiting", sender="sales", receiver="triage")
+    record_handoff("h-eq-ok", "op-eq", "healthy")
+    record_handoff("h-eq-stale", "op-eq", "stale_control")
+    created = dict(handoff_parts("healthy"))["created"]
+    record(handoff_id="h-eq-due", operation_id="op-eq", part="created", value=created)  # its reduced receipt due
+    run = Run.objects.get(operation_id="op-eq")
+    built: list[list[Step]] = []
+    real_build = timeline.build
+    monkeypatch.setattr(timeline, "build", lambda steps, **kw: built.append(steps) or real_build(steps, **kw))
+
+    timeline.for_run(run, datetime.now(UTC))
+
+    expected = _steps_from_instances(run)
+    assert built == [expected]
+    verdicts = {s.verdict for s in expected}
+    assert timeline.IN_PROGRESS in verdicts and len(verdicts) > 2  # in progress and final verdicts, both read
+    assert [s.handoff_id for s in expected if s.resolved] == ["h-eq-wait"]
