@@ -26,8 +26,10 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import Permission
 from django.core.cache import cache
-from django.db import transaction
+from django.core.exceptions import EmptyResultSet, FullResultSet
+from django.db import DEFAULT_DB_ALIAS, connection, transaction
 from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, QuerySet, Value
+from django.db.models.sql import Query
 
 from receipts.models import Membership, Run, Team, TeamGraph, TeamSource
 
@@ -128,18 +130,32 @@ class Owners:
     claimed_sources: object
 
     def q(self, run: str, unclaimed) -> Q:
+        """`unclaimed` is a condition, or (`Scope.resolved`) a bool: then a term it decides is left out, and a
+        scope of every run is `Q()` (no filter: no join to the run)."""
         # A list of no names leaves its term out (it matches nothing, or everything negated): no join to the run
         # for a term that cannot decide anything, e.g. when no team claims any graph or source.
         local = Q(**{f"{run}source_name": ""})
-        found = Q(unclaimed)
-        if _some(self.claimed_graphs) or _some(self.claimed_sources):
-            unclaimed_graph = local & ~Q(**{f"{run}graph__in": self.claimed_graphs})
-            unclaimed_source = ~local & ~Q(**{f"{run}source_name__in": self.claimed_sources})
-            found &= unclaimed_graph | unclaimed_source
+        claims = _some(self.claimed_graphs) or _some(self.claimed_sources)
+        if unclaimed is True and not claims:
+            return Q()  # every run is unclaimed (and nobody owns one)
+        terms = []
+        if unclaimed is not False:
+            found = Q(unclaimed) if unclaimed is not True else None
+            if claims:
+                unclaimed_graph = local & ~Q(**{f"{run}graph__in": self.claimed_graphs})
+                unclaimed_source = ~local & ~Q(**{f"{run}source_name__in": self.claimed_sources})
+                unclaimed_name = unclaimed_graph | unclaimed_source
+                found = unclaimed_name if found is None else found & unclaimed_name
+            terms.append(found)
         if _some(self.graphs):
-            found |= local & Q(**{f"{run}graph__in": self.graphs})
+            terms.append(local & Q(**{f"{run}graph__in": self.graphs}))
         if _some(self.sources):
-            found |= Q(**{f"{run}source_name__in": self.sources})
+            terms.append(Q(**{f"{run}source_name__in": self.sources}))
+        if not terms:
+            return Q(Value(False))  # no run (compiles, where a lookup of no values would leave the query out)
+        found = terms[0]
+        for term in terms[1:]:
+            found |= term
         return found
 
 
@@ -158,7 +174,7 @@ class Scope:
     everything: bool
     teams: QuerySet[Team]
     team: str = ""  # the slug a `?team=` switch chose, "" for all of the user's teams
-    unclaimed: object = None  # a condition: whether the runs no team claims are in scope
+    unclaimed: object = None  # a condition: whether the runs no team claims are in scope (a bool once resolved)
     owners: Owners | None = None  # the owned and claimed names read once (`resolved`), else subqueries
 
     def q(self, run: str = "") -> Q:
@@ -183,9 +199,20 @@ class Scope:
         rows = graphs.values_list("kind", "graph", "mine").union(
             sources.values_list("kind", "source_name", "mine"), all=True
         )
+        # Whether the runs no team claims are in scope, in the same query: a bool from here on, so the filter
+        # has no subquery left (for the default team's members, while no team claims a name: no filter at all).
+        sql, params = rows.query.sql_with_params()
+        decided, decided_params = _condition_sql(unclaimed)
         claimed: dict[tuple[str, bool], list[str]] = {(k, m): [] for k in ("graph", "source") for m in (True, False)}
-        for kind, name, owned in rows:
-            claimed[kind, bool(owned)].append(name)
+        with connection.cursor() as cursor:
+            # Its answer in the name column ("y" or ""), whose type no team set changes (`mine` may be 0, not a bool).
+            answer = f"SELECT %s, CASE WHEN {decided} THEN %s ELSE %s END, NULL"
+            cursor.execute(f"{answer} UNION ALL {sql}", [_UNCLAIMED, *decided_params, "y", "", *params])
+            for kind, name, owned in cursor.fetchall():
+                if kind == _UNCLAIMED:
+                    unclaimed = name == "y"
+                else:
+                    claimed[kind, bool(owned)].append(name)
         owners = Owners(
             graphs=claimed["graph", True],
             sources=claimed["source", True],
@@ -196,6 +223,33 @@ class Scope:
 
     def apply(self, queryset: QuerySet, run: str = "") -> QuerySet:
         return queryset if self.everything else queryset.filter(self.q(run))
+
+    @property
+    def key(self) -> tuple | None:
+        """Everything the filter's SQL is made of, as a value (a query compiled once per scope is kept by it:
+        `receipts.queries.compiled.once`); None while it holds a condition to compile (not `resolved`). The names
+        are read per request (`resolved`): a graph that changes hands changes the key at the next one."""
+        if self.everything:
+            return ("everything",)
+        if self.owners is None or not isinstance(self.unclaimed, bool):
+            return None
+        owners = self.owners
+        names = (owners.graphs, owners.sources, owners.claimed_graphs, owners.claimed_sources)
+        return (self.unclaimed, *map(tuple, names))
+
+
+_UNCLAIMED = "unclaimed"  # the row of `Scope.resolved`'s query that says whether unclaimed runs are in scope
+
+
+def _condition_sql(condition) -> tuple[str, list]:
+    """SQL and parameters of a condition that names no column of a row (its subqueries), to select as a value."""
+    query = Query(Team)
+    try:
+        return query.get_compiler(DEFAULT_DB_ALIAS).compile(query.build_where(condition))
+    except EmptyResultSet:  # a lookup of no values
+        return "%s", [False]
+    except FullResultSet:
+        return "%s", [True]
 
 
 # For callers that are not a user's request (metrics, workers, the admin): every run.

@@ -7,12 +7,15 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
-from receipts.models import Handoff, Run
-from receipts.queries import history
+from receipts.models import Handoff, Run, TeamGraph
+from receipts.org import teams
+from receipts.queries import compiled, dashboard, history
 from receipts.queries.dashboard import windows
+from sidewisp.pages.overview import overview_context
 from tests.sidewisp.test_pages import bulk_handoffs
 
 pytestmark = pytest.mark.django_db
@@ -63,6 +66,7 @@ def test_a_short_windows_counts_are_written_once_and_put_each_problem_in_its_buc
     for n, (at, verdict) in enumerate(made):
         run = Run.objects.create(operation_id=f"op-{n}", thread_id=f"th-{n}")
         Handoff.objects.create(handoff_id=f"h-{n}", run=run, verdict=verdict, created_at=at)
+    compiled.forget()
     windows._counts_sql.cache_clear()
     stats = windows.window_stats(since, now)
     windows.window_stats(since - timedelta(minutes=5), now)
@@ -87,3 +91,38 @@ def test_the_run_historys_source_queries_are_compiled_once_and_read_each_runs_ow
         if run == runs[0]:
             compiled = history._source_query.cache_info().misses
     assert history._source_query.cache_info().misses == compiled  # the second run's pages compiled nothing
+
+
+def test_a_scope_read_while_no_team_claims_a_name_filters_nothing_and_one_that_sees_none_compiles(person, make_team):
+    # The default team's member, while no team claims a graph or source: every run, and no subquery to compile
+    # into each of the overview's queries (`Scope.resolved` answers whether unclaimed runs are seen).
+    bulk_handoffs(20)
+    resolved = teams.scope_for(person("ann", "viewer")).resolved()
+    assert resolved.q("run__") == Q()
+    assert resolved.apply(Handoff.objects.all(), "run__").count() == 20
+    # A member of a team that owns nothing sees no run, by a filter that still compiles into SQL written around it.
+    lonely = person("bo", "viewer")
+    teams.add_member(lonely, make_team("empty"))
+    nothing = teams.scope_for(lonely).resolved()
+    assert dashboard.window_stats(timezone.now() - timedelta(hours=1), timezone.now(), seen=nothing).handoffs == 0
+    assert dashboard.newest_handoffs(seen=nothing) == [] and dashboard.open_wait_count(seen=nothing) == 0
+
+
+def test_the_overviews_queries_are_compiled_once_per_scope_and_a_graph_that_changes_hands_shows_at_once(
+    person, make_team
+):
+    bulk_handoffs(40)
+    Run.objects.filter(pk__in=Run.objects.order_by("pk").values("pk")[:2]).update(graph="billing")
+    member, other = person("ann", "viewer"), make_team("other")
+    teams.add_member(member, make_team("billing-team", graphs=["billing"]))
+    compiled.forget()
+    first = overview_context(member, "1h")
+    kept = len(compiled._kept)
+    assert kept >= 8  # every query of the overview but the scope's own
+    again = overview_context(member, "1h")
+    assert len(compiled._kept) == kept  # the second request compiled nothing
+    shown = lambda context: [h.pk for h in context["newest"]]  # noqa: E731
+    assert shown(again) == shown(first) and first["stats"].handoffs == 20  # two runs of ten
+    TeamGraph.objects.filter(graph="billing").update(team=other)  # the graph changes hands
+    after = overview_context(member, "1h")
+    assert after["stats"].handoffs == 0 and shown(after) == []
