@@ -124,7 +124,7 @@ def _counts_sql(buckets: int) -> tuple[str, str]:
 
 
 def _rolled_counts(stats: WindowStats, since: datetime, edges: list[datetime], seen: Scope) -> None:
-    counted = rollups.window_counts(since, edges, seen=seen, also=in_progress_query(since, seen=seen))
+    counted = rollups.window_counts(since, edges, seen=seen, also=lambda at: in_progress_query(at, seen=seen))
     stats.in_progress = counted.extra
     problem = [v for v in VERDICT_ORDER if v not in run_health.UNPROBLEMATIC]
     stats.by_verdict = counted.by_verdict
