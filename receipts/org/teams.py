@@ -26,12 +26,13 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import Permission
 from django.core.cache import cache
-from django.core.exceptions import EmptyResultSet, FullResultSet
-from django.db import DEFAULT_DB_ALIAS, connection, transaction
-from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, QuerySet, Value
-from django.db.models.sql import Query
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from receipts.models import Membership, Run, Team, TeamGraph, TeamSource
+from receipts.org.owners import UNCLAIMED, Owners, resolution
+from receipts.queries import compiled
+from receipts.queries.compiled import slot
 
 ADMIN_PERMISSION = "receipts.view_all_teams"
 _ADMIN_CODENAME = ADMIN_PERMISSION.split(".")[1]
@@ -85,7 +86,12 @@ def teams_of(user) -> QuerySet[Team]:
     """The teams the user is a member of: their memberships, or the default team when they have none."""
     if user is None or not user.is_authenticated:
         return Team.objects.none()
-    memberships = Membership.objects.filter(user=user)
+    return _teams_of_id(user.pk)
+
+
+def _teams_of_id(user_id) -> QuerySet[Team]:
+    # `user_id` a value, or a slot (`Scope.resolved`'s query compiled once).
+    memberships = Membership.objects.filter(user_id=user_id)
     return Team.objects.filter(
         Q(pk__in=memberships.values("team_id")) | (Q(owns_unclaimed=True) & ~Exists(memberships))
     )
@@ -119,51 +125,6 @@ def owns_q(teams: QuerySet[Team], run: str = "", *, unclaimed=None) -> Q:
     return owners.q(run, unclaimed)
 
 
-@dataclass(frozen=True)
-class Owners:
-    """The graphs and sources a set of teams owns, and those any team claims: subqueries, or the values they
-    name (`Scope.resolved`)."""
-
-    graphs: object
-    sources: object
-    claimed_graphs: object
-    claimed_sources: object
-
-    def q(self, run: str, unclaimed) -> Q:
-        """`unclaimed` is a condition, or (`Scope.resolved`) a bool: then a term it decides is left out, and a
-        scope of every run is `Q()` (no filter: no join to the run)."""
-        # A list of no names leaves its term out (it matches nothing, or everything negated): no join to the run
-        # for a term that cannot decide anything, e.g. when no team claims any graph or source.
-        local = Q(**{f"{run}source_name": ""})
-        claims = _some(self.claimed_graphs) or _some(self.claimed_sources)
-        if unclaimed is True and not claims:
-            return Q()  # every run is unclaimed (and nobody owns one)
-        terms = []
-        if unclaimed is not False:
-            found = Q(unclaimed) if unclaimed is not True else None
-            if claims:
-                unclaimed_graph = local & ~Q(**{f"{run}graph__in": self.claimed_graphs})
-                unclaimed_source = ~local & ~Q(**{f"{run}source_name__in": self.claimed_sources})
-                unclaimed_name = unclaimed_graph | unclaimed_source
-                found = unclaimed_name if found is None else found & unclaimed_name
-            terms.append(found)
-        if _some(self.graphs):
-            terms.append(local & Q(**{f"{run}graph__in": self.graphs}))
-        if _some(self.sources):
-            terms.append(Q(**{f"{run}source_name__in": self.sources}))
-        if not terms:
-            return Q(Value(False))  # no run (compiles, where a lookup of no values would leave the query out)
-        found = terms[0]
-        for term in terms[1:]:
-            found |= term
-        return found
-
-
-def _some(names) -> bool:
-    """Whether `names` (a subquery, or a list of values) may name anything."""
-    return not isinstance(names, list) or bool(names)
-
-
 # --- scoping -------------------------------------------------------------------------------
 
 
@@ -176,6 +137,8 @@ class Scope:
     team: str = ""  # the slug a `?team=` switch chose, "" for all of the user's teams
     unclaimed: object = None  # a condition: whether the runs no team claims are in scope (a bool once resolved)
     owners: Owners | None = None  # the owned and claimed names read once (`resolved`), else subqueries
+    # How `scope_for` made it, (shape, values): `resolved` reads it with SQL compiled once per shape.
+    made: tuple = ()
 
     def q(self, run: str = "") -> Q:
         """The filter for rows whose run is in scope (`run` is the path to the run)."""
@@ -192,27 +155,18 @@ class Scope:
         """
         if self.everything or self.owners is not None:
             return self
-        unclaimed = Exists(self.teams.filter(owns_unclaimed=True)) if self.unclaimed is None else self.unclaimed
-        mine = ExpressionWrapper(Q(team__in=self.teams), output_field=BooleanField())
-        graphs = TeamGraph.objects.order_by().annotate(kind=Value("graph"), mine=mine)
-        sources = TeamSource.objects.order_by().annotate(kind=Value("source"), mine=mine)
-        rows = graphs.values_list("kind", "graph", "mine").union(
-            sources.values_list("kind", "source_name", "mine"), all=True
-        )
-        # Whether the runs no team claims are in scope, in the same query: a bool from here on, so the filter
-        # has no subquery left (for the default team's members, while no team claims a name: no filter at all).
-        sql, params = rows.query.sql_with_params()
-        decided, decided_params = _condition_sql(unclaimed)
+        if self.made:
+            shape, values = self.made
+            reading = compiled.kept(("scope", shape), lambda: resolution(*_made_of(shape)))
+        else:
+            reading, values = resolution(self.teams, self.unclaimed), ()
         claimed: dict[tuple[str, bool], list[str]] = {(k, m): [] for k in ("graph", "source") for m in (True, False)}
-        with connection.cursor() as cursor:
-            # Its answer in the name column ("y" or ""), whose type no team set changes (`mine` may be 0, not a bool).
-            answer = f"SELECT %s, CASE WHEN {decided} THEN %s ELSE %s END, NULL"
-            cursor.execute(f"{answer} UNION ALL {sql}", [_UNCLAIMED, *decided_params, "y", "", *params])
-            for kind, name, owned in cursor.fetchall():
-                if kind == _UNCLAIMED:
-                    unclaimed = name == "y"
-                else:
-                    claimed[kind, bool(owned)].append(name)
+        unclaimed = False
+        for kind, name, owned in reading.rows(**dict(values)):
+            if kind == UNCLAIMED:
+                unclaimed = name == "y"
+            else:
+                claimed[kind, bool(owned)].append(name)
         owners = Owners(
             graphs=claimed["graph", True],
             sources=claimed["source", True],
@@ -238,18 +192,13 @@ class Scope:
         return (self.unclaimed, *map(tuple, names))
 
 
-_UNCLAIMED = "unclaimed"  # the row of `Scope.resolved`'s query that says whether unclaimed runs are in scope
-
-
-def _condition_sql(condition) -> tuple[str, list]:
-    """SQL and parameters of a condition that names no column of a row (its subqueries), to select as a value."""
-    query = Query(Team)
-    try:
-        return query.get_compiler(DEFAULT_DB_ALIAS).compile(query.build_where(condition))
-    except EmptyResultSet:  # a lookup of no values
-        return "%s", [False]
-    except FullResultSet:
-        return "%s", [True]
+def _made_of(shape: str) -> tuple[QuerySet[Team], object]:
+    """The teams and the unclaimed condition of a scope `scope_for` makes, its values slots (`Scope.made`)."""
+    user = slot("user")
+    if shape == "member":
+        return _teams_of_id(user), _sees_unclaimed_id(user)
+    pool = Team.objects.all() if shape == "any team" else _teams_of_id(user)
+    return pool.filter(slug=slot("team")), None
 
 
 # For callers that are not a user's request (metrics, workers, the admin): every run.
@@ -292,18 +241,25 @@ def _scope_for(user, team: str) -> Scope:
     if not team:
         if sees_all(user):
             return EVERYTHING
-        return Scope(everything=False, teams=teams_of(user), unclaimed=_sees_unclaimed(user))
-    pool = Team.objects.all() if sees_all(user) else teams_of(user)
+        made = ("member", (("user", user.pk),))
+        return Scope(everything=False, teams=teams_of(user), unclaimed=_sees_unclaimed(user), made=made)
+    admin = sees_all(user)
+    pool = Team.objects.all() if admin else teams_of(user)
     chosen = pool.filter(slug=team)
     if not chosen.exists():
         msg = "that team is not one of yours (choose one of the teams listed)"
         raise UnknownTeam(msg)
-    return Scope(everything=False, teams=chosen, team=team)
+    made = ("any team" if admin else "my team", (("user", user.pk), ("team", team)))
+    return Scope(everything=False, teams=chosen, team=team, made=made)
 
 
 def _sees_unclaimed(user):
+    return _sees_unclaimed_id(user.pk)
+
+
+def _sees_unclaimed_id(user_id):
     # The default team's members, and users in no team (also when the default team was deleted).
-    memberships = Membership.objects.filter(user=user)
+    memberships = Membership.objects.filter(user_id=user_id)
     return Exists(memberships.filter(team__owns_unclaimed=True)) | ~Exists(memberships)
 
 
