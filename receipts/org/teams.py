@@ -323,13 +323,25 @@ def limited(audience: tuple) -> bool:
 
 
 def hidden_from_audience(audience: tuple, run_ids: list[int]) -> set[int]:
-    """Which of `run_ids` are runs the audience whose key is `audience[-1]` does not see (one query)."""
+    """Which of `run_ids` are runs the audience whose key is `audience[-1]` does not see (one query, compiled once
+    per number of teams and of runs, the latter rounded up to a power of two: the ids are slots, the last repeated)."""
+    if not run_ids:
+        return set()
     team_ids = audience[-1][1]
-    if team_ids:
-        owned = owns_q(Team.objects.filter(pk__in=team_ids))
-    else:  # a user in no team: the runs no team claims
-        owned = owns_q(Team.objects.none(), unclaimed=Q(pk__isnull=False))
-    return set(Run.objects.filter(pk__in=run_ids).exclude(owned).values_list("pk", flat=True))
+    size = 1 << (len(run_ids) - 1).bit_length()
+
+    def build() -> QuerySet:
+        if team_ids:
+            owned = owns_q(Team.objects.filter(pk__in=[slot(f"team{n}") for n in range(len(team_ids))]))
+        else:  # a user in no team: the runs no team claims
+            owned = owns_q(Team.objects.none(), unclaimed=Q(pk__isnull=False))
+        runs = Run.objects.filter(pk__in=[slot(f"run{n}") for n in range(size)])
+        return runs.exclude(owned).values_list("pk")
+
+    values = {f"team{n}": pk for n, pk in enumerate(team_ids)}
+    values.update((f"run{n}", run_ids[min(n, len(run_ids) - 1)]) for n in range(size))
+    hidden = compiled.once(("hidden runs", len(team_ids), size), build, values=True).rows(**values)
+    return {pk for (pk,) in hidden}
 
 
 def sees_run(user, run: Run) -> bool:

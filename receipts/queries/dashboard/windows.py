@@ -67,7 +67,7 @@ def window_stats(since: datetime, now: datetime, *, seen: Scope = EVERYTHING) ->
         _live_counts(stats, since, edges, seen)
     at = connection.ops.adapt_datetimefield_value(since)
     times = compiled.once(("window durations", seen.key), lambda: _durations_query(seen), values=True).rows(since=at)
-    stats.handoff_p50, stats.handoff_p95 = _percentiles(_handoff_seconds(row) for row in times)
+    stats.handoff_p50, stats.handoff_p95 = _percentiles(_handoff_durations(times))
     waits = _waits_opened(since, seen)
     stats.waits_opened = len(waits)
     stats.wait_trend = _buckets([opened for opened, _ in waits], edges)
@@ -159,22 +159,28 @@ def _bucket_edges(since: datetime, now: datetime) -> list[datetime]:
     return [since + timedelta(seconds=width * i) for i in range(SPARK_BUCKETS)]
 
 
-def _handoff_seconds(row: tuple) -> float | None:
-    # created.at -> destination.started_at, or the time it was classified when no destination started.
-    created, started, classified = row
-    start, end = _parse_time(created), _parse_time(started) or classified
-    if start is None or end is None:
-        return None
-    return max((end - start).total_seconds(), 0.0)
-
-
-def _parse_time(value: object) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
+def _handoff_durations(rows: Iterable[tuple]) -> list[float]:
+    """Each row's seconds from created.at to destination.started_at, or to the time it was classified when no
+    destination started; none for a row whose times are not known. One loop over the sample (a live render's
+    thousand rows spent more in two function calls a row than in parsing)."""
+    parse, seconds = datetime.fromisoformat, []
+    for created, started, classified in rows:
+        if not isinstance(created, str):
+            continue
+        try:
+            start = parse(created.replace("Z", "+00:00"))
+        except ValueError:
+            continue
+        end = None
+        if isinstance(started, str):
+            try:
+                end = parse(started.replace("Z", "+00:00"))
+            except ValueError:
+                end = None
+        end = end or classified
+        if end is not None:
+            seconds.append(max((end - start).total_seconds(), 0.0))
+    return seconds
 
 
 def _buckets(times: Iterable[datetime], edges: list[datetime]) -> list[int]:
