@@ -126,3 +126,13 @@ def test_the_overviews_queries_are_compiled_once_per_scope_and_a_graph_that_chan
     TeamGraph.objects.filter(graph="billing").update(team=other)  # the graph changes hands
     after = overview_context(member, "1h")
     assert after["stats"].handoffs == 0 and shown(after) == []
+
+
+def test_the_dry_mark_of_a_handoff_row_is_what_its_template_shows():
+    from django.template.loader import render_to_string
+
+    from sidewisp.templatetags.sidewisp_tags import dry_mark
+
+    for dry in (True, False):
+        run = Run(operation_id="op", thread_id="t", dry_run=dry)
+        assert dry_mark(run) == render_to_string("sidewisp/_dry.html", {"run": run})
