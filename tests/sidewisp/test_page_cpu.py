@@ -136,3 +136,24 @@ def test_the_dry_mark_of_a_handoff_row_is_what_its_template_shows():
     for dry in (True, False):
         run = Run(operation_id="op", thread_id="t", dry_run=dry)
         assert dry_mark(run) == render_to_string("sidewisp/_dry.html", {"run": run})
+
+
+def test_the_decisions_on_open_waits_are_read_with_sql_compiled_once_per_size(person):
+    from receipts.models import Decision
+    from sidewisp.pages.decisions import decisions_on_open_waits
+
+    run = Run.objects.create(operation_id="op", thread_id="t")
+    waits = [
+        Handoff.objects.create(
+            handoff_id=f"h-{n}", run=run, wait_open=True, wait_part={"resume_token_id": f"tok-{n}"}, verdict="HEALTHY"
+        )
+        for n in range(3)  # three: padded to four slots
+    ]
+    boss = person("boss", "approver")
+    Decision.objects.create(run=run, handoff=waits[0], resume_token_id="tok-0", kind="approve", decided_by=boss)
+    Decision.objects.create(run=run, handoff=waits[2], resume_token_id="an-older-token", kind="reject")
+    compiled.forget()
+    found = decisions_on_open_waits(waits)
+    assert set(found) == {waits[0].pk} and found[waits[0].pk].by == "boss"
+    kept = len(compiled._kept)
+    assert set(decisions_on_open_waits(waits[::-1])) == {waits[0].pk} and len(compiled._kept) == kept
