@@ -157,3 +157,17 @@ def test_the_decisions_on_open_waits_are_read_with_sql_compiled_once_per_size(pe
     assert set(found) == {waits[0].pk} and found[waits[0].pk].by == "boss"
     kept = len(compiled._kept)
     assert set(decisions_on_open_waits(waits[::-1])) == {waits[0].pk} and len(compiled._kept) == kept
+
+
+def test_the_overviews_open_totals_are_the_two_counts_in_one_query(person, make_team, django_assert_num_queries):
+    for run in bulk_handoffs(40):
+        run.open_false_count = run.pk % 3
+        run.save(update_fields=["open_false_count"])
+    Run.objects.filter(pk=Run.objects.order_by("pk").values("pk")[:1]).update(graph="billing")
+    member = person("ann", "viewer")
+    teams.add_member(member, make_team("billing-team", graphs=["billing"]))
+    teamless = teams.scope_for(person("bo", "viewer")).resolved()
+    for seen in (teams.EVERYTHING, teams.scope_for(member).resolved(), teamless):
+        separately = (dashboard.open_wait_count(seen=seen), dashboard.false_completion_count(seen=seen))
+        with django_assert_num_queries(1):
+            assert dashboard.open_totals(seen=seen) == separately

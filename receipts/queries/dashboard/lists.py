@@ -101,6 +101,21 @@ def false_completion_count(*, seen: Scope = EVERYTHING) -> int:
     return int(n or 0)
 
 
+def open_totals(*, seen: Scope = EVERYTHING) -> tuple[int, int]:
+    """`open_wait_count()` and `false_completion_count()`, in one query (the overview shows both)."""
+
+    def make() -> compiled.CompiledValues:
+        waits = seen.apply(Handoff.objects.filter(wait_open=True), "run__").order_by().values("pk")
+        false = seen.apply(Run.objects.filter(open_false_count__gt=0)).order_by().values("open_false_count")
+        (waits_sql, waits_params), (false_sql, false_params) = (q.query.sql_with_params() for q in (waits, false))
+        counted = f"(SELECT COUNT(*) FROM ({waits_sql}) AS waits)"
+        summed = f"(SELECT SUM(found.open_false_count) FROM ({false_sql}) AS found)"
+        return compiled.CompiledValues(f"SELECT {counted}, {summed}", (*waits_params, *false_params), ())
+
+    [(waits, false)] = compiled.kept(("open totals", seen.key), make).rows()
+    return waits, int(false or 0)
+
+
 # A settled false completion keeps its verdict; its latest verdict change is the settlement.
 SETTLEMENT_CAUSES = run_health.SETTLEMENT_CAUSES
 
