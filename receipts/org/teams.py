@@ -27,9 +27,12 @@ from dataclasses import dataclass
 from django.contrib.auth.models import Permission
 from django.core.cache import cache
 from django.db import transaction
-from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, QuerySet, Value
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from receipts.models import Membership, Run, Team, TeamGraph, TeamSource
+from receipts.org.owners import UNCLAIMED, Owners, resolution
+from receipts.queries import compiled
+from receipts.queries.compiled import slot
 
 ADMIN_PERMISSION = "receipts.view_all_teams"
 _ADMIN_CODENAME = ADMIN_PERMISSION.split(".")[1]
@@ -83,7 +86,12 @@ def teams_of(user) -> QuerySet[Team]:
     """The teams the user is a member of: their memberships, or the default team when they have none."""
     if user is None or not user.is_authenticated:
         return Team.objects.none()
-    memberships = Membership.objects.filter(user=user)
+    return _teams_of_id(user.pk)
+
+
+def _teams_of_id(user_id) -> QuerySet[Team]:
+    # `user_id` a value, or a slot (`Scope.resolved`'s query compiled once).
+    memberships = Membership.objects.filter(user_id=user_id)
     return Team.objects.filter(
         Q(pk__in=memberships.values("team_id")) | (Q(owns_unclaimed=True) & ~Exists(memberships))
     )
@@ -117,37 +125,6 @@ def owns_q(teams: QuerySet[Team], run: str = "", *, unclaimed=None) -> Q:
     return owners.q(run, unclaimed)
 
 
-@dataclass(frozen=True)
-class Owners:
-    """The graphs and sources a set of teams owns, and those any team claims: subqueries, or the values they
-    name (`Scope.resolved`)."""
-
-    graphs: object
-    sources: object
-    claimed_graphs: object
-    claimed_sources: object
-
-    def q(self, run: str, unclaimed) -> Q:
-        # A list of no names leaves its term out (it matches nothing, or everything negated): no join to the run
-        # for a term that cannot decide anything, e.g. when no team claims any graph or source.
-        local = Q(**{f"{run}source_name": ""})
-        found = Q(unclaimed)
-        if _some(self.claimed_graphs) or _some(self.claimed_sources):
-            unclaimed_graph = local & ~Q(**{f"{run}graph__in": self.claimed_graphs})
-            unclaimed_source = ~local & ~Q(**{f"{run}source_name__in": self.claimed_sources})
-            found &= unclaimed_graph | unclaimed_source
-        if _some(self.graphs):
-            found |= local & Q(**{f"{run}graph__in": self.graphs})
-        if _some(self.sources):
-            found |= Q(**{f"{run}source_name__in": self.sources})
-        return found
-
-
-def _some(names) -> bool:
-    """Whether `names` (a subquery, or a list of values) may name anything."""
-    return not isinstance(names, list) or bool(names)
-
-
 # --- scoping -------------------------------------------------------------------------------
 
 
@@ -158,8 +135,10 @@ class Scope:
     everything: bool
     teams: QuerySet[Team]
     team: str = ""  # the slug a `?team=` switch chose, "" for all of the user's teams
-    unclaimed: object = None  # a condition: whether the runs no team claims are in scope
+    unclaimed: object = None  # a condition: whether the runs no team claims are in scope (a bool once resolved)
     owners: Owners | None = None  # the owned and claimed names read once (`resolved`), else subqueries
+    # How `scope_for` made it, (shape, values): `resolved` reads it with SQL compiled once per shape.
+    made: tuple = ()
 
     def q(self, run: str = "") -> Q:
         """The filter for rows whose run is in scope (`run` is the path to the run)."""
@@ -176,16 +155,18 @@ class Scope:
         """
         if self.everything or self.owners is not None:
             return self
-        unclaimed = Exists(self.teams.filter(owns_unclaimed=True)) if self.unclaimed is None else self.unclaimed
-        mine = ExpressionWrapper(Q(team__in=self.teams), output_field=BooleanField())
-        graphs = TeamGraph.objects.order_by().annotate(kind=Value("graph"), mine=mine)
-        sources = TeamSource.objects.order_by().annotate(kind=Value("source"), mine=mine)
-        rows = graphs.values_list("kind", "graph", "mine").union(
-            sources.values_list("kind", "source_name", "mine"), all=True
-        )
+        if self.made:
+            shape, values = self.made
+            reading = compiled.kept(("scope", shape), lambda: resolution(*_made_of(shape)))
+        else:
+            reading, values = resolution(self.teams, self.unclaimed), ()
         claimed: dict[tuple[str, bool], list[str]] = {(k, m): [] for k in ("graph", "source") for m in (True, False)}
-        for kind, name, owned in rows:
-            claimed[kind, bool(owned)].append(name)
+        unclaimed = False
+        for kind, name, owned in reading.rows(**dict(values)):
+            if kind == UNCLAIMED:
+                unclaimed = name == "y"
+            else:
+                claimed[kind, bool(owned)].append(name)
         owners = Owners(
             graphs=claimed["graph", True],
             sources=claimed["source", True],
@@ -196,6 +177,28 @@ class Scope:
 
     def apply(self, queryset: QuerySet, run: str = "") -> QuerySet:
         return queryset if self.everything else queryset.filter(self.q(run))
+
+    @property
+    def key(self) -> tuple | None:
+        """Everything the filter's SQL is made of, as a value (a query compiled once per scope is kept by it:
+        `receipts.queries.compiled.once`); None while it holds a condition to compile (not `resolved`). The names
+        are read per request (`resolved`): a graph that changes hands changes the key at the next one."""
+        if self.everything:
+            return ("everything",)
+        if self.owners is None or not isinstance(self.unclaimed, bool):
+            return None
+        owners = self.owners
+        names = (owners.graphs, owners.sources, owners.claimed_graphs, owners.claimed_sources)
+        return (self.unclaimed, *map(tuple, names))
+
+
+def _made_of(shape: str) -> tuple[QuerySet[Team], object]:
+    """The teams and the unclaimed condition of a scope `scope_for` makes, its values slots (`Scope.made`)."""
+    user = slot("user")
+    if shape == "member":
+        return _teams_of_id(user), _sees_unclaimed_id(user)
+    pool = Team.objects.all() if shape == "any team" else _teams_of_id(user)
+    return pool.filter(slug=slot("team")), None
 
 
 # For callers that are not a user's request (metrics, workers, the admin): every run.
@@ -238,18 +241,25 @@ def _scope_for(user, team: str) -> Scope:
     if not team:
         if sees_all(user):
             return EVERYTHING
-        return Scope(everything=False, teams=teams_of(user), unclaimed=_sees_unclaimed(user))
-    pool = Team.objects.all() if sees_all(user) else teams_of(user)
+        made = ("member", (("user", user.pk),))
+        return Scope(everything=False, teams=teams_of(user), unclaimed=_sees_unclaimed(user), made=made)
+    admin = sees_all(user)
+    pool = Team.objects.all() if admin else teams_of(user)
     chosen = pool.filter(slug=team)
     if not chosen.exists():
         msg = "that team is not one of yours (choose one of the teams listed)"
         raise UnknownTeam(msg)
-    return Scope(everything=False, teams=chosen, team=team)
+    made = ("any team" if admin else "my team", (("user", user.pk), ("team", team)))
+    return Scope(everything=False, teams=chosen, team=team, made=made)
 
 
 def _sees_unclaimed(user):
+    return _sees_unclaimed_id(user.pk)
+
+
+def _sees_unclaimed_id(user_id):
     # The default team's members, and users in no team (also when the default team was deleted).
-    memberships = Membership.objects.filter(user=user)
+    memberships = Membership.objects.filter(user_id=user_id)
     return Exists(memberships.filter(team__owns_unclaimed=True)) | ~Exists(memberships)
 
 
@@ -313,13 +323,25 @@ def limited(audience: tuple) -> bool:
 
 
 def hidden_from_audience(audience: tuple, run_ids: list[int]) -> set[int]:
-    """Which of `run_ids` are runs the audience whose key is `audience[-1]` does not see (one query)."""
+    """Which of `run_ids` are runs the audience whose key is `audience[-1]` does not see (one query, compiled once
+    per number of teams and of runs, the latter rounded up to a power of two: the ids are slots, the last repeated)."""
+    if not run_ids:
+        return set()
     team_ids = audience[-1][1]
-    if team_ids:
-        owned = owns_q(Team.objects.filter(pk__in=team_ids))
-    else:  # a user in no team: the runs no team claims
-        owned = owns_q(Team.objects.none(), unclaimed=Q(pk__isnull=False))
-    return set(Run.objects.filter(pk__in=run_ids).exclude(owned).values_list("pk", flat=True))
+    size = 1 << (len(run_ids) - 1).bit_length()
+
+    def build() -> QuerySet:
+        if team_ids:
+            owned = owns_q(Team.objects.filter(pk__in=[slot(f"team{n}") for n in range(len(team_ids))]))
+        else:  # a user in no team: the runs no team claims
+            owned = owns_q(Team.objects.none(), unclaimed=Q(pk__isnull=False))
+        runs = Run.objects.filter(pk__in=[slot(f"run{n}") for n in range(size)])
+        return runs.exclude(owned).values_list("pk")
+
+    values = {f"team{n}": pk for n, pk in enumerate(team_ids)}
+    values.update((f"run{n}", run_ids[min(n, len(run_ids) - 1)]) for n in range(size))
+    hidden = compiled.once(("hidden runs", len(team_ids), size), build, values=True).rows(**values)
+    return {pk for (pk,) in hidden}
 
 
 def sees_run(user, run: Run) -> bool:

@@ -9,17 +9,28 @@ steps): model instances with their `select_related` relations, deferred fields a
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import QuerySet
 from django.db.models.expressions import RawSQL
 from django.db.models.query import get_related_populators
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True)
 class _Slot:
     name: str
+
+
+def parameter(name: str) -> _Slot:
+    """A slot as a parameter of SQL written around a compiled query (a `%s` of its own)."""
+    return _Slot(name)
 
 
 def slot(name: str, sql: str = "%s") -> RawSQL:
@@ -94,3 +105,77 @@ class Compiled:
                 setattr(obj, name, row[at])
             found.append(obj)
         return found
+
+
+@dataclass(frozen=True)
+class CompiledValues:
+    """A `values()`/`values_list()` queryset's SQL with its slots: its rows as tuples, converted as the ORM would."""
+
+    sql: str
+    params: tuple
+    converters: tuple
+
+    @classmethod
+    def of(cls, queryset: QuerySet, around: str = "") -> CompiledValues:
+        """`around`: SQL the queryset's goes in, at `{}` (its columns are then not the queryset's: not converted)."""
+        compiler = queryset.query.get_compiler(DEFAULT_DB_ALIAS)
+        sql, params = compiler.as_sql()
+        if around:
+            return cls(sql=around.format(sql), params=tuple(params), converters=())
+        converters = compiler.get_converters([column for column, _, _ in compiler.select[: compiler.col_count]])
+        return cls(sql=sql, params=tuple(params), converters=tuple((i, *found) for i, found in converters.items()))
+
+    def rows(self, **values) -> list[tuple]:
+        params = [values[p.name] if isinstance(p, _Slot) else p for p in self.params]
+        db = connections[DEFAULT_DB_ALIAS]
+        with db.cursor() as cursor:
+            cursor.execute(self.sql, params)
+            fetched = cursor.fetchall()
+        if not self.converters:
+            return fetched
+        found = []
+        for row in fetched:
+            row = list(row)
+            for i, functions, expression in self.converters:
+                for convert in functions:
+                    row[i] = convert(row[i], expression, db)
+            found.append(tuple(row))
+        return found
+
+
+KEPT_LIMIT = 512  # compiled queries kept per process: a few per page and scope (each team set has its own)
+_kept: OrderedDict[tuple, object] = OrderedDict()
+_kept_lock = threading.Lock()  # live renders run on several threads
+
+
+def once(
+    key: tuple | None, build: Callable[[], QuerySet], *, values: bool = False, around: str = ""
+) -> Compiled | CompiledValues:
+    """`build()`'s queryset compiled once per process for `key` (which names everything its SQL depends on but its
+    slots: a page's query and its scope's `key`; see `kept`). `values`: rows as tuples (`around`:
+    `CompiledValues.of`'s)."""
+    return kept(key, lambda: CompiledValues.of(build(), around) if values else Compiled.of(build()))
+
+
+def kept(key: tuple | None, make: Callable[[], T]) -> T:
+    """What `make()` compiles, made once per process for `key` and kept while used (the least recently used go
+    past KEPT_LIMIT); `key` None (a scope whose filter is a condition to compile): made on each call."""
+    if key is None:
+        return make()
+    with _kept_lock:
+        found = _kept.get(key)
+        if found is not None:
+            _kept.move_to_end(key)
+            return found
+    found = make()
+    with _kept_lock:
+        _kept[key] = found
+        while len(_kept) > KEPT_LIMIT:
+            _kept.popitem(last=False)
+    return found
+
+
+def forget() -> None:
+    """Drop every kept query (a test that counts compiles starts from none)."""
+    with _kept_lock:
+        _kept.clear()

@@ -16,6 +16,7 @@ A window reads the whole hours it covers from the rollup and the part-hour at it
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -24,6 +25,8 @@ from django.db.models import Case, Count, IntegerField, Max, QuerySet, Sum, Valu
 
 from receipts.models import Handoff, Run, VerdictBucket
 from receipts.org.teams import EVERYTHING, Scope
+from receipts.queries import compiled
+from receipts.queries.compiled import slot
 
 HOUR = timedelta(hours=1)
 
@@ -49,31 +52,49 @@ def trend_edges(since: datetime, now: datetime, buckets: int) -> list[datetime]:
 
 
 def window_counts(
-    since: datetime, edges: list[datetime], *, seen: Scope = EVERYTHING, also: QuerySet | None = None
+    since: datetime,
+    edges: list[datetime],
+    *,
+    seen: Scope = EVERYTHING,
+    also: Callable[[object], QuerySet] | None = None,
 ) -> WindowCounts:
     """Handoffs created at or after `since` by verdict, whole and per interval of `edges`, of the runs `seen`
-    sees; two queries. `also`, (verdict, n) rows of handoffs, is sent with the first and comes back in `extra`
-    (the overview's handoffs in progress, at no query of their own)."""
+    sees; two queries. `also(since)`, (verdict, n) rows of handoffs made from the window's start and the scope
+    alone, is sent with the first and comes back in `extra` (the overview's handoffs in progress, at no query of
+    their own). Both queries are compiled once per scope and number of edges (`compiled.once`): the times are
+    slots."""
     first_hour = floor_hour(since) + (HOUR if floor_hour(since) < since else timedelta(0))
     counts = WindowCounts(by_bucket=[{} for _ in edges])
-    head = seen.apply(Handoff.objects.filter(created_at__gte=since, created_at__lt=first_hour), "run__")
-    rows = head.order_by().values_list("verdict").annotate(n=Count("pk"), side=Value(0, IntegerField()))
-    if also is not None:
-        rows = rows.union(also.annotate(side=Value(1, IntegerField())), all=True)
-    for verdict, n, side in rows:
+    adapt = connection.ops.adapt_datetimefield_value
+    times = {"since": adapt(since), "first_hour": adapt(first_hour)}
+    times.update((f"edge{n}", adapt(edge)) for n, edge in enumerate(edges))
+
+    def head() -> QuerySet:
+        window = Handoff.objects.filter(created_at__gte=slot("since"), created_at__lt=slot("first_hour"))
+        rows = seen.apply(window, "run__").order_by().values_list("verdict")
+        rows = rows.annotate(n=Count("pk"), side=Value(0, IntegerField()))
+        if also is not None:
+            rows = rows.union(also(slot("since")).annotate(side=Value(1, IntegerField())), all=True)
+        return rows
+
+    for verdict, n, side in compiled.once(("rollup head", also is not None, seen.key), head, values=True).rows(**times):
         if side:
             counts.extra[verdict] = counts.extra.get(verdict, 0) + n
         else:
             _add(counts, 0, verdict, n)
-    # The database sums each interval's hours (at most SPARK_BUCKETS x verdicts rows come back, not an hour each).
-    interval = Case(
-        *(When(bucket__gte=edge, then=Value(n)) for n, edge in reversed(list(enumerate(edges)))),
-        default=Value(0),
-        output_field=IntegerField(),
-    )
-    # The rows' graph and source_name are their runs': the scope filters them as it filters runs.
-    hours = seen.apply(VerdictBucket.objects.filter(bucket__gte=first_hour)).annotate(interval=interval).order_by()
-    for index, verdict, n in hours.values_list("interval", "verdict").annotate(n=Sum("n")):
+
+    def hours() -> QuerySet:
+        # The database sums each interval's hours (at most SPARK_BUCKETS x verdicts rows come back, not an hour each).
+        interval = Case(
+            *(When(bucket__gte=slot(f"edge{n}"), then=Value(n)) for n in reversed(range(len(edges)))),
+            default=Value(0),
+            output_field=IntegerField(),
+        )
+        # The rows' graph and source_name are their runs': the scope filters them as it filters runs.
+        found = seen.apply(VerdictBucket.objects.filter(bucket__gte=slot("first_hour")))
+        return found.annotate(interval=interval).order_by().values_list("interval", "verdict").annotate(n=Sum("n"))
+
+    for index, verdict, n in compiled.once(("rollup hours", len(edges), seen.key), hours, values=True).rows(**times):
         _add(counts, index, verdict, n)
     return counts
 

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+import operator
 from dataclasses import dataclass
 
+from django.db.models import Q
+
 from receipts.models import Decision, Handoff, Run
+from receipts.queries import compiled
+from receipts.queries.compiled import slot
 
 
 @dataclass(frozen=True)
@@ -24,8 +30,18 @@ def decisions_on_open_waits(handoffs: list[Handoff]) -> dict[int, Decided]:
     if not tokens:
         return {}
     found: dict[int, Decided] = {}
-    decisions = Decision.objects.select_related("decided_by", "run").filter(handoff_id__in=tokens)
-    for decision in decisions.order_by("decided_at", "pk"):
+    # Compiled once per number of waits, rounded up to a power of two (the last pk repeated): a page asks this on
+    # every render, and building the query cost more than the database spent on it.
+    pks = list(tokens)
+    size = 1 << (len(pks) - 1).bit_length()
+
+    def build():
+        # Equalities (a foreign key's `__in` takes values only, not slots).
+        wanted = functools.reduce(operator.or_, (Q(handoff_id=slot(f"h{n}")) for n in range(size)))
+        return Decision.objects.select_related("decided_by", "run").filter(wanted).order_by("decided_at", "pk")
+
+    values = {f"h{n}": pks[min(n, len(pks) - 1)] for n in range(size)}
+    for decision in compiled.once(("decisions on open waits", size), build).rows(**values):
         if decision.resume_token_id == tokens[decision.handoff_id]:
             found.setdefault(decision.handoff_id, decided(decision))
     return found

@@ -27,6 +27,7 @@ def overview_context(user: User, window: str = "", team: str = "") -> dict:
     # Settled verdicts (spec v1.2): a handoff in progress is no problem (yet), in the stats as on the tiles.
     in_progress = dict(counts)[dashboard.IN_PROGRESS]
     stats.problem_handoffs = max(stats.problem_handoffs - in_progress, 0)
+    open_waits, open_false = dashboard.open_totals(seen=seen)
     return {
         "team_switch": team_switch(user, seen, {"window": window} if window != labels.DEFAULT_WINDOW else {}),
         "team": seen.team,
@@ -40,8 +41,8 @@ def overview_context(user: User, window: str = "", team: str = "") -> dict:
         "window_label": labels.WINDOWS[window][0],
         "newest": dashboard.newest_handoffs(seen=seen),
         "soonest": with_offers(dashboard.open_waits(limit=dashboard.SOONEST_LIMIT, seen=seen), user),
-        "open_wait_count": dashboard.open_wait_count(seen=seen),
+        "open_wait_count": open_waits,
         "false_completions": dashboard.false_completions(limit=dashboard.SOONEST_LIMIT, seen=seen),
-        "false_count": dashboard.false_completion_count(seen=seen),
+        "false_count": open_false,
         "now": timezone.now(),
     }

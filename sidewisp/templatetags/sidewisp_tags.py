@@ -82,6 +82,18 @@ def _badge(*, icon: str, label: str, tone: str, code: str, href: str = "", due: 
     return format_html('<a class="verdict-link" href="{}">{}</a>', href, badge) if href else badge
 
 
+# The dry-run mark of `_dry.html`, for rows that show it without an include (a list of handoffs: one a row).
+DRY_MARK = mark_safe(
+    '<span class="dry" title="Dry run: no external action was taken"><span aria-hidden="true">◌</span> dry run</span>'
+)
+
+
+@register.simple_tag
+def dry_mark(run) -> str:
+    """A dry run's mark (what `_dry.html` shows), "" for any other run."""
+    return DRY_MARK if run.dry_run else ""
+
+
 @register.filter
 def due_part(handoff) -> str:
     """The part a handoff in progress waits for ("" once its verdict is final): receipts.ingest.health.due_part."""

@@ -160,3 +160,20 @@ def test_a_scope_read_once_for_a_render_sees_exactly_the_runs_its_subqueries_see
     Team.objects.filter(slug="beta").delete()  # no team claims beta's graph now: the teamless see it
     with teams.resolved_scopes():
         assert _seen(teamless) == {"op-beta", "op-unclaimed", "op-unclaimed-remote"} == _seen(teamless)
+
+
+def test_the_runs_hidden_from_an_audience_are_asked_with_sql_compiled_once_per_size(person, runs, alpha, beta):
+    from receipts.queries import compiled
+
+    by_name = dict(Run.objects.values_list("operation_id", "pk"))
+    ids = [by_name[name] for name in ("op-alpha", "op-beta", "op-unclaimed")]  # three: padded to four slots
+    member = person("ann", "viewer")
+    teams.add_member(member, alpha)
+    compiled.forget()
+    hidden = teams.hidden_from_audience((teams.audience_key(member),), ids)
+    assert hidden == {by_name["op-beta"], by_name["op-unclaimed"]}
+    teamless = (teams.audience_key(person("newcomer", "viewer")),)  # an audience ends with its team key
+    assert teams.hidden_from_audience(teamless, ids) == {by_name["op-alpha"], by_name["op-beta"]}
+    kept = len(compiled._kept)
+    assert teams.hidden_from_audience(teamless, ids[:1] + ids[2:] + ids[:1]) == {by_name["op-alpha"]}
+    assert teams.hidden_from_audience(teamless, []) == set() and len(compiled._kept) == kept

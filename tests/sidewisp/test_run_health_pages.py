@@ -128,7 +128,7 @@ def test_the_window_stats_give_median_and_p95_durations():
 @pytest.mark.parametrize("n", [10, 2_000])
 def test_the_overview_queries_stay_constant_with_its_window(viewer_client, django_assert_max_num_queries, n):
     bulk_handoffs(n)
-    with django_assert_max_num_queries(15):
+    with django_assert_max_num_queries(14):  # issue 32 §4: the open waits and false completions in one query
         assert viewer_client.get(f"{reverse('sidewisp:overview')}?window=7d").status_code == 200
 
 

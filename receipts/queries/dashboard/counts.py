@@ -14,6 +14,8 @@ from receipts.ingest import health as run_health
 from receipts.ingest import silence
 from receipts.models import Handoff, Run
 from receipts.org.teams import EVERYTHING, Scope
+from receipts.queries import compiled
+from receipts.queries.compiled import slot
 from receipts.verdicts.bundle import VERDICTS
 
 # The worst news first: the order the overview lists verdicts in.
@@ -92,12 +94,16 @@ def overview_counts(
     """
     if counted is not None:
         return _settled_counts(counted, in_progress_counts(since, seen=seen) if pending is None else pending, bound)
-    found = Handoff.objects.all() if since is None else Handoff.objects.filter(created_at__gte=since)
-    counted_sql, counted_params = _count_per_verdict(seen.apply(found, "run__"), VERDICT_ORDER, bound)
-    pending_sql, pending_params = _count_per_verdict(_in_progress(since, seen), DUE_VERDICTS, bound, IN_PROGRESS)
-    with connection.cursor() as cursor:
-        cursor.execute(f"{counted_sql} UNION ALL {pending_sql}", [*counted_params, *pending_params])
-        values = dict(cursor.fetchall())
+
+    def build() -> compiled.CompiledValues:
+        at = None if since is None else slot("since")
+        found = Handoff.objects.all() if at is None else Handoff.objects.filter(created_at__gte=at)
+        counted_sql, counted_params = _count_per_verdict(seen.apply(found, "run__"), VERDICT_ORDER, bound)
+        pending_sql, pending_params = _count_per_verdict(_in_progress(at, seen), DUE_VERDICTS, bound, IN_PROGRESS)
+        return compiled.CompiledValues(f"{counted_sql} UNION ALL {pending_sql}", (*counted_params, *pending_params), ())
+
+    counting = compiled.kept(("overview counts", since is None, bound, seen.key), build)
+    values = dict(counting.rows(since=connection.ops.adapt_datetimefield_value(since)))
     pending = {v: values[f"{IN_PROGRESS}:{v}"] for v in DUE_VERDICTS}
     return _settled_counts(values, pending, bound)
 
@@ -147,11 +153,17 @@ def run_status_counts(
     """(health level, runs) worst first and (task status, runs), for runs active since `since`; one query.
 
     A silent observed run is counted as "silent", not as running (issue 29 §5)."""
-    found = Run.objects.all() if since is None else Run.objects.filter(updated_at__gte=since)
-    found = seen.apply(found).annotate(quiet=ExpressionWrapper(silence.silent_condition(), BooleanField()))
+
+    def build() -> QuerySet:
+        found = Run.objects.all() if since is None else Run.objects.filter(updated_at__gte=slot("since"))
+        found = seen.apply(found).annotate(quiet=ExpressionWrapper(silence.silent_condition(), BooleanField()))
+        return found.order_by().values_list("health", "status", "quiet").annotate(n=Count("pk"))
+
+    at = connection.ops.adapt_datetimefield_value(since)
+    rows = compiled.once(("run status counts", since is None, seen.key), build, values=True).rows(since=at)
     by_health: dict[str, int] = {}
     by_status: dict[str, int] = {}
-    for level, status, quiet, n in found.order_by().values_list("health", "status", "quiet").annotate(n=Count("pk")):
+    for level, status, quiet, n in rows:
         by_health[level] = by_health.get(level, 0) + n
         status = silence.SILENT if quiet else status
         by_status[status] = by_status.get(status, 0) + n

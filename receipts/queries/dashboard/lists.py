@@ -6,13 +6,15 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import Exists, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum, Value
+from django.db.models import Exists, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.expressions import RawSQL
 
 from receipts.ingest import health as run_health
 from receipts.ingest import silence
 from receipts.models import Handoff, Run, VerdictChange
 from receipts.org.teams import EVERYTHING, Scope
+from receipts.queries import compiled
+from receipts.queries.compiled import slot
 from receipts.queries.dashboard.counts import IN_PROGRESS
 
 NEWEST_LIMIT = 10
@@ -41,13 +43,20 @@ def _handoffs(seen: Scope = EVERYTHING) -> QuerySet[Handoff]:
     return seen.apply(Handoff.objects.select_related("run").defer("created_part", "verification_part"), "run__")
 
 
+# The overview's lists and counts are compiled once per scope (`compiled.once`): building and compiling their
+# querysets, the scope's filter in each, cost more CPU than the database spent answering them on every render.
+
+
 def newest_handoffs(limit: int = NEWEST_LIMIT, *, seen: Scope = EVERYTHING) -> list[Handoff]:
-    return list(_handoffs(seen).order_by("-updated_at", "-pk")[:limit])
+    build = lambda: _handoffs(seen).order_by("-updated_at", "-pk")[:limit]  # noqa: E731
+    return compiled.once(("newest", limit, seen.key), build).rows()
 
 
 def open_waits(username: str | None = None, limit: int = LIST_LIMIT, *, seen: Scope = EVERYTHING) -> list[Handoff]:
     """Open waits, the deadline due soonest first (no deadline last); only `username`'s when given."""
-    return list(open_waits_query(username, seen=seen)[:limit])
+    mine = username is not None
+    build = lambda: open_waits_query(slot("owner") if mine else None, seen=seen)[:limit]  # noqa: E731
+    return compiled.once(("open waits", mine, limit, seen.key), build).rows(owner=username)
 
 
 def open_waits_query(username: str | None = None, *, seen: Scope = EVERYTHING) -> QuerySet[Handoff]:
@@ -59,15 +68,24 @@ def open_waits_query(username: str | None = None, *, seen: Scope = EVERYTHING) -
 
 
 def open_wait_count(username: str | None = None, *, seen: Scope = EVERYTHING) -> int:
-    waits = seen.apply(Handoff.objects.filter(wait_open=True), "run__")
-    if username is not None:
-        waits = waits.filter(wait_owner=username)
-    return waits.count()
+    def build() -> QuerySet:
+        waits = seen.apply(Handoff.objects.filter(wait_open=True), "run__")
+        if username is not None:
+            waits = waits.filter(wait_owner=slot("owner"))
+        return waits.order_by().values("pk")
+
+    key = ("open waits count", username is not None, seen.key)
+    [(n,)] = compiled.once(key, build, values=True, around=_COUNT).rows(owner=username)
+    return n
+
+
+_COUNT = "SELECT COUNT(*) FROM ({}) AS found"
 
 
 def false_completions(limit: int = LIST_LIMIT, *, seen: Scope = EVERYTHING) -> list[Handoff]:
     """The open false completions: not accepted or resolved by an operator (receipts.actions.settle)."""
-    return list(false_completions_query(seen=seen)[:limit])
+    build = lambda: false_completions_query(seen=seen)[:limit]  # noqa: E731
+    return compiled.once(("false completions", limit, seen.key), build).rows()
 
 
 def false_completions_query(*, seen: Scope = EVERYTHING) -> QuerySet[Handoff]:
@@ -77,8 +95,25 @@ def false_completions_query(*, seen: Scope = EVERYTHING) -> QuerySet[Handoff]:
 
 def false_completion_count(*, seen: Scope = EVERYTHING) -> int:
     """Open false completions in total: the runs' stored counts, summed over the runs that have any."""
-    found = seen.apply(Run.objects.filter(open_false_count__gt=0))
-    return found.aggregate(n=Sum("open_false_count"))["n"] or 0
+    build = lambda: seen.apply(Run.objects.filter(open_false_count__gt=0)).order_by().values("open_false_count")  # noqa: E731
+    around = "SELECT SUM(found.open_false_count) FROM ({}) AS found"
+    [(n,)] = compiled.once(("false count", seen.key), build, values=True, around=around).rows()
+    return int(n or 0)
+
+
+def open_totals(*, seen: Scope = EVERYTHING) -> tuple[int, int]:
+    """`open_wait_count()` and `false_completion_count()`, in one query (the overview shows both)."""
+
+    def make() -> compiled.CompiledValues:
+        waits = seen.apply(Handoff.objects.filter(wait_open=True), "run__").order_by().values("pk")
+        false = seen.apply(Run.objects.filter(open_false_count__gt=0)).order_by().values("open_false_count")
+        (waits_sql, waits_params), (false_sql, false_params) = (q.query.sql_with_params() for q in (waits, false))
+        counted = f"(SELECT COUNT(*) FROM ({waits_sql}) AS waits)"
+        summed = f"(SELECT SUM(found.open_false_count) FROM ({false_sql}) AS found)"
+        return compiled.CompiledValues(f"SELECT {counted}, {summed}", (*waits_params, *false_params), ())
+
+    [(waits, false)] = compiled.kept(("open totals", seen.key), make).rows()
+    return waits, int(false or 0)
 
 
 # A settled false completion keeps its verdict; its latest verdict change is the settlement.

@@ -11,13 +11,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import connection
-from django.db.models import Exists, Min, OuterRef, Q
+from django.db.models import Exists, Min, OuterRef, Q, QuerySet
 from django.db.models.fields.json import KT
 
 from receipts.ingest import health as run_health
 from receipts.models import Handoff, Receipt
 from receipts.org.teams import EVERYTHING, Scope
-from receipts.queries import rollups
+from receipts.queries import compiled, rollups
+from receipts.queries.compiled import slot
 from receipts.queries.dashboard.counts import VERDICT_ORDER, in_progress_query
 
 SPARK_BUCKETS = 12
@@ -64,12 +65,9 @@ def window_stats(since: datetime, now: datetime, *, seen: Scope = EVERYTHING) ->
     else:
         edges = _bucket_edges(since, now)
         _live_counts(stats, since, edges, seen)
-    window = seen.apply(Handoff.objects.filter(created_at__gte=since), "run__")
-    # The JSON times as text (KT): no JSON decoding per value.
-    times = window.order_by("-created_at").values_list(
-        KT("created_part__at"), KT("destination_part__started_at"), "classified_at"
-    )[:DURATION_SAMPLE]
-    stats.handoff_p50, stats.handoff_p95 = _percentiles(_handoff_seconds(row) for row in times)
+    at = connection.ops.adapt_datetimefield_value(since)
+    times = compiled.once(("window durations", seen.key), lambda: _durations_query(seen), values=True).rows(since=at)
+    stats.handoff_p50, stats.handoff_p95 = _percentiles(_handoff_durations(times))
     waits = _waits_opened(since, seen)
     stats.waits_opened = len(waits)
     stats.wait_trend = _buckets([opened for opened, _ in waits], edges)
@@ -79,22 +77,35 @@ def window_stats(since: datetime, now: datetime, *, seen: Scope = EVERYTHING) ->
     return stats
 
 
+def _durations_query(seen: Scope) -> QuerySet:
+    """The newest `DURATION_SAMPLE` handoffs of the window (since the slot `since`): their times, the JSON ones as
+    text (KT: no JSON decoding per value)."""
+    window = seen.apply(Handoff.objects.filter(created_at__gte=slot("since")), "run__")
+    return window.order_by("-created_at").values_list(
+        KT("created_part__at"), KT("destination_part__started_at"), "classified_at"
+    )[:DURATION_SAMPLE]
+
+
 def _live_counts(stats: WindowStats, since: datetime, edges: list[datetime], seen: Scope) -> None:
     """One pass over the window's index range: every handoff, the problems, the problems per bucket.
 
     The ORM compiles only the window (its scope); the counts around it are SQL written once per process
     (`_counts_sql`): the ORM's fourteen filtered counts, built anew on every request, cost more CPU than the
     database spent counting (4.5 ms a render at 1M receipts)."""
-    window = (
-        seen.apply(Handoff.objects.filter(created_at__gte=since), "run__").order_by().values("created_at", "verdict")
-    )
-    sql, params = window.query.sql_with_params()
-    before, after = _counts_sql(len(edges))
+
+    def build() -> compiled.CompiledValues:
+        window = seen.apply(Handoff.objects.filter(created_at__gte=slot("since")), "run__")
+        sql, params = window.order_by().values("created_at", "verdict").query.sql_with_params()
+        before, after = _counts_sql(len(edges))
+        edge_slots = [compiled.parameter(f"edge{i}") for i in range(len(edges))]
+        bounds = [*(at for pair in itertools.pairwise(edge_slots) for at in pair), edge_slots[-1]]
+        unproblematic = [*run_health.UNPROBLEMATIC]
+        return compiled.CompiledValues(f"{before}{sql}{after}", (*bounds, *unproblematic, *params), ())
+
     adapt = connection.ops.adapt_datetimefield_value
-    bounds = [adapt(at) for pair in itertools.pairwise(edges) for at in pair] + [adapt(edges[-1])]
-    with connection.cursor() as cursor:
-        cursor.execute(f"{before}{sql}{after}", [*bounds, *run_health.UNPROBLEMATIC, *params])
-        n, problems, *trend = cursor.fetchone()
+    edge_values = {f"edge{i}": adapt(at) for i, at in enumerate(edges)}
+    counting = compiled.kept(("window counts", len(edges), seen.key), build)
+    [(n, problems, *trend)] = counting.rows(since=adapt(since), **edge_values)
     stats.handoffs, stats.problem_handoffs, stats.problem_trend = n, problems, trend
 
 
@@ -113,7 +124,7 @@ def _counts_sql(buckets: int) -> tuple[str, str]:
 
 
 def _rolled_counts(stats: WindowStats, since: datetime, edges: list[datetime], seen: Scope) -> None:
-    counted = rollups.window_counts(since, edges, seen=seen, also=in_progress_query(since, seen=seen))
+    counted = rollups.window_counts(since, edges, seen=seen, also=lambda at: in_progress_query(at, seen=seen))
     stats.in_progress = counted.extra
     problem = [v for v in VERDICT_ORDER if v not in run_health.UNPROBLEMATIC]
     stats.by_verdict = counted.by_verdict
@@ -127,15 +138,20 @@ def _waits_opened(since: datetime, seen: Scope) -> list[tuple[datetime, datetime
     window and none before it. Driven by the window's wait receipts (`receipt_waits_by_time_handoff`); the earlier
     ones are an anti-join (measured faster at 1M receipts than a lookup per receipt or the old
     all-receipts-of-those-handoffs grouping: 20 vs 25 and 22 ms server time for a 7-day window)."""
-    earlier = Receipt.objects.filter(handoff=OuterRef("handoff"), part="wait", recorded_at__lt=since)
-    in_window = seen.apply(Receipt.objects.filter(part="wait", recorded_at__gte=since), "handoff__run__")
-    return list(
-        in_window.filter(~Exists(earlier))
-        .order_by()
-        .values("handoff")
-        .annotate(opened=Min("recorded_at"), resolved=Min("recorded_at", filter=Q(payload__resolved=True)))
-        .values_list("opened", "resolved")[:WINDOW_ROW_LIMIT]
-    )
+
+    def build() -> QuerySet:
+        earlier = Receipt.objects.filter(handoff=OuterRef("handoff"), part="wait", recorded_at__lt=slot("since"))
+        in_window = seen.apply(Receipt.objects.filter(part="wait", recorded_at__gte=slot("since")), "handoff__run__")
+        return (
+            in_window.filter(~Exists(earlier))
+            .order_by()
+            .values("handoff")
+            .annotate(opened=Min("recorded_at"), resolved=Min("recorded_at", filter=Q(payload__resolved=True)))
+            .values_list("opened", "resolved")[:WINDOW_ROW_LIMIT]
+        )
+
+    at = connection.ops.adapt_datetimefield_value(since)
+    return compiled.once(("waits opened", seen.key), build, values=True).rows(since=at)
 
 
 def _bucket_edges(since: datetime, now: datetime) -> list[datetime]:
@@ -143,22 +159,28 @@ def _bucket_edges(since: datetime, now: datetime) -> list[datetime]:
     return [since + timedelta(seconds=width * i) for i in range(SPARK_BUCKETS)]
 
 
-def _handoff_seconds(row: tuple) -> float | None:
-    # created.at -> destination.started_at, or the time it was classified when no destination started.
-    created, started, classified = row
-    start, end = _parse_time(created), _parse_time(started) or classified
-    if start is None or end is None:
-        return None
-    return max((end - start).total_seconds(), 0.0)
-
-
-def _parse_time(value: object) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
+def _handoff_durations(rows: Iterable[tuple]) -> list[float]:
+    """Each row's seconds from created.at to destination.started_at, or to the time it was classified when no
+    destination started; none for a row whose times are not known. One loop over the sample (a live render's
+    thousand rows spent more in two function calls a row than in parsing)."""
+    parse, seconds = datetime.fromisoformat, []
+    for created, started, classified in rows:
+        if not isinstance(created, str):
+            continue
+        try:
+            start = parse(created.replace("Z", "+00:00"))
+        except ValueError:
+            continue
+        end = None
+        if isinstance(started, str):
+            try:
+                end = parse(started.replace("Z", "+00:00"))
+            except ValueError:
+                end = None
+        end = end or classified
+        if end is not None:
+            seconds.append(max((end - start).total_seconds(), 0.0))
+    return seconds
 
 
 def _buckets(times: Iterable[datetime], edges: list[datetime]) -> list[int]:
