@@ -24,6 +24,7 @@ from operator import attrgetter, itemgetter
 
 import orjson
 from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db.models import Field, Model
 from psycopg.types.json import Jsonb
 
 
@@ -96,12 +97,7 @@ def _insert(model, objs: list, suffix: str) -> list[tuple]:
 def _insert_sql(model, objs: list) -> tuple[str, str]:
     sql, shape = _insert_statement(model)
     fields = shape.fields
-    rows = [
-        [obj[field.attname] for field in fields]
-        if isinstance(obj, Mapping)
-        else [field.pre_save(obj, True) for field in fields]
-        for obj in objs
-    ]
+    rows = [shape.inserted(obj) if isinstance(obj, Model) else [obj[field.attname] for field in fields] for obj in objs]
     return sql, shape.document(rows)
 
 
@@ -175,7 +171,7 @@ def _instances(model, objs: list) -> list:
 def _update_sql(model, objs: list, names: Sequence[str], add: str | None = None) -> tuple[str, str]:
     sql, shape = _update_statement(model, tuple(names), add)
     values, attributes = shape.values, shape.attributes
-    return sql, shape.document([values(obj) if isinstance(obj, Mapping) else attributes(obj) for obj in objs])
+    return sql, shape.document([attributes(obj) if isinstance(obj, Model) else values(obj) for obj in objs])
 
 
 @functools.cache
@@ -210,6 +206,15 @@ class _Shape:
         # A row's values in the fields' order, from a mapping of attnames or from an object's attributes.
         self.values = _each(itemgetter, attnames)
         self.attributes = _each(attrgetter, attnames)
+        # The fields whose value as saved is not simply the attribute's (auto_now, auto_now_add): `inserted`.
+        self._saved = [(i, field) for i, field in enumerate(fields) if type(field).pre_save is not Field.pre_save]
+
+    def inserted(self, obj) -> list:
+        """The object's row as an INSERT saves it: each field's `pre_save` value (which may set the attribute)."""
+        row = list(self.attributes(obj))
+        for i, field in self._saved:
+            row[i] = field.pre_save(obj, True)
+        return row
 
     def document(self, rows: Iterable[Sequence]) -> str:
         """The rows as one JSON array of objects keyed by column, each value as its field prepares it for saving.
