@@ -10,7 +10,6 @@ from dataclasses import fields
 from datetime import datetime
 from functools import partial
 
-from django.db import transaction
 from django.utils import timezone
 
 from receipts import verdicts
@@ -173,4 +172,4 @@ def publish_after_commit(handoff: Handoff, part: str, now: datetime) -> None:
         "at": now.isoformat(),
     }
     batches.sequenced(run, event)
-    transaction.on_commit(partial(broadcast.publish, event))
+    batches.after_commit(partial(broadcast.publish, event))
