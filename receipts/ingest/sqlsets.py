@@ -97,6 +97,8 @@ def _insert(model, objs: list, suffix: str) -> list[tuple]:
 def _insert_sql(model, objs: list) -> tuple[str, str]:
     sql, shape = _insert_statement(model)
     fields = shape.fields
+    if not any(isinstance(obj, Model) for obj in objs) and (document := shape.mapped(objs)) is not None:
+        return sql, document
     rows = [shape.inserted(obj) if isinstance(obj, Model) else [obj[field.attname] for field in fields] for obj in objs]
     return sql, shape.document(rows)
 
@@ -204,6 +206,7 @@ class _Shape:
         self._aware = [field.get_internal_type() == "DateTimeField" for field in fields]
         attnames = [field.attname for field in fields]
         # A row's values in the fields' order, from a mapping of attnames or from an object's attributes.
+        self._named_as_columns = attnames == self._columns
         self.values = _each(itemgetter, attnames)
         self.attributes = _each(attrgetter, attnames)
         # The fields whose value as saved is not simply the attribute's (auto_now, auto_now_add): `inserted`.
@@ -215,6 +218,21 @@ class _Shape:
         for i, field in self._saved:
             row[i] = field.pre_save(obj, True)
         return row
+
+    def mapped(self, rows: Sequence[Mapping]) -> str | None:
+        """`document` of rows given as mappings of every field's attname, written as they are (no row rebuilt)
+        where that is the same document: each mapping a dict of exactly the fields, their attnames the columns'
+        names, every value kept as it is (`_kept`); None otherwise. A missing field raises KeyError, as there."""
+        if not self._named_as_columns or any(type(row) is not dict or len(row) != len(self.fields) for row in rows):
+            return None
+        for name, kept, aware in zip(self._columns, self._kept, self._aware, strict=True):
+            values = list(map(itemgetter(name), rows))
+            if not kept(frozenset(map(type, values))) or (aware and not _all_aware(values)):
+                return None
+        try:
+            return orjson.dumps(rows).decode()
+        except orjson.JSONEncodeError:
+            return None
 
     def document(self, rows: Iterable[Sequence]) -> str:
         """The rows as one JSON array of objects keyed by column, each value as its field prepares it for saving.
@@ -245,7 +263,10 @@ def _each(getter: Callable, names: Sequence[str]) -> Callable[[object], tuple]:
 
 
 def _all_aware(values: Sequence) -> bool:
-    return None not in {value.tzinfo for value in values if value is not None}
+    return None not in set(map(_tzinfo, filter(None, values)))  # None is SQL NULL; a datetime is never false
+
+
+_tzinfo = attrgetter("tzinfo")
 
 
 def _iso(value: object) -> str:
@@ -292,7 +313,7 @@ def _kept(field) -> Callable[[frozenset[type]], bool]:
 
     @functools.cache
     def kept_as_they_are(types: frozenset[type]) -> bool:
-        return types <= kept or (text and all(issubclass(kind, str) or kind in kept for kind in types))
+        return types <= kept or (text and all(issubclass(found, str) or found in kept for found in types))
 
     return kept_as_they_are
 
