@@ -24,7 +24,6 @@ from operator import attrgetter, itemgetter
 
 import orjson
 from django.db import DEFAULT_DB_ALIAS, connection, connections
-from django.db.models import Field, Model
 from psycopg.types.json import Jsonb
 
 
@@ -97,9 +96,9 @@ def _insert(model, objs: list, suffix: str) -> list[tuple]:
 def _insert_sql(model, objs: list) -> tuple[str, str]:
     sql, shape = _insert_statement(model)
     fields = shape.fields
-    if not any(isinstance(obj, Model) for obj in objs) and (document := shape.mapped(objs)) is not None:
+    if not any(isinstance(obj, model) for obj in objs) and (document := shape.mapped(objs)) is not None:
         return sql, document
-    rows = [shape.inserted(obj) if isinstance(obj, Model) else [obj[field.attname] for field in fields] for obj in objs]
+    rows = [shape.inserted(obj) if isinstance(obj, model) else [obj[field.attname] for field in fields] for obj in objs]
     return sql, shape.document(rows)
 
 
@@ -173,7 +172,7 @@ def _instances(model, objs: list) -> list:
 def _update_sql(model, objs: list, names: Sequence[str], add: str | None = None) -> tuple[str, str]:
     sql, shape = _update_statement(model, tuple(names), add)
     values, attributes = shape.values, shape.attributes
-    return sql, shape.document([attributes(obj) if isinstance(obj, Model) else values(obj) for obj in objs])
+    return sql, shape.document([attributes(obj) if isinstance(obj, model) else values(obj) for obj in objs])
 
 
 @functools.cache
@@ -199,6 +198,8 @@ class _Shape:
     """The fields of a statement's rows, and how each value of them is written into its JSON document."""
 
     def __init__(self, fields: Sequence) -> None:
+        from django.db.models import Field
+
         self.fields = list(fields)
         self._columns = [field.column for field in fields]
         self._converters = [_converter(field) for field in fields]
