@@ -38,6 +38,7 @@ class Batch:
     stored: dict[int, set[tuple[str, str]]] = field(default_factory=dict)  # handoff pk -> (part, attempt)s
     receipts: list[dict] = field(default_factory=list)  # rows (`parts.receipt_row`) inserted together at the end
     events: dict[int, tuple[Run, list[dict]]] = field(default_factory=dict)  # run pk -> events awaiting a seq
+    db: object = None  # this thread's connection (a BaseDatabaseWrapper), looked up once (`after_commit`)
     stale: dict[int, tuple[Run, datetime | None]] = field(default_factory=dict)  # runs whose health to refresh
     latest: dict[str, str | None] = field(default_factory=dict)  # operation id -> its latest handoff's id
     dirty: dict[int, dict[str, object]] = field(default_factory=dict)  # run pk -> fields to write at the end
@@ -272,6 +273,18 @@ def sequenced(run: Run, event: dict) -> None:
         event["seq"] = next_seq(run)
     else:
         found.events.setdefault(run.pk, (run, []))[1].append(event)
+
+
+def after_commit(func: Callable[[], object]) -> None:
+    """`transaction.on_commit(func)`; in a batch on its connection looked up once (per receipt, looking it up
+    cost as much as the rest of announcing the receipt's event)."""
+    found = current()
+    if found is None:
+        transaction.on_commit(func)
+        return
+    if found.db is None:
+        found.db = transaction.get_connection()
+    found.db.on_commit(func)
 
 
 def latest_handoff_id(operation_id: str) -> str | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -37,9 +37,8 @@ from receipts.verdicts import bundle
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class _Part:
-    """A part entry that passed its checks: where it goes, its minimized value."""
+class _Part(NamedTuple):
+    """A part entry that passed its checks: where it goes, its minimized value (a tuple: one per receipt)."""
 
     index: int
     handoff_id: str

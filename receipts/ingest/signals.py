@@ -47,12 +47,13 @@ class HandoffState:
     @classmethod
     def of(cls, handoff) -> HandoffState:
         wait = handoff.wait_part or {}
+        # By position (verdict, wait_open, wait_owner, wait_resolution, due): made once per part recorded.
         return cls(
-            verdict=handoff.verdict or "",
-            wait_open=bool(handoff.wait_open),
-            wait_owner=handoff.wait_owner or "",
-            wait_resolution=str(wait.get("resolution") or ""),
-            due=due_part(handoff) or "",
+            handoff.verdict or "",
+            bool(handoff.wait_open),
+            handoff.wait_owner or "",
+            str(wait.get("resolution") or ""),
+            due_part(handoff) or "",
         )
 
     @property

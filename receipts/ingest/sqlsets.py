@@ -1,8 +1,9 @@
 """Set-based writes the ORM does not offer cheaply: many rows in one INSERT, many rows' values in one UPDATE.
 
-On PostgreSQL the rows travel as one JSON document, read back by `jsonb_populate_recordset` with the table's
-own row type (each value converted to its column's type by the server, lengths checked as on INSERT):
-one parameter to send instead of one per value. The ORM's `bulk_create` sends `UNNEST` arrays that the
+On PostgreSQL the rows travel as one JSON document (written by orjson, column by column where the values need
+no preparation: `_Shape.document`), read back by `jsonb_populate_recordset` with the table's own row type (each
+value converted to its column's type by the server, lengths checked as on INSERT): one parameter to send instead
+of one per value. The ORM's `bulk_create` sends `UNNEST` arrays that the
 client-side cursor quotes element by element, and `bulk_update` a CASE WHEN per field and row: either
 costs the recording process more CPU than PostgreSQL spends storing the rows. Other databases keep
 `bulk_create` and `bulk_update` (correct, slower).
@@ -17,9 +18,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import date, datetime
+from operator import attrgetter, itemgetter
 
+import orjson
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from psycopg.types.json import Jsonb
 
@@ -93,12 +96,9 @@ def _insert(model, objs: list, suffix: str) -> list[tuple]:
 def _insert_sql(model, objs: list) -> tuple[str, str]:
     sql, shape = _insert_statement(model)
     fields = shape.fields
-    rows = [
-        [obj[field.attname] for field in fields]
-        if isinstance(obj, Mapping)
-        else [field.pre_save(obj, True) for field in fields]
-        for obj in objs
-    ]
+    if not any(isinstance(obj, model) for obj in objs) and (document := shape.mapped(objs)) is not None:
+        return sql, document
+    rows = [shape.inserted(obj) if isinstance(obj, model) else [obj[field.attname] for field in fields] for obj in objs]
     return sql, shape.document(rows)
 
 
@@ -171,12 +171,8 @@ def _instances(model, objs: list) -> list:
 
 def _update_sql(model, objs: list, names: Sequence[str], add: str | None = None) -> tuple[str, str]:
     sql, shape = _update_statement(model, tuple(names), add)
-    attnames = [field.attname for field in shape.fields]
-    rows = [
-        [obj[name] for name in attnames] if isinstance(obj, Mapping) else [getattr(obj, name) for name in attnames]
-        for obj in objs
-    ]
-    return sql, shape.document(rows)
+    values, attributes = shape.values, shape.attributes
+    return sql, shape.document([attributes(obj) if isinstance(obj, model) else values(obj) for obj in objs])
 
 
 @functools.cache
@@ -202,22 +198,84 @@ class _Shape:
     """The fields of a statement's rows, and how each value of them is written into its JSON document."""
 
     def __init__(self, fields: Sequence) -> None:
+        from django.db.models import Field
+
         self.fields = list(fields)
         self._columns = [field.column for field in fields]
         self._converters = [_converter(field) for field in fields]
+        self._kept = [_kept(field) for field in fields]
+        self._aware = [field.get_internal_type() == "DateTimeField" for field in fields]
+        attnames = [field.attname for field in fields]
+        # A row's values in the fields' order, from a mapping of attnames or from an object's attributes.
+        self._named_as_columns = attnames == self._columns
+        self.values = _each(itemgetter, attnames)
+        self.attributes = _each(attrgetter, attnames)
+        # The fields whose value as saved is not simply the attribute's (auto_now, auto_now_add): `inserted`.
+        self._saved = [(i, field) for i, field in enumerate(fields) if type(field).pre_save is not Field.pre_save]
+
+    def inserted(self, obj) -> list:
+        """The object's row as an INSERT saves it: each field's `pre_save` value (which may set the attribute)."""
+        row = list(self.attributes(obj))
+        for i, field in self._saved:
+            row[i] = field.pre_save(obj, True)
+        return row
+
+    def mapped(self, rows: Sequence[Mapping]) -> str | None:
+        """`document` of rows given as mappings of every field's attname, written as they are (no row rebuilt)
+        where that is the same document: each mapping a dict of exactly the fields, their attnames the columns'
+        names, every value kept as it is (`_kept`); None otherwise. A missing field raises KeyError, as there."""
+        if not self._named_as_columns or any(type(row) is not dict or len(row) != len(self.fields) for row in rows):
+            return None
+        for name, kept, aware in zip(self._columns, self._kept, self._aware, strict=True):
+            values = list(map(itemgetter(name), rows))
+            if not kept(frozenset(map(type, values))) or (aware and not _all_aware(values)):
+                return None
+        try:
+            return orjson.dumps(rows).decode()
+        except orjson.JSONEncodeError:
+            return None
 
     def document(self, rows: Iterable[Sequence]) -> str:
-        """The rows as one JSON array of objects keyed by column, each value as its field prepares it for saving."""
-        columns, converters = self._columns, self._converters
-        found = [
-            {
-                # None is SQL NULL for every field.
-                column: value if value is None else convert(value)
-                for column, convert, value in zip(columns, converters, row, strict=True)
-            }
-            for row in rows
-        ]
-        return json.dumps(found, ensure_ascii=False, separators=(",", ":"))
+        """The rows as one JSON array of objects keyed by column, each value as its field prepares it for saving.
+
+        Column by column: a column whose every value goes into JSON as it is (`_kept`: what `_converter` would
+        give unchanged, or an aware datetime or a date, which orjson writes in ISO 8601 as `_converter` does) is
+        taken whole; any other goes value by value through its converter. A document orjson cannot write (an
+        integer beyond 64 bits, a key that is not text) is written by the standard library's encoder instead.
+        """
+        rows = list(rows)
+        columns = list(zip(*rows, strict=True)) or [() for _ in self._columns]
+        for i, (values, convert, kept, aware) in enumerate(
+            zip(columns, self._converters, self._kept, self._aware, strict=True)
+        ):
+            if not kept(frozenset(map(type, values))) or (aware and not _all_aware(values)):
+                columns[i] = [value if value is None else convert(value) for value in values]
+        found = [dict(zip(self._columns, row, strict=True)) for row in zip(*columns, strict=True)] if rows else []
+        try:
+            return orjson.dumps(found).decode()
+        except orjson.JSONEncodeError:
+            return json.dumps(found, ensure_ascii=False, separators=(",", ":"), default=_iso)
+
+
+def _each(getter: Callable, names: Sequence[str]) -> Callable[[object], tuple]:
+    """`getter(*names)`, giving a tuple for one name too."""
+    found = getter(*names)
+    return found if len(names) > 1 else lambda obj: (found(obj),)
+
+
+def _all_aware(values: Sequence) -> bool:
+    return None not in set(map(_tzinfo, filter(None, values)))  # None is SQL NULL; a datetime is never false
+
+
+_tzinfo = attrgetter("tzinfo")
+
+
+def _iso(value: object) -> str:
+    """What orjson writes for the values `_kept` lets through that the standard library's encoder cannot."""
+    if isinstance(value, date):  # an aware datetime (`_all_aware`) or a date
+        return value.isoformat()
+    msg = f"Object of type {type(value).__name__} is not JSON serializable"
+    raise TypeError(msg)
 
 
 # Fields whose value of exactly this type is prepared for saving as itself (an int as psycopg's Int4 or
@@ -234,6 +292,31 @@ _PLAIN = {
     "AutoField": int,
     "BigAutoField": int,
 }
+_DOCUMENT = (dict, list, str, int, bool)  # a JSON field's value that is its document as it is
+
+
+def _kept(field) -> Callable[[frozenset[type]], bool]:
+    """Whether values of these types go into the JSON document as they are (None is SQL NULL for every field):
+    those `_converter` returns unchanged, datetimes (aware ones: `_Shape.document` checks) and dates, which
+    orjson writes as `_converter` does, and for a text field any text (a choice's enum member is prepared for
+    saving as itself, and written as its text)."""
+    kind = field.get_internal_type()
+    kept = {type(None)}
+    if kind in _PLAIN:
+        kept.add(_PLAIN[kind])
+    elif kind == "DateTimeField":
+        kept.add(datetime)
+    elif kind == "DateField":
+        kept.add(date)
+    elif kind == "JSONField" and field.encoder is None:
+        kept.update(_DOCUMENT)
+    text = kind in ("CharField", "TextField")
+
+    @functools.cache
+    def kept_as_they_are(types: frozenset[type]) -> bool:
+        return types <= kept or (text and all(issubclass(found, str) or found in kept for found in types))
+
+    return kept_as_they_are
 
 
 def _converter(field):
@@ -254,7 +337,7 @@ def _converter(field):
     if kind == "DateField":
         return lambda value: value.isoformat() if type(value) is date else slow(value)
     if kind == "JSONField" and field.encoder is None:
-        return lambda value: value if type(value) in (dict, list, str, int, bool) else slow(value)
+        return lambda value: value if type(value) in _DOCUMENT else slow(value)
     return slow
 
 

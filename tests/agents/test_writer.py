@@ -3,6 +3,7 @@ without the agent waiting on the database, and nothing is lost quietly."""
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 import time
@@ -16,7 +17,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from sidewisp_agent import writer as package_writer  # the one writer; the server module re-exports it
 from sidewisp_agent.elsewhere import Elsewhere
 
-from agents.observe import writer
+from agents.observe import database, writer
 from receipts.ingest.intake import PartEntry, ReportEntry
 from receipts.models import ContractVersion, Handoff, MiddlewareReport, Receipt
 from tests.agents import teams
@@ -226,3 +227,45 @@ def test_a_forked_child_starts_its_own_writer():
     os.waitpid(pid, 0)
     assert os.read(read, 16) == b"fresh"
     assert writer.get() is buffer
+
+
+def test_a_batch_is_written_with_the_garbage_collector_paused_then_resumed(contracts, monkeypatch):
+    # Issue 32 §2: collections set off by a batch's short-lived objects cost about a tenth of the writer's CPU.
+    collecting: list[bool] = []
+    real_apply = database.intake.apply
+    monkeypatch.setattr(
+        database.intake, "apply", lambda entries: collecting.append(gc.isenabled()) or real_apply(entries)
+    )
+
+    writer.LocalSink().write([_part("h-gc", "created")])
+    resumed = gc.isenabled()
+    gc.disable()  # someone else's choice: a batch leaves it as it was
+    try:
+        writer.LocalSink().write([_part("h-gc", "reduced")])
+        left_off = not gc.isenabled()
+    finally:
+        gc.enable()
+
+    assert collecting == [False, False]
+    assert resumed and left_off
+    assert Receipt.objects.filter(handoff__handoff_id="h-gc").count() == 2
+
+
+def test_a_child_forked_while_a_batch_is_written_collects_garbage(contracts, monkeypatch):
+    found: list[bytes] = []
+
+    def fork_meanwhile(entries):
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: the batch that paused the collector goes on in the parent only
+            os.write(write, b"on" if gc.isenabled() else b"off")
+            os._exit(0)
+        os.waitpid(pid, 0)
+        found.append(os.read(read, 16))
+
+    monkeypatch.setattr(database.intake, "apply", fork_meanwhile)
+
+    writer.LocalSink().write([_part("h-gc-fork", "created")])
+
+    assert found == [b"on"]
+    assert gc.isenabled()

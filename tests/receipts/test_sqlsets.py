@@ -99,3 +99,20 @@ def test_rows_given_as_mappings_are_stored_as_the_objects_would_be() -> None:
 
     assert_stored_alike(ours, orms)
     assert Receipt.objects.filter(handoff=ours).count() == 3 and VerdictChange.objects.filter(handoff=ours).exists()
+
+
+def test_a_document_orjson_cannot_write_is_stored_as_the_orm_stores_it() -> None:
+    # An integer beyond 64 bits and a key that is not text: written by the standard library's encoder instead.
+    beyond = {"big": 2**70, "small": -(2**70), 7: "a number as key"}
+    handoffs = []
+    for tag, insert in (("e", rows_insert), ("f", orm_insert)):
+        run = Run.objects.create(operation_id=f"op-{tag}", thread_id=f"op-{tag}")
+        handoff = Handoff.objects.create(handoff_id=f"h-{tag}", run=run, verdict="ROUTE_REJECTED")
+        receipt = Receipt(handoff=handoff, part="created", attempt="1", payload=beyond, recorded_at=AT)
+        receipt.fill_handoff_month()
+        insert(Receipt, [receipt])
+        handoffs.append(handoff)
+
+    ours, orms = (Receipt.objects.get(handoff=handoff) for handoff in handoffs)
+    assert ours.payload == orms.payload == {"big": 2**70, "small": -(2**70), "7": "a number as key"}
+    assert (ours.recorded_at, ours.handoff_month) == (orms.recorded_at, orms.handoff_month)
