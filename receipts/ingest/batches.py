@@ -46,6 +46,19 @@ class Batch:
     rewrite_fields: set[str] = field(default_factory=set)  # the fields of them to write
     history: list[dict] = field(default_factory=list)  # verdict history rows (`parts.history_row`), inserted at the end
     changes: list = field(default_factory=list)  # `signals.Change`s, sent at the end once their rows are written
+    redo: bool = False  # set by `redoable`: new handoffs are inserted at the end, classified
+    savepoint: str | None = None  # where a redone batch starts again (`savepoint`), kept until commit
+    announced: int = 0  # how many after-commit callbacks the transaction had at the savepoint
+    raced: set[str] = field(default_factory=set)  # handoff ids a previous attempt found taken: read them back
+    create: dict[int, Handoff] = field(default_factory=dict)  # pk -> a new handoff to insert whole at the end
+
+
+class Raced(Exception):
+    """New handoffs another writer created after the batch looked for them: its savepoint was rolled back."""
+
+    def __init__(self, handoff_ids: set[str]) -> None:
+        super().__init__(f"{len(handoff_ids)} handoff(s) created meanwhile")
+        self.handoff_ids = handoff_ids
 
 
 _local = threading.local()
@@ -70,15 +83,54 @@ def batch() -> Iterator[None]:
     try:
         yield
         # The handoffs' rows are locked by this transaction: writing every changed field of each from memory is
-        # what each change would have written. One round trip with the history and the receipts.
-        handoffs = (Handoff, found.rewrite.values(), sorted(found.rewrite_fields))
+        # what each change would have written. One round trip with the history and the receipts, the new
+        # handoffs inserted in it whole (their keys taken before: `setwise`).
+        rewrite = [handoff for pk, handoff in found.rewrite.items() if pk not in found.create]
+        handoffs = (Handoff, rewrite, sorted(found.rewrite_fields))
+        new = (Handoff, found.create.values()) if found.create else None
         with sqlsets.together():  # the writes, then what the runs' health is judged from: one round trip
-            sqlsets.write_together([handoffs], [(VerdictChange, found.history), (Receipt, found.receipts)])
+            made = sqlsets.write_together([handoffs], [(VerdictChange, found.history), (Receipt, found.receipts)], new)
             judged = healthsets.read(found.stale)
+        if raced := {handoff.handoff_id for pk, handoff in found.create.items() if pk not in made}:
+            # Another writer created them after this batch looked: nothing of this batch is kept (its events
+            # neither), its caller redoes it with those handoffs read back as found.
+            connection.savepoint_rollback(found.savepoint)
+            del connection.run_on_commit[found.announced :]  # this batch's events: never sent
+            raise Raced(raced)
         signals.send_changes(found.changes)  # receivers read the rows as they now are
         runwrites.finish(found, judged)
     finally:
         _local.batch = None
+
+
+def redoable(raced: Iterable[str] = ()) -> None:
+    """Let the current batch insert its new handoffs once, classified, at its end: its caller redoes it
+    whole if another writer created one of them meanwhile (`Raced`). Call after `prefetch`, before anything of
+    the batch is written; `savepoint` must then precede its first write (`writes_now` else). `raced`: handoff
+    ids a previous attempt found taken, read back locked when the batch does not find them (`setwise`).
+    PostgreSQL only (elsewhere the new handoffs are inserted when first met, then updated: nothing to redo),
+    not in autocommit.
+    """
+    found = current()
+    found.raced = set(raced)
+    found.redo = connection.vendor == "postgresql" and connection.in_atomic_block
+
+
+def writes_now() -> None:
+    """The current batch writes a row now (an entry that is not a part): a redoable batch whose savepoint is not
+    open yet inserts its handoffs as it meets them from now on (its savepoint would cost a round trip alone)."""
+    found = current()
+    if found.savepoint is None:
+        found.redo = False
+
+
+def savepoint() -> None:
+    """Open the savepoint a redoable batch (`redoable`) is rolled back to, unless open already: sent now (inside
+    a `sqlsets.together` block, with the statements after it). Nothing for another batch."""
+    found = current()
+    if found.redo and found.savepoint is None:
+        found.savepoint = connection.savepoint()
+        found.announced = len(connection.run_on_commit)  # the after-commit work registered before it
 
 
 def prefetch(

@@ -61,8 +61,15 @@ def record_parts(entries: Sequence) -> list[bool]:
         parts = _checked(entries, parse)
         if not parts:
             return stored
-        _create_runs({p.operation_id for p in parts} - set(batches.current().runs))
-        fresh = _create_handoffs(parts)
+        current = batches.current()
+        new = _new_handoffs(parts)
+        # A batch that can be redone takes the new handoffs' keys now and inserts them at its end (`batches.redoable`).
+        count = len(new.keys() - current.raced) if current.redo else None
+        with sqlsets.together():  # its savepoint, the new runs and those keys: one round trip
+            if count:
+                batches.savepoint()
+            keys = _create_runs({p.operation_id for p in parts} - set(current.runs), count)
+            fresh = _create_handoffs(new, keys)
         changed, history, changes = _applied(parts, fresh, stored, parse)
         # Written, and the signal sent, at the end of the batch with its other rows (receipts.ingest.batches).
         batches.changed_handoffs(changed.values(), _fields_of(parts), history, changes)
@@ -143,15 +150,27 @@ def _latest(operation_id: str) -> str | None:
     return current.latest[operation_id]
 
 
-def _create_runs(operation_ids: set[str]) -> None:
+def _create_runs(operation_ids: set[str], keys: int | None = None) -> list[int] | None:
     """Create the runs no batch entry found (one INSERT); read back locked those another transaction created
-    meanwhile; refuse another side's."""
-    if not operation_ids:
-        return
-    current = batches.current()
+    meanwhile; refuse another side's. With `keys`, that many new handoff keys taken in the same statement
+    (`sqlsets.insert_new`), returned (None without)."""
     side = namespace()  # issue 29 §4: the run is keyed by the side's namespace and the id
     new = [Run(operation_id=op, thread_id=op, source=Run.Source.AGENT, source_name=side) for op in operation_ids]
-    found = {run.operation_id: run for run in sqlsets.insert_new(Run, new, "operation_id")}
+    taken = None
+    if keys is not None:
+        made, taken = sqlsets.insert_new(Run, new, "operation_id", keys=(Handoff, keys))
+    else:
+        made = sqlsets.insert_new(Run, new, "operation_id")
+    if operation_ids:
+        _found_runs(operation_ids, made)
+    return taken
+
+
+def _found_runs(operation_ids: set[str], made: list[Run]) -> None:
+    """Keep the runs `_create_runs` made, and those another transaction created meanwhile (read back locked)."""
+    current = batches.current()
+    side = namespace()
+    found = {run.operation_id: run for run in made}
     current.made.update(run.pk for run in found.values())  # not those read back below: another's
     if missing := operation_ids - set(found):
         raced = Run.objects.select_for_update().filter(source_name=side, operation_id__in=missing)
@@ -165,23 +184,40 @@ def _create_runs(operation_ids: set[str]) -> None:
     current.runs.update(found)
 
 
-def _create_handoffs(parts: Iterable[_Part]) -> set[int]:
-    """Create the handoffs no batch entry found (one INSERT); the pks of those this made.
+def _new_handoffs(parts: Iterable[_Part]) -> dict[str, str]:
+    """The handoffs no batch entry found: handoff id -> operation id, in the order first met."""
+    current = batches.current()
+    return {p.handoff_id: p.operation_id for p in parts if p.handoff_id not in current.handoffs}
 
-    A handoff another transaction created meanwhile is read back locked and taken as found (its stored parts
-    read too).
+
+def _create_handoffs(new: dict[str, str], keys: list[int] | None) -> set[int]:
+    """Create the handoffs `new` (handoff id -> operation id); the pks of those this made.
+
+    With `keys` (theirs, from the sequence: the batch can be redone, `batches.redoable`)
+    they are made in memory, and inserted whole, classified, at the end of the batch (`batches.batch`), which is
+    redone if another writer created one of them meanwhile; those a previous attempt found taken
+    (`batches.Batch.raced`) are read back locked. Else they are inserted now (one INSERT), and a handoff another
+    transaction created meanwhile is read back locked. Either way one read back is taken as found (its stored
+    parts read too).
     """
     current = batches.current()
-    wanted = {p.handoff_id: current.runs[p.operation_id] for p in parts if p.handoff_id not in current.handoffs}
+    wanted = {hid: current.runs[op] for hid, op in new.items()}
     if not wanted:
         return set()
-    new = [
+    new_handoffs = [
         Handoff(
             handoff_id=hid, source_name=run.source_name, run=run, verdict="ROUTE_REJECTED", settled_at=ended_at(run)
         )
         for hid, run in wanted.items()
+        if keys is None or hid not in current.raced
     ]
-    made = sqlsets.insert_new(Handoff, new, "handoff_id")
+    if keys is None:
+        made = sqlsets.insert_new(Handoff, new_handoffs, "handoff_id")
+    else:
+        for handoff, pk in zip(new_handoffs, keys, strict=True):
+            handoff.pk = pk  # the row is inserted at the end of the batch, whole
+            current.create[pk] = handoff
+        made = new_handoffs
     found = sorted(made, key=lambda handoff: handoff.pk)
     if missing := set(wanted) - {handoff.handoff_id for handoff in made}:
         raced = Handoff.objects.filter(source_name=namespace(), handoff_id__in=missing)

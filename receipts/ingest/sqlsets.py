@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import date, datetime
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
@@ -42,6 +42,29 @@ def together() -> Iterator[None]:
         yield
 
 
+def new_keys(model, count: int) -> Callable[[], list[int]]:
+    """`count` new primary keys of `model` from its sequence (PostgreSQL): asked now (inside `together`, with the
+    statements around it), a function giving them once fetched. Rows given these keys are inserted whole later
+    (`write_together`'s `new`): their children can refer to them before."""
+    if not count:
+        return list
+    cursor = connection.cursor()
+    cursor.execute(_KEYS, _keys_params(model, count))
+
+    def fetched() -> list[int]:
+        with cursor:
+            return [key for (key,) in cursor.fetchall()]
+
+    return fetched
+
+
+_KEYS = "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)"
+
+
+def _keys_params(model, count: int) -> list:
+    return [model._meta.db_table, model._meta.pk.column, count]
+
+
 def insert_rows(model, objs: Iterable, *, ignore_conflicts: bool = False) -> None:
     """Insert `objs` (new rows of `model`, their primary keys left to the database) in one statement.
 
@@ -56,30 +79,51 @@ def insert_rows(model, objs: Iterable, *, ignore_conflicts: bool = False) -> Non
     _insert(model, objs, " ON CONFLICT DO NOTHING" if ignore_conflicts else "")
 
 
-def insert_new(model, objs: Iterable, key: str) -> list:
+def insert_new(model, objs: Iterable, key: str, *, keys: tuple | None = None) -> list | tuple[list, list[int]]:
     """Insert those of `objs` (new rows of `model`) no unique field of which is taken yet, in one statement;
     the objects inserted, their primary keys set (matched by `key`, a unique field): as a read back would give
     them, for models whose every column the insert writes (no database default, no trigger changing the row).
 
     On PostgreSQL (`INSERT … ON CONFLICT DO NOTHING RETURNING`). Elsewhere `bulk_create` ignores the
-    conflicts and sets no primary key: no object is returned, read them back.
+    conflicts and sets no primary key: no object is returned, read them back. `keys` (a model, a count),
+    PostgreSQL only: the same statement also takes that many new primary keys of that model (`new_keys`), and
+    the result is (the objects inserted, the keys).
     """
     objs = list(objs)
-    if not objs:
-        return []
+    count = keys[1] if keys else 0
+    if not objs and not count:
+        return ([], []) if keys else []
     if connection.vendor != "postgresql":
         model.objects.bulk_create(objs, ignore_conflicts=True)
         return []
     meta = model._meta
     column, pk = _quoted(meta.get_field(key).column), _quoted(meta.pk.column)
-    inserted = dict(_insert(model, objs, f" ON CONFLICT DO NOTHING RETURNING {column}, {pk}"))
+    returning = f" ON CONFLICT DO NOTHING RETURNING {column}, {pk}"
+    if not count:
+        rows = _insert(model, objs, returning)
+    elif not objs:
+        rows = _rows(_KEYS.replace("SELECT ", "SELECT NULL, ", 1), _keys_params(*keys))
+    else:
+        sql, document = _insert_sql(model, objs)
+        keyed = _KEYS.replace("SELECT ", "SELECT NULL, ", 1)
+        rows = _rows(
+            f"WITH w AS ({sql}{returning}) SELECT {column}, {pk} FROM w UNION ALL {keyed}",
+            [document, *_keys_params(*keys)],
+        )
+    inserted = dict(row for row in rows if row[0] is not None)
     found = []
     for obj in objs:
         if (value := inserted.get(getattr(obj, key))) is not None:
             obj.pk = value
             obj._state.adding, obj._state.db = False, DEFAULT_DB_ALIAS  # as `from_db` leaves a row read back
             found.append(obj)
-    return found
+    return (found, [pk for name, pk in rows if name is None]) if keys else found
+
+
+def _rows(sql: str, params: list) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
 
 
 def _insert(model, objs: list, suffix: str) -> list[tuple]:
@@ -87,11 +131,11 @@ def _insert(model, objs: list, suffix: str) -> list[tuple]:
     sql, document = _insert_sql(model, objs)
     with connection.cursor() as cursor:
         cursor.execute(sql + suffix, [document])
-        return cursor.fetchall() if cursor.description else []
+        return cursor.fetchall() if "RETURNING" in suffix else []  # no description before a pipeline's sync
 
 
-def _insert_sql(model, objs: list) -> tuple[str, str]:
-    sql, shape = _insert_statement(model)
+def _insert_sql(model, objs: list, *, keyed: bool = False) -> tuple[str, str]:
+    sql, shape = _insert_statement(model, keyed)
     fields = shape.fields
     rows = [
         [obj[field.attname] for field in fields]
@@ -103,40 +147,56 @@ def _insert_sql(model, objs: list) -> tuple[str, str]:
 
 
 @functools.cache
-def _insert_statement(model) -> tuple[str, _Shape]:
-    """`_insert_sql`'s statement and the rows' shape (every concrete field but the primary key), built once."""
+def _insert_statement(model, keyed: bool = False) -> tuple[str, _Shape]:
+    """`_insert_sql`'s statement and the rows' shape (every concrete field but the primary key, unless `keyed`),
+    built once."""
     meta = model._meta
-    shape = _Shape([field for field in meta.concrete_fields if not field.generated and field is not meta.pk])
+    shape = _Shape([field for field in meta.concrete_fields if not field.generated and (keyed or field is not meta.pk)])
     table, columns = _quoted(meta.db_table), ", ".join(_quoted(field.column) for field in shape.fields)
     sql = f"INSERT INTO {table} ({columns}) SELECT {columns} FROM jsonb_populate_recordset(NULL::{table}, %s::jsonb)"
     return sql, shape
 
 
-def write_together(updates: Sequence[tuple], inserts: Sequence[tuple]) -> None:
+def write_together(updates: Sequence[tuple], inserts: Sequence[tuple], new: tuple | None = None) -> set:
     """`update_rows(model, objs, names)` for each of `updates`, then `insert_rows(model, objs)` for each of
     `inserts`: on PostgreSQL in one statement (data-modifying WITH queries, one round trip), elsewhere one each.
+
+    `new` (model, objs), PostgreSQL only: rows inserted whole, their primary keys given (`new_keys`), those a
+    unique field of which another row holds already skipped (`ON CONFLICT DO NOTHING`); the result is the set of
+    the primary keys inserted (the caller tells the skipped ones by their absence).
 
     The parts see the same snapshot, not each other's rows: none may read what another writes (an UPDATE of
     rows and INSERTs of rows that refer to them is fine; foreign keys are checked at commit).
     """
     updates = [(model, list(objs), names) for model, objs, names in updates if objs]
     inserts = [(model, list(objs)) for model, objs in inserts if objs]
+    new_model, new_objs = new if new is not None else (None, [])
+    new_objs = list(new_objs)
     if connection.vendor != "postgresql":
+        if new_objs:
+            msg = "rows with their keys given are inserted together on PostgreSQL only"
+            raise NotImplementedError(msg)
         for model, objs, names in updates:
             update_rows(model, objs, names)
         for model, objs in inserts:
             insert_rows(model, objs)
-        return
+        return set()
     parts = [_update_sql(model, objs, names) for model, objs, names in updates]
     parts += [_insert_sql(model, objs) for model, objs in inserts]
+    if new_objs:
+        pk = _quoted(new_model._meta.pk.column)
+        sql, document = _insert_sql(new_model, new_objs, keyed=True)
+        parts.append((f"{sql} ON CONFLICT DO NOTHING RETURNING {pk}", document))
+        parts.append((f"SELECT {pk} FROM w{len(parts) - 1}", None))
     if not parts:
-        return
-    *first, (last, last_document) = parts
-    sql = last
+        return set()
+    *first, (sql, _) = parts
     if first:
-        sql = "WITH " + ", ".join(f"w{i} AS ({part})" for i, (part, _) in enumerate(first)) + " " + last
+        sql = "WITH " + ", ".join(f"w{i} AS ({part})" for i, (part, _) in enumerate(first)) + " " + sql
+    params = [document for _, document in parts if document is not None]
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*(document for _, document in first), last_document])
+        cursor.execute(sql, params)
+        return {key for (key,) in cursor.fetchall()} if new_objs else set()
 
 
 def update_rows(model, objs: Iterable, names: Sequence[str], *, add: str | None = None) -> dict:
