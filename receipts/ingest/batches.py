@@ -213,7 +213,7 @@ def _extra(obj) -> object:
     return obj.stored if isinstance(obj, Handoff) else getattr(obj, "latest_handoff", None)
 
 
-class _AnyOf(Lookup):
+class AnyOf(Lookup):
     """`field = ANY(array)`: an index lookup of each id, whatever the planner guesses of the table's size
     (`IN (SELECT unnest(…))` scanned every row of the side when its statistics were stale)."""
 
@@ -240,7 +240,7 @@ def _stored_parts() -> RawSQL:
 def _compiled(name: str) -> Compiled:
     """`_query(name)` compiled once, its side and ids slots (the ids one array parameter)."""
     ids = slot("ids", "%s::text[]")
-    return Compiled.of(_query(name, slot("side"), lambda field: _AnyOf(F(field), ids))[1])
+    return Compiled.of(_query(name, slot("side"), lambda field: AnyOf(F(field), ids))[1])
 
 
 def _query(name: str, side, among: Callable) -> tuple[type, QuerySet]:
