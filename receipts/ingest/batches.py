@@ -19,7 +19,7 @@ from django.db.models import F, JSONField, Lookup, OuterRef, Q, QuerySet, Subque
 from django.db.models.expressions import RawSQL
 
 from receipts.ingest import healthsets, runwrites, signals, sqlsets
-from receipts.ingest.contracts import current_contracts
+from receipts.ingest.contracts import current_contracts, current_contracts_sent
 from receipts.ingest.sequence import next_seq
 from receipts.ingest.sides import namespace
 from receipts.models import Handoff, Receipt, Run, VerdictChange
@@ -91,6 +91,7 @@ def batch() -> Iterator[None]:
         with sqlsets.together():  # the writes, then what the runs' health is judged from: one round trip
             made = sqlsets.write_together([handoffs], [(VerdictChange, found.history), (Receipt, found.receipts)], new)
             judged = healthsets.read(found.stale)
+        made = made()
         if raced := {handoff.handoff_id for pk, handoff in found.create.items() if pk not in made}:
             # Another writer created them after this batch looked: nothing of this batch is kept (its events
             # neither), its caller redoes it with those handoffs read back as found.
@@ -155,12 +156,17 @@ def prefetch(
             handoff_ids |= {found.latest[op] for op in latest_of if found.latest.get(op)}
         wanted = handoff_ids - set(found.handoffs)
         handoffs = _read("handoffs", side, wanted)
-        if classify and connection.vendor == "postgresql":
+        checked = None
+        if classify and found.contracts is None and connection.vendor == "postgresql":
             # The cache's check goes with the reads; elsewhere it is read when first needed (no round trip to share).
-            contracts()
-        if not latest_of:
-            _found_runs(runs(), operation_ids, latest_of)
-        locked = handoffs()  # the side's ids (issue 29 §4)
+            checked = current_contracts_sent()
+    # Read once every statement of the block was answered (the block's end waits for that once; a read inside
+    # it would wait alone first).
+    if checked is not None:
+        found.contracts = checked()
+    if not latest_of:
+        _found_runs(runs(), operation_ids, latest_of)
+    locked = handoffs()  # the side's ids (issue 29 §4)
     found.handoffs.update((handoff.handoff_id, handoff) for handoff, _ in locked)
     found.absent |= {f"handoff:{handoff_id}" for handoff_id in wanted - set(found.handoffs)}
     found.stored.update((handoff.pk, {(part, attempt) for part, attempt in stored or ()}) for handoff, stored in locked)

@@ -10,6 +10,7 @@ run's health follow at the end of the batch (`batches.batch`). Call inside `batc
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -65,11 +66,13 @@ def record_parts(entries: Sequence) -> list[bool]:
         new = _new_handoffs(parts)
         # A batch that can be redone takes the new handoffs' keys now and inserts them at its end (`batches.redoable`).
         count = len(new.keys() - current.raced) if current.redo else None
-        with sqlsets.together():  # its savepoint, the new runs and those keys: one round trip
+        missing = {p.operation_id for p in parts} - set(current.runs)
+        with sqlsets.together() if missing or count else contextlib.nullcontext():
             if count:
-                batches.savepoint()
-            keys = _create_runs({p.operation_id for p in parts} - set(current.runs), count)
-            fresh = _create_handoffs(new, keys)
+                batches.savepoint()  # before the batch's first write, in the same round trip
+            sent = _send_runs(missing, count)
+        keys = _create_runs(missing, sent)  # read once the block's statements were answered: one round trip
+        fresh = _create_handoffs(new, keys)
         changed, history, changes = _applied(parts, fresh, stored, parse)
         # Written, and the signal sent, at the end of the batch with its other rows (receipts.ingest.batches).
         batches.changed_handoffs(changed.values(), _fields_of(parts), history, changes)
@@ -150,17 +153,19 @@ def _latest(operation_id: str) -> str | None:
     return current.latest[operation_id]
 
 
-def _create_runs(operation_ids: set[str], keys: int | None = None) -> list[int] | None:
-    """Create the runs no batch entry found (one INSERT); read back locked those another transaction created
-    meanwhile; refuse another side's. With `keys`, that many new handoff keys taken in the same statement
-    (`sqlsets.insert_new`), returned (None without)."""
+def _send_runs(operation_ids: set[str], keys: int | None):
+    """Send the INSERT of the runs no batch entry found (with `keys`, that many new handoff keys taken in the
+    same statement: `sqlsets.send_new`); a function giving what it made (and the keys)."""
     side = namespace()  # issue 29 §4: the run is keyed by the side's namespace and the id
     new = [Run(operation_id=op, thread_id=op, source=Run.Source.AGENT, source_name=side) for op in operation_ids]
-    taken = None
-    if keys is not None:
-        made, taken = sqlsets.insert_new(Run, new, "operation_id", keys=(Handoff, keys))
-    else:
-        made = sqlsets.insert_new(Run, new, "operation_id")
+    return sqlsets.send_new(Run, new, "operation_id", keys=(Handoff, keys) if keys is not None else None)
+
+
+def _create_runs(operation_ids: set[str], sent) -> list[int] | None:
+    """Keep the runs `_send_runs` created; read back locked those another transaction created meanwhile; refuse
+    another side's. The new handoff keys it took (None when it took none)."""
+    made = sent()
+    made, taken = made if isinstance(made, tuple) else (made, None)
     if operation_ids:
         _found_runs(operation_ids, made)
     return taken

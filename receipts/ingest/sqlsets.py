@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import date, datetime
 
@@ -89,41 +90,46 @@ def insert_new(model, objs: Iterable, key: str, *, keys: tuple | None = None) ->
     PostgreSQL only: the same statement also takes that many new primary keys of that model (`new_keys`), and
     the result is (the objects inserted, the keys).
     """
+    return send_new(model, objs, key, keys=keys)()
+
+
+def send_new(model, objs: Iterable, key: str, *, keys: tuple | None = None) -> Callable[[], list | tuple]:
+    """`insert_new`, sent now: a function giving its result once read (after the statements sent with it in a
+    `together` block: reading it inside would wait for its answer alone)."""
     objs = list(objs)
     count = keys[1] if keys else 0
     if not objs and not count:
-        return ([], []) if keys else []
+        return lambda: ([], []) if keys else []
     if connection.vendor != "postgresql":
         model.objects.bulk_create(objs, ignore_conflicts=True)
-        return []
+        return list
     meta = model._meta
     column, pk = _quoted(meta.get_field(key).column), _quoted(meta.pk.column)
     returning = f" ON CONFLICT DO NOTHING RETURNING {column}, {pk}"
-    if not count:
-        rows = _insert(model, objs, returning)
-    elif not objs:
-        rows = _rows(_KEYS.replace("SELECT ", "SELECT NULL, ", 1), _keys_params(*keys))
-    else:
+    sql, params = "", []
+    if objs:
         sql, document = _insert_sql(model, objs)
+        sql, params = sql + returning, [document]
+    if count:
         keyed = _KEYS.replace("SELECT ", "SELECT NULL, ", 1)
-        rows = _rows(
-            f"WITH w AS ({sql}{returning}) SELECT {column}, {pk} FROM w UNION ALL {keyed}",
-            [document, *_keys_params(*keys)],
-        )
-    inserted = dict(row for row in rows if row[0] is not None)
-    found = []
-    for obj in objs:
-        if (value := inserted.get(getattr(obj, key))) is not None:
-            obj.pk = value
-            obj._state.adding, obj._state.db = False, DEFAULT_DB_ALIAS  # as `from_db` leaves a row read back
-            found.append(obj)
-    return (found, [pk for name, pk in rows if name is None]) if keys else found
+        sql = f"WITH w AS ({sql}) SELECT {column}, {pk} FROM w UNION ALL {keyed}" if objs else keyed
+        params += _keys_params(*keys)
+    cursor = connection.cursor()
+    cursor.execute(sql, params)
 
+    def found() -> list | tuple:
+        with cursor:
+            rows = cursor.fetchall()
+        inserted = dict(row for row in rows if row[0] is not None)
+        made = []
+        for obj in objs:
+            if (value := inserted.get(getattr(obj, key))) is not None:
+                obj.pk = value
+                obj._state.adding, obj._state.db = False, DEFAULT_DB_ALIAS  # as `from_db` leaves a row read back
+                made.append(obj)
+        return (made, [pk for name, pk in rows if name is None]) if keys else made
 
-def _rows(sql: str, params: list) -> list[tuple]:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchall()
+    return found
 
 
 def _insert(model, objs: list, suffix: str) -> list[tuple]:
@@ -131,7 +137,7 @@ def _insert(model, objs: list, suffix: str) -> list[tuple]:
     sql, document = _insert_sql(model, objs)
     with connection.cursor() as cursor:
         cursor.execute(sql + suffix, [document])
-        return cursor.fetchall() if "RETURNING" in suffix else []  # no description before a pipeline's sync
+        return cursor.fetchall() if cursor.description else []
 
 
 def _insert_sql(model, objs: list, *, keyed: bool = False) -> tuple[str, str]:
@@ -157,13 +163,14 @@ def _insert_statement(model, keyed: bool = False) -> tuple[str, _Shape]:
     return sql, shape
 
 
-def write_together(updates: Sequence[tuple], inserts: Sequence[tuple], new: tuple | None = None) -> set:
+def write_together(updates: Sequence[tuple], inserts: Sequence[tuple], new: tuple | None = None) -> Callable[[], set]:
     """`update_rows(model, objs, names)` for each of `updates`, then `insert_rows(model, objs)` for each of
     `inserts`: on PostgreSQL in one statement (data-modifying WITH queries, one round trip), elsewhere one each.
 
     `new` (model, objs), PostgreSQL only: rows inserted whole, their primary keys given (`new_keys`), those a
-    unique field of which another row holds already skipped (`ON CONFLICT DO NOTHING`); the result is the set of
-    the primary keys inserted (the caller tells the skipped ones by their absence).
+    unique field of which another row holds already skipped (`ON CONFLICT DO NOTHING`). The result is a function
+    giving the set of the primary keys inserted (the caller tells the skipped ones by their absence): read it after
+    the statements sent with this one (`together`: reading it inside would wait for its answer alone).
 
     The parts see the same snapshot, not each other's rows: none may read what another writes (an UPDATE of
     rows and INSERTs of rows that refer to them is fine; foreign keys are checked at commit).
@@ -180,7 +187,7 @@ def write_together(updates: Sequence[tuple], inserts: Sequence[tuple], new: tupl
             update_rows(model, objs, names)
         for model, objs in inserts:
             insert_rows(model, objs)
-        return set()
+        return set
     parts = [_update_sql(model, objs, names) for model, objs, names in updates]
     parts += [_insert_sql(model, objs) for model, objs in inserts]
     if new_objs:
@@ -189,14 +196,22 @@ def write_together(updates: Sequence[tuple], inserts: Sequence[tuple], new: tupl
         parts.append((f"{sql} ON CONFLICT DO NOTHING RETURNING {pk}", document))
         parts.append((f"SELECT {pk} FROM w{len(parts) - 1}", None))
     if not parts:
-        return set()
+        return set
     *first, (sql, _) = parts
     if first:
         sql = "WITH " + ", ".join(f"w{i} AS ({part})" for i, (part, _) in enumerate(first)) + " " + sql
     params = [document for _, document in parts if document is not None]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return {key for (key,) in cursor.fetchall()} if new_objs else set()
+    cursor = connection.cursor()
+    cursor.execute(sql, params)
+    if not new_objs:
+        cursor.close()
+        return set
+
+    def inserted() -> set:
+        with cursor:
+            return {key for (key,) in cursor.fetchall()}
+
+    return inserted
 
 
 def update_rows(model, objs: Iterable, names: Sequence[str], *, add: str | None = None) -> dict:
@@ -218,10 +233,87 @@ def update_rows(model, objs: Iterable, names: Sequence[str], *, add: str | None 
         from receipts.ingest.sequence import next_seqs
 
         return next_seqs({obj.pk: getattr(obj, add) for obj in objs})
-    sql, document = _update_sql(model, objs, names, add)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [document])
+        cursor.execute(*_update_statement_of(model, objs, names, add))
         return dict(cursor.fetchall()) if add else {}
+
+
+def _update_statement_of(model, objs: list, names: Sequence[str], add: str | None) -> tuple[str, list]:
+    sql, document = _update_sql(model, objs, names, add)
+    return sql, [document]
+
+
+def update_last(model, objs: Iterable, names: Sequence[str], *, add: str | None, then: Callable[[dict], None]) -> None:
+    """`update_rows`, its result given to `then`: inside a `committing` block held until the block ends and sent
+    with the transaction's COMMIT (or before the next statement, if one comes first); elsewhere now."""
+    objs = list(objs)
+    if objs and getattr(_held, "open", False):
+        _held.statement = (*_update_statement_of(model, objs, names, add), add, then)
+        return
+    then(update_rows(model, objs, names, add=add))
+
+
+@contextlib.contextmanager
+def committing() -> Iterator[None]:
+    """Around the work a transaction ends with (inside its `transaction.atomic()`, nothing after the block but
+    the commit): the statement a recording batch holds (`update_last`: its runs' UPDATE) goes to PostgreSQL with
+    the COMMIT, one round trip instead of two; Django's commit then finds nothing left to commit. Only when the
+    block is the outermost atomic block's, which commits on exit, and nothing asked for a rollback (`_commits`);
+    else it is sent at the block's end as any statement. A statement run inside the block meanwhile sends the
+    held one first (the order stays the order written).
+    """
+    if connection.vendor != "postgresql":
+        yield
+        return
+    _held.open, _held.statement = True, None
+    try:
+        with connection.execute_wrapper(_held_first):
+            yield
+        _send_held(commit=_commits())
+    finally:
+        _held.open, _held.statement = False, None
+
+
+_held = threading.local()
+
+
+def _held_first(execute, sql, params, many, context):
+    """`committing`'s execute wrapper: the held statement goes before any other."""
+    if getattr(_held, "statement", None) is not None:
+        _send_held(commit=False)
+    return execute(sql, params, many, context)
+
+
+def _send_held(*, commit: bool) -> None:
+    held, _held.statement = getattr(_held, "statement", None), None
+    if held is None:
+        return
+    sql, params, add, then = held
+    if not commit:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall() if add else []
+        then(dict(rows))
+        return
+    with together():  # the UPDATE and the COMMIT, one Sync; its rows read after
+        cursor = connection.cursor()
+        cursor.execute(sql, params)
+        # On psycopg's own connection: Django's COMMIT, when the caller's block ends, finds nothing to commit
+        # (one COMMIT on the wire, one in the statement counts).
+        connection.connection.execute("COMMIT")
+    with cursor:
+        then(dict(cursor.fetchall()) if add else {})
+
+
+def _commits() -> bool:
+    """Whether committing now is what the caller's block does at its end: the one atomic block open is the
+    outermost (its transaction its own), it commits on exit, and nothing asked for its rollback."""
+    return (
+        connection.in_atomic_block
+        and connection.commit_on_exit
+        and len(connection.atomic_blocks) == 1
+        and not connection.needs_rollback
+    )
 
 
 def _instances(model, objs: list) -> list:
