@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 
 from django.utils import timezone
 
-from receipts.ingest import healthsets, sqlsets
+from receipts.ingest import healthsets, lastwrite, sqlsets
 from receipts.models import Run
 
 
@@ -43,7 +43,7 @@ def finish(found, read: healthsets.Read | None = None) -> None:
 
 def _write(writes: Mapping[int, Mapping[str, object]], counts: Mapping[int, int], then: Callable) -> None:
     """One UPDATE per distinct set of fields; each counted run's `seq` grows by its count. `then` is given
-    pk -> its new seq once known: the last UPDATE may wait for the commit and go with it (`sqlsets.update_last`)."""
+    pk -> its new seq once known: the last UPDATE may wait for the commit and go with it (`lastwrite.update_last`)."""
     meta = Run._meta
     groups: dict[tuple[str, ...], list[dict]] = {}
     for pk in sorted({*writes, *counts}):  # in primary-key order, as every writer of runs locks them
@@ -60,7 +60,7 @@ def _write(writes: Mapping[int, Mapping[str, object]], counts: Mapping[int, int]
     *first, (names, rows) = groups.items()
     for names_, rows_ in first:
         last |= sqlsets.update_rows(Run, rows_, names_, add=_added(rows_))
-    sqlsets.update_last(Run, rows, names, add=_added(rows), then=lambda found: then(last | found))
+    lastwrite.update_last(Run, rows, names, add=_added(rows), then=lambda found: then(last | found))
 
 
 def _added(rows: list[dict]) -> str | None:
