@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import connection, transaction
-from django.db.models import F, JSONField, Lookup, OuterRef, Q, QuerySet, Subquery
+from django.db.models import F, JSONField, OuterRef, Q, QuerySet, Subquery
 from django.db.models.expressions import RawSQL
 
 from receipts.ingest import healthsets, runwrites, signals, sqlsets
@@ -219,18 +219,6 @@ def _extra(obj) -> object:
     return obj.stored if isinstance(obj, Handoff) else getattr(obj, "latest_handoff", None)
 
 
-class AnyOf(Lookup):
-    """`field = ANY(array)`: an index lookup of each id, whatever the planner guesses of the table's size
-    (`IN (SELECT unnest(…))` scanned every row of the side when its statistics were stale)."""
-
-    lookup_name = "any_of"
-
-    def as_sql(self, compiler, connection) -> tuple[str, list]:
-        lhs, lhs_params = self.process_lhs(compiler, connection)
-        rhs, rhs_params = self.process_rhs(compiler, connection)
-        return f"{lhs} = ANY({rhs})", [*lhs_params, *rhs_params]
-
-
 def _stored_parts() -> RawSQL:
     """A handoff's stored receipts' [part, attempt] pairs as one JSON array (NULL for none), read with the
     handoff in the same statement."""
@@ -246,7 +234,7 @@ def _stored_parts() -> RawSQL:
 def _compiled(name: str) -> Compiled:
     """`_query(name)` compiled once, its side and ids slots (the ids one array parameter)."""
     ids = slot("ids", "%s::text[]")
-    return Compiled.of(_query(name, slot("side"), lambda field: AnyOf(F(field), ids))[1])
+    return Compiled.of(_query(name, slot("side"), lambda field: sqlsets.AnyOf(F(field), ids))[1])
 
 
 def _query(name: str, side, among: Callable) -> tuple[type, QuerySet]:

@@ -14,6 +14,7 @@ from datetime import datetime
 
 from django.db.models.expressions import RawSQL
 
+from receipts.ingest import sqlsets
 from receipts.ingest.assessment import SETTLED_FALSE_COMPLETE, SETTLEMENT_CAUSES, assess, run_outcome
 from receipts.ingest.due import due_condition, due_of_verdict, latest_code
 from receipts.ingest.health import ALARM_KINDS, SUMMARY_FIELDS, UNPROBLEMATIC
@@ -150,13 +151,11 @@ _ANY = object()  # `_queries`' runs as `_statement` gives them: the one array pa
 def _among(field: str, runs):
     """The condition that `field` is one of `runs` (pks, or `_ANY`): `= ANY(array)` for the array parameter, an index
     lookup of each id (`IN (SELECT unnest(…))` had the planner scan every run and handoff, growing with the tables,
-    as `batches.AnyOf` says)."""
+    as `sqlsets.AnyOf` says)."""
     from django.db.models import F, Q
 
-    from receipts.ingest.batches import AnyOf
-
     if runs is _ANY:
-        return AnyOf(F(field), RawSQL("%s::bigint[]", [_RUN_IDS]))
+        return sqlsets.AnyOf(F(field), RawSQL("%s::bigint[]", [_RUN_IDS]))
     return Q(**{f"{field}__in": runs})
 
 
