@@ -24,6 +24,7 @@ from receipts.ingest.sequence import next_seq
 from receipts.ingest.sides import namespace
 from receipts.models import Handoff, Receipt, Run, VerdictChange
 from receipts.queries.compiled import Compiled, slot
+from receipts.queries.lookups import AnyOf
 from receipts.verdicts import bundle
 
 
@@ -234,7 +235,7 @@ def _stored_parts() -> RawSQL:
 def _compiled(name: str) -> Compiled:
     """`_query(name)` compiled once, its side and ids slots (the ids one array parameter)."""
     ids = slot("ids", "%s::text[]")
-    return Compiled.of(_query(name, slot("side"), lambda field: sqlsets.AnyOf(F(field), ids))[1])
+    return Compiled.of(_query(name, slot("side"), lambda field: AnyOf(F(field), ids))[1])
 
 
 def _query(name: str, side, among: Callable) -> tuple[type, QuerySet]:

@@ -14,10 +14,10 @@ from datetime import datetime
 
 from django.db.models.expressions import RawSQL
 
-from receipts.ingest import sqlsets
 from receipts.ingest.assessment import SETTLED_FALSE_COMPLETE, SETTLEMENT_CAUSES, assess, run_outcome
 from receipts.ingest.due import due_condition, due_of_verdict, latest_code
 from receipts.ingest.health import ALARM_KINDS, SUMMARY_FIELDS, UNPROBLEMATIC
+from receipts.queries.lookups import AnyOf
 
 # The run fields `judge` reads as stored; a batch that changed one of them gives its new value (`pending`).
 OWN_FIELDS = ("status", "error", "final_status", "verification")
@@ -151,11 +151,11 @@ _ANY = object()  # `_queries`' runs as `_statement` gives them: the one array pa
 def _among(field: str, runs):
     """The condition that `field` is one of `runs` (pks, or `_ANY`): `= ANY(array)` for the array parameter, an index
     lookup of each id (`IN (SELECT unnest(…))` had the planner scan every run and handoff, growing with the tables,
-    as `sqlsets.AnyOf` says)."""
+    as `AnyOf` says)."""
     from django.db.models import F, Q
 
     if runs is _ANY:
-        return sqlsets.AnyOf(F(field), RawSQL("%s::bigint[]", [_RUN_IDS]))
+        return AnyOf(F(field), RawSQL("%s::bigint[]", [_RUN_IDS]))
     return Q(**{f"{field}__in": runs})
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from receipts.ingest import batches, redactions, signals, sqlsets
+from receipts.ingest import batches, newrows, redactions, signals, sqlsets
 from receipts.ingest.parts import (
     CLASSIFIED_FIELDS,
     apply_part,
@@ -157,10 +157,10 @@ def _latest(operation_id: str) -> str | None:
 
 def _send_runs(operation_ids: set[str], keys: int | None):
     """Send the INSERT of the runs no batch entry found (with `keys`, that many new handoff keys taken in the
-    same statement: `sqlsets.send_new`); a function giving what it made (and the keys)."""
+    same statement: `newrows.send_new`); a function giving what it made (and the keys)."""
     side = namespace()  # issue 29 §4: the run is keyed by the side's namespace and the id
     new = [Run(operation_id=op, thread_id=op, source=Run.Source.AGENT, source_name=side) for op in operation_ids]
-    return sqlsets.send_new(Run, new, "operation_id", keys=(Handoff, keys) if keys is not None else None)
+    return newrows.send_new(Run, new, "operation_id", keys=(Handoff, keys) if keys is not None else None)
 
 
 def _create_runs(operation_ids: set[str], sent) -> list[int] | None:
@@ -219,7 +219,7 @@ def _create_handoffs(new: dict[str, str], keys: list[int] | None) -> set[int]:
         if keys is None or hid not in current.raced
     ]
     if keys is None:
-        made = sqlsets.insert_new(Handoff, new_handoffs, "handoff_id")
+        made = newrows.insert_new(Handoff, new_handoffs, "handoff_id")
     else:
         for handoff, pk in zip(new_handoffs, keys, strict=True):
             handoff.pk = pk  # the row is inserted at the end of the batch, whole

@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import date, datetime
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
-from django.db.models import Lookup
 from psycopg.types.json import Jsonb
 
 
@@ -43,29 +42,6 @@ def together() -> Iterator[None]:
         yield
 
 
-def new_keys(model, count: int) -> Callable[[], list[int]]:
-    """`count` new primary keys of `model` from its sequence (PostgreSQL): asked now (inside `together`, with the
-    statements around it), a function giving them once fetched. Rows given these keys are inserted whole later
-    (`write_together`'s `new`): their children can refer to them before."""
-    if not count:
-        return list
-    cursor = connection.cursor()
-    cursor.execute(_KEYS, _keys_params(model, count))
-
-    def fetched() -> list[int]:
-        with cursor:
-            return [key for (key,) in cursor.fetchall()]
-
-    return fetched
-
-
-_KEYS = "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)"
-
-
-def _keys_params(model, count: int) -> list:
-    return [model._meta.db_table, model._meta.pk.column, count]
-
-
 def insert_rows(model, objs: Iterable, *, ignore_conflicts: bool = False) -> None:
     """Insert `objs` (new rows of `model`, their primary keys left to the database) in one statement.
 
@@ -78,58 +54,6 @@ def insert_rows(model, objs: Iterable, *, ignore_conflicts: bool = False) -> Non
         model.objects.bulk_create(_instances(model, objs), ignore_conflicts=ignore_conflicts)
         return
     _insert(model, objs, " ON CONFLICT DO NOTHING" if ignore_conflicts else "")
-
-
-def insert_new(model, objs: Iterable, key: str, *, keys: tuple | None = None) -> list | tuple[list, list[int]]:
-    """Insert those of `objs` (new rows of `model`) no unique field of which is taken yet, in one statement;
-    the objects inserted, their primary keys set (matched by `key`, a unique field): as a read back would give
-    them, for models whose every column the insert writes (no database default, no trigger changing the row).
-
-    On PostgreSQL (`INSERT … ON CONFLICT DO NOTHING RETURNING`). Elsewhere `bulk_create` ignores the
-    conflicts and sets no primary key: no object is returned, read them back. `keys` (a model, a count),
-    PostgreSQL only: the same statement also takes that many new primary keys of that model (`new_keys`), and
-    the result is (the objects inserted, the keys).
-    """
-    return send_new(model, objs, key, keys=keys)()
-
-
-def send_new(model, objs: Iterable, key: str, *, keys: tuple | None = None) -> Callable[[], list | tuple]:
-    """`insert_new`, sent now: a function giving its result once read (after the statements sent with it in a
-    `together` block: reading it inside would wait for its answer alone)."""
-    objs = list(objs)
-    count = keys[1] if keys else 0
-    if not objs and not count:
-        return lambda: ([], []) if keys else []
-    if connection.vendor != "postgresql":
-        model.objects.bulk_create(objs, ignore_conflicts=True)
-        return list
-    meta = model._meta
-    column, pk = _quoted(meta.get_field(key).column), _quoted(meta.pk.column)
-    returning = f" ON CONFLICT DO NOTHING RETURNING {column}, {pk}"
-    sql, params = "", []
-    if objs:
-        sql, document = _insert_sql(model, objs)
-        sql, params = sql + returning, [document]
-    if count:
-        keyed = _KEYS.replace("SELECT ", "SELECT NULL, ", 1)
-        sql = f"WITH w AS ({sql}) SELECT {column}, {pk} FROM w UNION ALL {keyed}" if objs else keyed
-        params += _keys_params(*keys)
-    cursor = connection.cursor()
-    cursor.execute(sql, params)
-
-    def found() -> list | tuple:
-        with cursor:
-            rows = cursor.fetchall()
-        inserted = dict(row for row in rows if row[0] is not None)
-        made = []
-        for obj in objs:
-            if (value := inserted.get(getattr(obj, key))) is not None:
-                obj.pk = value
-                obj._state.adding, obj._state.db = False, DEFAULT_DB_ALIAS  # as `from_db` leaves a row read back
-                made.append(obj)
-        return (made, [pk for name, pk in rows if name is None]) if keys else made
-
-    return found
 
 
 def _insert(model, objs: list, suffix: str) -> list[tuple]:
@@ -167,7 +91,7 @@ def write_together(updates: Sequence[tuple], inserts: Sequence[tuple], new: tupl
     """`update_rows(model, objs, names)` for each of `updates`, then `insert_rows(model, objs)` for each of
     `inserts`: on PostgreSQL in one statement (data-modifying WITH queries, one round trip), elsewhere one each.
 
-    `new` (model, objs), PostgreSQL only: rows inserted whole, their primary keys given (`new_keys`), those a
+    `new` (model, objs), PostgreSQL only: rows inserted whole, their primary keys given (`newrows.send_new`), those a
     unique field of which another row holds already skipped (`ON CONFLICT DO NOTHING`). The result is a function
     giving the set of the primary keys inserted (the caller tells the skipped ones by their absence): read it after
     the statements sent with this one (`together`: reading it inside would wait for its answer alone).
@@ -352,15 +276,3 @@ def _json_value(field, value: object, db) -> object:
 
 def _quoted(name: str) -> str:
     return connection.ops.quote_name(name)
-
-
-class AnyOf(Lookup):
-    """`field = ANY(array)`: an index lookup of each id, whatever the planner guesses of the table's size
-    (`IN (SELECT unnest(…))` scanned every row of the side when its statistics were stale)."""
-
-    lookup_name = "any_of"
-
-    def as_sql(self, compiler, connection) -> tuple[str, list]:
-        lhs, lhs_params = self.process_lhs(compiler, connection)
-        rhs, rhs_params = self.process_rhs(compiler, connection)
-        return f"{lhs} = ANY({rhs})", [*lhs_params, *rhs_params]
