@@ -27,7 +27,7 @@ from sidewisp_agent.decisions import DECISION_TYPES, PendingInterrupt
 from sidewisp_agent.http import EDIT_NEEDS_PENDING
 from sidewisp_agent.outcomes import DECLINED
 
-from receipts.ingest import broadcast, intake, recording
+from receipts.ingest import broadcast, intake, lastwrite, recording
 from receipts.ingest.contracts import current_contracts
 from receipts.ingest.recording import record_report
 from receipts.models import Decision, Handoff, Receipt, Run
@@ -112,8 +112,8 @@ class LocalSink:
     def write(self, entries: Sequence[intake.Entry]) -> None:
         """One transaction per batch, its events published once after commit."""
         # As a local app: a run a remote source created is not this app's (issue 19).
-        with broadcast.batched(), transaction.atomic(), recording.writing_as(""):
-            intake.apply(entries)
+        with broadcast.batched(), transaction.atomic(), recording.writing_as(""), lastwrite.committing():
+            intake.apply(entries)  # its runs' UPDATE goes with the COMMIT
         if not connection.in_atomic_block:
             ended = {entry.operation_id for entry in entries if isinstance(entry, intake.RunEntry) and entry.final}
             _learn_stops({entry.operation_id for entry in entries} - ended)

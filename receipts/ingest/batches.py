@@ -15,15 +15,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import connection, transaction
-from django.db.models import F, JSONField, Lookup, OuterRef, Q, QuerySet, Subquery
+from django.db.models import F, JSONField, OuterRef, Q, QuerySet, Subquery
 from django.db.models.expressions import RawSQL
 
 from receipts.ingest import healthsets, runwrites, signals, sqlsets
-from receipts.ingest.contracts import current_contracts
+from receipts.ingest.contracts import current_contracts, current_contracts_sent
 from receipts.ingest.sequence import next_seq
 from receipts.ingest.sides import namespace
 from receipts.models import Handoff, Receipt, Run, VerdictChange
 from receipts.queries.compiled import Compiled, slot
+from receipts.queries.lookups import AnyOf
 from receipts.verdicts import bundle
 
 
@@ -47,6 +48,19 @@ class Batch:
     rewrite_fields: set[str] = field(default_factory=set)  # the fields of them to write
     history: list[dict] = field(default_factory=list)  # verdict history rows (`parts.history_row`), inserted at the end
     changes: list = field(default_factory=list)  # `signals.Change`s, sent at the end once their rows are written
+    redo: bool = False  # set by `redoable`: new handoffs are inserted at the end, classified
+    savepoint: str | None = None  # where a redone batch starts again (`savepoint`), kept until commit
+    announced: int = 0  # how many after-commit callbacks the transaction had at the savepoint
+    raced: set[str] = field(default_factory=set)  # handoff ids a previous attempt found taken: read them back
+    create: dict[int, Handoff] = field(default_factory=dict)  # pk -> a new handoff to insert whole at the end
+
+
+class Raced(Exception):
+    """New handoffs another writer created after the batch looked for them: its savepoint was rolled back."""
+
+    def __init__(self, handoff_ids: set[str]) -> None:
+        super().__init__(f"{len(handoff_ids)} handoff(s) created meanwhile")
+        self.handoff_ids = handoff_ids
 
 
 _local = threading.local()
@@ -71,15 +85,55 @@ def batch() -> Iterator[None]:
     try:
         yield
         # The handoffs' rows are locked by this transaction: writing every changed field of each from memory is
-        # what each change would have written. One round trip with the history and the receipts.
-        handoffs = (Handoff, found.rewrite.values(), sorted(found.rewrite_fields))
+        # what each change would have written. One round trip with the history and the receipts, the new
+        # handoffs inserted in it whole (their keys taken before: `setwise`).
+        rewrite = [handoff for pk, handoff in found.rewrite.items() if pk not in found.create]
+        handoffs = (Handoff, rewrite, sorted(found.rewrite_fields))
+        new = (Handoff, found.create.values()) if found.create else None
         with sqlsets.together():  # the writes, then what the runs' health is judged from: one round trip
-            sqlsets.write_together([handoffs], [(VerdictChange, found.history), (Receipt, found.receipts)])
+            made = sqlsets.write_together([handoffs], [(VerdictChange, found.history), (Receipt, found.receipts)], new)
             judged = healthsets.read(found.stale)
+        made = made()
+        if raced := {handoff.handoff_id for pk, handoff in found.create.items() if pk not in made}:
+            # Another writer created them after this batch looked: nothing of this batch is kept (its events
+            # neither), its caller redoes it with those handoffs read back as found.
+            connection.savepoint_rollback(found.savepoint)
+            del connection.run_on_commit[found.announced :]  # this batch's events: never sent
+            raise Raced(raced)
         signals.send_changes(found.changes)  # receivers read the rows as they now are
         runwrites.finish(found, judged)
     finally:
         _local.batch = None
+
+
+def redoable(raced: Iterable[str] = ()) -> None:
+    """Let the current batch insert its new handoffs once, classified, at its end: its caller redoes it
+    whole if another writer created one of them meanwhile (`Raced`). Call after `prefetch`, before anything of
+    the batch is written; `savepoint` must then precede its first write (`writes_now` else). `raced`: handoff
+    ids a previous attempt found taken, read back locked when the batch does not find them (`setwise`).
+    PostgreSQL only (elsewhere the new handoffs are inserted when first met, then updated: nothing to redo),
+    not in autocommit.
+    """
+    found = current()
+    found.raced = set(raced)
+    found.redo = connection.vendor == "postgresql" and connection.in_atomic_block
+
+
+def writes_now() -> None:
+    """The current batch writes a row now (an entry that is not a part): a redoable batch whose savepoint is not
+    open yet inserts its handoffs as it meets them from now on (its savepoint would cost a round trip alone)."""
+    found = current()
+    if found.savepoint is None:
+        found.redo = False
+
+
+def savepoint() -> None:
+    """Open the savepoint a redoable batch (`redoable`) is rolled back to, unless open already: sent now (inside
+    a `sqlsets.together` block, with the statements after it). Nothing for another batch."""
+    found = current()
+    if found.redo and found.savepoint is None:
+        found.savepoint = connection.savepoint()
+        found.announced = len(connection.run_on_commit)  # the after-commit work registered before it
 
 
 def prefetch(
@@ -104,12 +158,17 @@ def prefetch(
             handoff_ids |= {found.latest[op] for op in latest_of if found.latest.get(op)}
         wanted = handoff_ids - set(found.handoffs)
         handoffs = _read("handoffs", side, wanted)
-        if classify and connection.vendor == "postgresql":
+        checked = None
+        if classify and found.contracts is None and connection.vendor == "postgresql":
             # The cache's check goes with the reads; elsewhere it is read when first needed (no round trip to share).
-            contracts()
-        if not latest_of:
-            _found_runs(runs(), operation_ids, latest_of)
-        locked = handoffs()  # the side's ids (issue 29 §4)
+            checked = current_contracts_sent()
+    # Read once every statement of the block was answered (the block's end waits for that once; a read inside
+    # it would wait alone first).
+    if checked is not None:
+        found.contracts = checked()
+    if not latest_of:
+        _found_runs(runs(), operation_ids, latest_of)
+    locked = handoffs()  # the side's ids (issue 29 §4)
     found.handoffs.update((handoff.handoff_id, handoff) for handoff, _ in locked)
     found.absent |= {f"handoff:{handoff_id}" for handoff_id in wanted - set(found.handoffs)}
     found.stored.update((handoff.pk, {(part, attempt) for part, attempt in stored or ()}) for handoff, stored in locked)
@@ -162,18 +221,6 @@ def _extra(obj) -> object:
     return obj.stored if isinstance(obj, Handoff) else getattr(obj, "latest_handoff", None)
 
 
-class _AnyOf(Lookup):
-    """`field = ANY(array)`: an index lookup of each id, whatever the planner guesses of the table's size
-    (`IN (SELECT unnest(…))` scanned every row of the side when its statistics were stale)."""
-
-    lookup_name = "any_of"
-
-    def as_sql(self, compiler, connection) -> tuple[str, list]:
-        lhs, lhs_params = self.process_lhs(compiler, connection)
-        rhs, rhs_params = self.process_rhs(compiler, connection)
-        return f"{lhs} = ANY({rhs})", [*lhs_params, *rhs_params]
-
-
 def _stored_parts() -> RawSQL:
     """A handoff's stored receipts' [part, attempt] pairs as one JSON array (NULL for none), read with the
     handoff in the same statement."""
@@ -189,7 +236,7 @@ def _stored_parts() -> RawSQL:
 def _compiled(name: str) -> Compiled:
     """`_query(name)` compiled once, its side and ids slots (the ids one array parameter)."""
     ids = slot("ids", "%s::text[]")
-    return Compiled.of(_query(name, slot("side"), lambda field: _AnyOf(F(field), ids))[1])
+    return Compiled.of(_query(name, slot("side"), lambda field: AnyOf(F(field), ids))[1])
 
 
 def _query(name: str, side, among: Callable) -> tuple[type, QuerySet]:

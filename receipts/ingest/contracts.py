@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,8 +32,25 @@ def current_contracts() -> bundle.Contracts:
     process is seen by the next receipt a worker records; this process's own
     saves and deletes drop the cache at once.
     """
+    return contracts_of(_fingerprint())
+
+
+def current_contracts_sent() -> Callable[[], bundle.Contracts]:
+    """`current_contracts`, its check sent now: a function giving the contracts once its answer is read (after
+    the statements sent with it, `sqlsets.together`: reading it inside would wait for its answer alone)."""
+    cursor = connection.cursor()
+    cursor.execute(_fingerprint_sql())
+
+    def found() -> bundle.Contracts:
+        with cursor:
+            return contracts_of(tuple(cursor.fetchone()))
+
+    return found
+
+
+def contracts_of(key: tuple) -> bundle.Contracts:
+    """The contracts whose `_fingerprint` is `key`: cached, else read."""
     global _cached
-    key = _fingerprint()
     cached = _cached
     if cached is not None and cached[0] == key:
         return cached[1]
@@ -48,15 +65,19 @@ _cached: tuple[tuple, bundle.Contracts] | None = None
 
 def _fingerprint() -> tuple:
     """How many versions and wait reasons there are, the newest of each (one query)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_fingerprint_sql())
+        return tuple(cursor.fetchone())
+
+
+def _fingerprint_sql() -> str:
     versions = connection.ops.quote_name(ContractVersion._meta.db_table)
     reasons = connection.ops.quote_name(WaitReason._meta.db_table)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT (SELECT COUNT(*) FROM {versions}), (SELECT MAX(id) FROM {versions}), "
-            f"(SELECT MAX(created_at) FROM {versions}), "
-            f"(SELECT COUNT(*) FROM {reasons}), (SELECT MAX(id) FROM {reasons})"
-        )
-        return tuple(cursor.fetchone())
+    return (
+        f"SELECT (SELECT COUNT(*) FROM {versions}), (SELECT MAX(id) FROM {versions}), "
+        f"(SELECT MAX(created_at) FROM {versions}), "
+        f"(SELECT COUNT(*) FROM {reasons}), (SELECT MAX(id) FROM {reasons})"
+    )
 
 
 def _forget_cached(**_: object) -> None:

@@ -17,6 +17,7 @@ from django.db.models.expressions import RawSQL
 from receipts.ingest.assessment import SETTLED_FALSE_COMPLETE, SETTLEMENT_CAUSES, assess, run_outcome
 from receipts.ingest.due import due_condition, due_of_verdict, latest_code
 from receipts.ingest.health import ALARM_KINDS, SUMMARY_FIELDS, UNPROBLEMATIC
+from receipts.queries.lookups import AnyOf
 
 # The run fields `judge` reads as stored; a batch that changed one of them gives its new value (`pending`).
 OWN_FIELDS = ("status", "error", "final_status", "verification")
@@ -144,6 +145,18 @@ def _read_each(runs: list[int]) -> dict[str, list]:
 
 READ = ("stored", "counts", "settled", "reports")
 _RUN_IDS = object()  # where the run ids go among `_statement`'s parameters
+_ANY = object()  # `_queries`' runs as `_statement` gives them: the one array parameter
+
+
+def _among(field: str, runs):
+    """The condition that `field` is one of `runs` (pks, or `_ANY`): `= ANY(array)` for the array parameter, an index
+    lookup of each id (`IN (SELECT unnest(…))` had the planner scan every run and handoff, growing with the tables,
+    as `AnyOf` says)."""
+    from django.db.models import F, Q
+
+    if runs is _ANY:
+        return AnyOf(F(field), RawSQL("%s::bigint[]", [_RUN_IDS]))
+    return Q(**{f"{field}__in": runs})
 
 
 @functools.cache
@@ -151,9 +164,8 @@ def _statement() -> tuple[str, tuple]:
     """`read`'s one PostgreSQL statement and its parameters, compiled once per process: the runs are one array
     parameter (`_RUN_IDS` stands for it), so the SQL is the same however many runs a batch judges. Compiling
     the four queries anew cost more than judging a batch's runs."""
-    runs = RawSQL("SELECT unnest(%s::bigint[])", [_RUN_IDS])
     parts, params = [], []
-    for name, query in _queries(runs).items():
+    for name, query in _queries(_ANY).items():
         sql, values = query.query.sql_with_params()
         parts.append(f"SELECT '{name}', row_to_json(q) FROM ({sql}) AS q")  # our own names, never input
         params += values
@@ -180,7 +192,7 @@ def _stored_query(runs: Iterable[int]):
     latest = Handoff.objects.filter(run_id=OuterRef("pk")).order_by("-created_at", "-pk")
     due = ExpressionWrapper(due_condition(), BooleanField())
     return (
-        Run.objects.filter(pk__in=runs)
+        Run.objects.filter(_among("pk", runs))
         .order_by()
         .values(
             "pk",
@@ -204,7 +216,7 @@ def _counts_query(runs: Iterable[int]):
 
     from receipts.models import Handoff
 
-    counted = Handoff.objects.filter(run_id__in=runs).order_by().values_list("run_id", "verdict")
+    counted = Handoff.objects.filter(_among("run_id", runs)).order_by().values_list("run_id", "verdict")
     return counted.annotate(n=Count("pk"), due=Count("pk", filter=due_condition()))
 
 
@@ -226,7 +238,7 @@ def _settled_query(run_ids: Iterable[int]):
     from receipts.models import Handoff, VerdictChange
 
     latest = VerdictChange.objects.filter(handoff=OuterRef("pk")).order_by("-at", "-pk").values("cause")[:1]
-    found = Handoff.objects.filter(run_id__in=run_ids, verdict="FALSE_COMPLETE").annotate(cause=Subquery(latest))
+    found = Handoff.objects.filter(_among("run_id", run_ids), verdict="FALSE_COMPLETE").annotate(cause=Subquery(latest))
     return found.filter(cause__in=SETTLEMENT_CAUSES).order_by().values_list("run_id", "pk")
 
 
@@ -236,7 +248,7 @@ def _reports_query(runs: Iterable[int]):
     from receipts.models import MiddlewareReport
 
     return (
-        MiddlewareReport.objects.filter(run_id__in=runs, kind__in=ALARM_KINDS)
+        MiddlewareReport.objects.filter(_among("run_id", runs), kind__in=ALARM_KINDS)
         .order_by()
         .values_list("run_id", "kind", "detail")
         .annotate(n=Count("pk"))

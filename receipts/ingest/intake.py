@@ -48,7 +48,16 @@ from sidewisp_agent.entries import (  # noqa: F401 - the entries live in the age
     to_json,
 )
 
-from receipts.ingest import batches, lifecycle, pendingcalls, recording, redactions, settling, setwise, silence
+from receipts.ingest import (
+    batches,
+    lifecycle,
+    pendingcalls,
+    recording,
+    redactions,
+    settling,
+    setwise,
+    silence,
+)
 from receipts.models import FINAL_STATUS_PART, RECEIPT_PARTS, MiddlewareReport, Run
 from receipts.verdicts import bundle
 
@@ -114,7 +123,26 @@ def apply(entries: Sequence[Entry]) -> list[bool]:
     recorded as one set (`receipts.ingest.setwise`); the other entries (reports, settles and any
     other kind) are applied in order between those sets, each through `_apply_one`. Values redacted on the
     way in (`receipts.ingest.redactions`) are reported on their runs after the entries, in the same batch.
+
+    A batch of its own inserts its new handoffs once, classified, at its end (`batches.redoable`): when another
+    writer created one of them meanwhile, the batch is rolled back to its start and redone with those read
+    back as found; at most `REDOS` times, then as a batch inside another one (each inserted when first met).
     """
+    own = batches.current() is None  # else an outer batch (the API's) writes at its end: nothing to redo here
+    raced: set[str] = set()
+    for attempt in range(REDOS + 1):
+        try:
+            return _apply(entries, raced if own and attempt < REDOS else None)
+        except batches.Raced as exc:
+            raced |= exc.handoff_ids
+    raise AssertionError  # unreachable: the last attempt cannot be raced
+
+
+REDOS = 2
+
+
+def _apply(entries: Sequence[Entry], raced: set[str] | None) -> list[bool]:
+    """`apply` once; `raced` (handoff ids found taken before) when the batch may be redone."""
     with batches.batch(), redactions.collecting() as redacted:
         batches.prefetch(
             (entry.operation_id for entry in entries),
@@ -122,10 +150,17 @@ def apply(entries: Sequence[Entry]) -> list[bool]:
             latest_of=(e.operation_id for e in entries if isinstance(e, PartEntry) and not e.handoff_id),
             classify=any(isinstance(entry, PartEntry) for entry in entries),
         )
+        found = batches.current().handoffs
+        if raced is not None and any(
+            isinstance(e, PartEntry) and e.handoff_id and e.handoff_id not in found for e in entries
+        ):
+            batches.redoable(raced)  # it creates handoffs: inserted once, at its end
         stored: list[bool] = []
         for parts, other in _segments(entries):
             for entry in parts or [other]:
                 _note_redacted_ids(entry)
+            if not parts:
+                batches.writes_now()
             stored += setwise.record_parts(parts) if parts else [_apply_one(other)]
         _report_redacted(redacted)
         runs = batches.current().runs

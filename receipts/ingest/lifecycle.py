@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from receipts.ingest import batches, recording, runs, sqlsets
+from receipts.ingest import batches, newrows, recording, runs
 from receipts.ingest.recording import OBSERVER, digest
 from receipts.ingest.sides import RunNotOwned, namespace, owner_problem
 from receipts.models import Handoff, MiddlewareReport, Run
@@ -65,7 +65,7 @@ def _run(entry: RunEntry) -> Run | None:
     # Many runs may share a thread (issue 28: a chat app's new operation id per user turn); the run is keyed by
     # the side's namespace and its operation id (issue 29 §4).
     lookup = {"source_name": namespace(), "operation_id": entry.operation_id}
-    made = sqlsets.insert_new(Run, [Run(**lookup, **defaults)], "operation_id")  # one statement, no savepoint
+    made = newrows.insert_new(Run, [Run(**lookup, **defaults)], "operation_id")  # one statement, no savepoint
     run = made[0] if made else Run.objects.get_or_create(**lookup, defaults=defaults)[0]
     if current is not None:
         current.runs[entry.operation_id] = run  # the batch's later receipts record into this row

@@ -11,11 +11,11 @@ in a typical batch: every run of it writes the same fields), which also takes th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from django.utils import timezone
 
-from receipts.ingest import healthsets, sqlsets
+from receipts.ingest import healthsets, lastwrite, sqlsets
 from receipts.models import Run
 
 
@@ -29,17 +29,21 @@ def finish(found, read: healthsets.Read | None = None) -> None:
     for pk, values in judged.items():
         writes.setdefault(pk, {}).update(values)
     counts = {pk: len(events) for pk, (_, events) in found.events.items() if events}
-    last = _write(writes, counts)
     healths = {pk: run.health for pk, (run, _) in found.stale.items()}
-    for pk, (_, events) in found.events.items():
-        for seq, event in enumerate(events, start=last.get(pk, 0) - len(events) + 1):
-            event["seq"] = seq
-            if event["type"] == "run.changed" and pk in healths:
-                event["health"] = healths[pk]  # as judged now: the status it announces was set in this batch
+
+    def numbered(last: Mapping[int, int]) -> None:
+        for pk, (_, events) in found.events.items():
+            for seq, event in enumerate(events, start=last.get(pk, 0) - len(events) + 1):
+                event["seq"] = seq
+                if event["type"] == "run.changed" and pk in healths:
+                    event["health"] = healths[pk]  # as judged now: the status it announces was set in this batch
+
+    _write(writes, counts, numbered)
 
 
-def _write(writes: Mapping[int, Mapping[str, object]], counts: Mapping[int, int]) -> dict[int, int]:
-    """One UPDATE per distinct set of fields; each counted run's `seq` grows by its count. pk -> its new seq."""
+def _write(writes: Mapping[int, Mapping[str, object]], counts: Mapping[int, int], then: Callable) -> None:
+    """One UPDATE per distinct set of fields; each counted run's `seq` grows by its count. `then` is given
+    pk -> its new seq once known: the last UPDATE may wait for the commit and go with it (`lastwrite.update_last`)."""
     meta = Run._meta
     groups: dict[tuple[str, ...], list[dict]] = {}
     for pk in sorted({*writes, *counts}):  # in primary-key order, as every writer of runs locks them
@@ -49,9 +53,15 @@ def _write(writes: Mapping[int, Mapping[str, object]], counts: Mapping[int, int]
         row.update((meta.get_field(name).attname, value) for name, value in values.items())
         groups.setdefault(tuple(sorted(values)), []).append(row)
     last: dict[int, int] = {}
-    for names, rows in groups.items():
-        counted = any(row["seq"] for row in rows)
-        if not names and not counted:
-            continue
-        last |= sqlsets.update_rows(Run, rows, names, add="seq" if counted else None)
-    return last
+    groups = {names: rows for names, rows in groups.items() if names or any(row["seq"] for row in rows)}
+    if not groups:
+        then(last)
+        return
+    *first, (names, rows) = groups.items()
+    for names_, rows_ in first:
+        last |= sqlsets.update_rows(Run, rows_, names_, add=_added(rows_))
+    lastwrite.update_last(Run, rows, names, add=_added(rows), then=lambda found: then(last | found))
+
+
+def _added(rows: list[dict]) -> str | None:
+    return "seq" if any(row["seq"] for row in rows) else None

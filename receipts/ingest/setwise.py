@@ -4,12 +4,15 @@
 run of part entries is checked in order first (the same errors, naming the same field, as entry by entry),
 then the runs and handoffs it needs are created in bulk, every part is applied and classified in memory
 in order, and the result is written with one UPDATE of the handoffs and one INSERT of the verdict
-history, announced by one `handoffs_changed` signal. The receipts, the events' sequence numbers and each
+history, announced by one `handoffs_changed` signal. In a batch that can be redone (`batches.redoable`, on
+PostgreSQL) a new handoff is not inserted when first met but once, classified, with the batch's other rows
+(its key taken from the sequence with the new runs' INSERT). The receipts, the events' sequence numbers and each
 run's health follow at the end of the batch (`batches.batch`). Call inside `batches.batch()`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
@@ -17,7 +20,7 @@ from typing import NamedTuple
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from receipts.ingest import batches, redactions, signals, sqlsets
+from receipts.ingest import batches, newrows, redactions, signals, sqlsets
 from receipts.ingest.parts import (
     CLASSIFIED_FIELDS,
     apply_part,
@@ -60,8 +63,17 @@ def record_parts(entries: Sequence) -> list[bool]:
         parts = _checked(entries, parse)
         if not parts:
             return stored
-        _create_runs({p.operation_id for p in parts} - set(batches.current().runs))
-        fresh = _create_handoffs(parts)
+        current = batches.current()
+        new = _new_handoffs(parts)
+        # A batch that can be redone takes the new handoffs' keys now and inserts them at its end (`batches.redoable`).
+        count = len(new.keys() - current.raced) if current.redo else None
+        missing = {p.operation_id for p in parts} - set(current.runs)
+        with sqlsets.together() if missing or count else contextlib.nullcontext():
+            if count:
+                batches.savepoint()  # before the batch's first write, in the same round trip
+            sent = _send_runs(missing, count)
+        keys = _create_runs(missing, sent)  # read once the block's statements were answered: one round trip
+        fresh = _create_handoffs(new, keys)
         changed, history, changes = _applied(parts, fresh, stored, parse)
         # Written, and the signal sent, at the end of the batch with its other rows (receipts.ingest.batches).
         batches.changed_handoffs(changed.values(), _fields_of(parts), history, changes)
@@ -142,15 +154,29 @@ def _latest(operation_id: str) -> str | None:
     return current.latest[operation_id]
 
 
-def _create_runs(operation_ids: set[str]) -> None:
-    """Create the runs no batch entry found (one INSERT); read back locked those another transaction created
-    meanwhile; refuse another side's."""
-    if not operation_ids:
-        return
-    current = batches.current()
+def _send_runs(operation_ids: set[str], keys: int | None):
+    """Send the INSERT of the runs no batch entry found (with `keys`, that many new handoff keys taken in the
+    same statement: `newrows.send_new`); a function giving what it made (and the keys)."""
     side = namespace()  # issue 29 §4: the run is keyed by the side's namespace and the id
     new = [Run(operation_id=op, thread_id=op, source=Run.Source.AGENT, source_name=side) for op in operation_ids]
-    found = {run.operation_id: run for run in sqlsets.insert_new(Run, new, "operation_id")}
+    return newrows.send_new(Run, new, "operation_id", keys=(Handoff, keys) if keys is not None else None)
+
+
+def _create_runs(operation_ids: set[str], sent) -> list[int] | None:
+    """Keep the runs `_send_runs` created; read back locked those another transaction created meanwhile; refuse
+    another side's. The new handoff keys it took (None when it took none)."""
+    made = sent()
+    made, taken = made if isinstance(made, tuple) else (made, None)
+    if operation_ids:
+        _found_runs(operation_ids, made)
+    return taken
+
+
+def _found_runs(operation_ids: set[str], made: list[Run]) -> None:
+    """Keep the runs `_create_runs` made, and those another transaction created meanwhile (read back locked)."""
+    current = batches.current()
+    side = namespace()
+    found = {run.operation_id: run for run in made}
     current.made.update(run.pk for run in found.values())  # not those read back below: another's
     if missing := operation_ids - set(found):
         raced = Run.objects.select_for_update().filter(source_name=side, operation_id__in=missing)
@@ -164,23 +190,40 @@ def _create_runs(operation_ids: set[str]) -> None:
     current.runs.update(found)
 
 
-def _create_handoffs(parts: Iterable[_Part]) -> set[int]:
-    """Create the handoffs no batch entry found (one INSERT); the pks of those this made.
+def _new_handoffs(parts: Iterable[_Part]) -> dict[str, str]:
+    """The handoffs no batch entry found: handoff id -> operation id, in the order first met."""
+    current = batches.current()
+    return {p.handoff_id: p.operation_id for p in parts if p.handoff_id not in current.handoffs}
 
-    A handoff another transaction created meanwhile is read back locked and taken as found (its stored parts
-    read too).
+
+def _create_handoffs(new: dict[str, str], keys: list[int] | None) -> set[int]:
+    """Create the handoffs `new` (handoff id -> operation id); the pks of those this made.
+
+    With `keys` (theirs, from the sequence: the batch can be redone, `batches.redoable`)
+    they are made in memory, and inserted whole, classified, at the end of the batch (`batches.batch`), which is
+    redone if another writer created one of them meanwhile; those a previous attempt found taken
+    (`batches.Batch.raced`) are read back locked. Else they are inserted now (one INSERT), and a handoff another
+    transaction created meanwhile is read back locked. Either way one read back is taken as found (its stored
+    parts read too).
     """
     current = batches.current()
-    wanted = {p.handoff_id: current.runs[p.operation_id] for p in parts if p.handoff_id not in current.handoffs}
+    wanted = {hid: current.runs[op] for hid, op in new.items()}
     if not wanted:
         return set()
-    new = [
+    new_handoffs = [
         Handoff(
             handoff_id=hid, source_name=run.source_name, run=run, verdict="ROUTE_REJECTED", settled_at=ended_at(run)
         )
         for hid, run in wanted.items()
+        if keys is None or hid not in current.raced
     ]
-    made = sqlsets.insert_new(Handoff, new, "handoff_id")
+    if keys is None:
+        made = newrows.insert_new(Handoff, new_handoffs, "handoff_id")
+    else:
+        for handoff, pk in zip(new_handoffs, keys, strict=True):
+            handoff.pk = pk  # the row is inserted at the end of the batch, whole
+            current.create[pk] = handoff
+        made = new_handoffs
     found = sorted(made, key=lambda handoff: handoff.pk)
     if missing := set(wanted) - {handoff.handoff_id for handoff in made}:
         raced = Handoff.objects.filter(source_name=namespace(), handoff_id__in=missing)

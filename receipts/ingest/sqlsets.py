@@ -59,32 +59,6 @@ def insert_rows(model, objs: Iterable, *, ignore_conflicts: bool = False) -> Non
     _insert(model, objs, " ON CONFLICT DO NOTHING" if ignore_conflicts else "")
 
 
-def insert_new(model, objs: Iterable, key: str) -> list:
-    """Insert those of `objs` (new rows of `model`) no unique field of which is taken yet, in one statement;
-    the objects inserted, their primary keys set (matched by `key`, a unique field): as a read back would give
-    them, for models whose every column the insert writes (no database default, no trigger changing the row).
-
-    On PostgreSQL (`INSERT … ON CONFLICT DO NOTHING RETURNING`). Elsewhere `bulk_create` ignores the
-    conflicts and sets no primary key: no object is returned, read them back.
-    """
-    objs = list(objs)
-    if not objs:
-        return []
-    if connection.vendor != "postgresql":
-        model.objects.bulk_create(objs, ignore_conflicts=True)
-        return []
-    meta = model._meta
-    column, pk = _quoted(meta.get_field(key).column), _quoted(meta.pk.column)
-    inserted = dict(_insert(model, objs, f" ON CONFLICT DO NOTHING RETURNING {column}, {pk}"))
-    found = []
-    for obj in objs:
-        if (value := inserted.get(getattr(obj, key))) is not None:
-            obj.pk = value
-            obj._state.adding, obj._state.db = False, DEFAULT_DB_ALIAS  # as `from_db` leaves a row read back
-            found.append(obj)
-    return found
-
-
 def _insert(model, objs: list, suffix: str) -> list[tuple]:
     """INSERT the objects' rows (every concrete field but the primary key) on PostgreSQL; the rows returned."""
     sql, document = _insert_sql(model, objs)
@@ -93,8 +67,8 @@ def _insert(model, objs: list, suffix: str) -> list[tuple]:
         return cursor.fetchall() if cursor.description else []
 
 
-def _insert_sql(model, objs: list) -> tuple[str, str]:
-    sql, shape = _insert_statement(model)
+def _insert_sql(model, objs: list, *, keyed: bool = False) -> tuple[str, str]:
+    sql, shape = _insert_statement(model, keyed)
     fields = shape.fields
     if not any(isinstance(obj, model) for obj in objs) and (document := shape.mapped(objs)) is not None:
         return sql, document
@@ -103,40 +77,65 @@ def _insert_sql(model, objs: list) -> tuple[str, str]:
 
 
 @functools.cache
-def _insert_statement(model) -> tuple[str, _Shape]:
-    """`_insert_sql`'s statement and the rows' shape (every concrete field but the primary key), built once."""
+def _insert_statement(model, keyed: bool = False) -> tuple[str, _Shape]:
+    """`_insert_sql`'s statement and the rows' shape (every concrete field but the primary key, unless `keyed`),
+    built once."""
     meta = model._meta
-    shape = _Shape([field for field in meta.concrete_fields if not field.generated and field is not meta.pk])
+    shape = _Shape([field for field in meta.concrete_fields if not field.generated and (keyed or field is not meta.pk)])
     table, columns = _quoted(meta.db_table), ", ".join(_quoted(field.column) for field in shape.fields)
     sql = f"INSERT INTO {table} ({columns}) SELECT {columns} FROM jsonb_populate_recordset(NULL::{table}, %s::jsonb)"
     return sql, shape
 
 
-def write_together(updates: Sequence[tuple], inserts: Sequence[tuple]) -> None:
+def write_together(updates: Sequence[tuple], inserts: Sequence[tuple], new: tuple | None = None) -> Callable[[], set]:
     """`update_rows(model, objs, names)` for each of `updates`, then `insert_rows(model, objs)` for each of
     `inserts`: on PostgreSQL in one statement (data-modifying WITH queries, one round trip), elsewhere one each.
+
+    `new` (model, objs), PostgreSQL only: rows inserted whole, their primary keys given (`newrows.send_new`), those a
+    unique field of which another row holds already skipped (`ON CONFLICT DO NOTHING`). The result is a function
+    giving the set of the primary keys inserted (the caller tells the skipped ones by their absence): read it after
+    the statements sent with this one (`together`: reading it inside would wait for its answer alone).
 
     The parts see the same snapshot, not each other's rows: none may read what another writes (an UPDATE of
     rows and INSERTs of rows that refer to them is fine; foreign keys are checked at commit).
     """
     updates = [(model, list(objs), names) for model, objs, names in updates if objs]
     inserts = [(model, list(objs)) for model, objs in inserts if objs]
+    new_model, new_objs = new if new is not None else (None, [])
+    new_objs = list(new_objs)
     if connection.vendor != "postgresql":
+        if new_objs:
+            msg = "rows with their keys given are inserted together on PostgreSQL only"
+            raise NotImplementedError(msg)
         for model, objs, names in updates:
             update_rows(model, objs, names)
         for model, objs in inserts:
             insert_rows(model, objs)
-        return
+        return set
     parts = [_update_sql(model, objs, names) for model, objs, names in updates]
     parts += [_insert_sql(model, objs) for model, objs in inserts]
+    if new_objs:
+        pk = _quoted(new_model._meta.pk.column)
+        sql, document = _insert_sql(new_model, new_objs, keyed=True)
+        parts.append((f"{sql} ON CONFLICT DO NOTHING RETURNING {pk}", document))
+        parts.append((f"SELECT {pk} FROM w{len(parts) - 1}", None))
     if not parts:
-        return
-    *first, (last, last_document) = parts
-    sql = last
+        return set
+    *first, (sql, _) = parts
     if first:
-        sql = "WITH " + ", ".join(f"w{i} AS ({part})" for i, (part, _) in enumerate(first)) + " " + last
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*(document for _, document in first), last_document])
+        sql = "WITH " + ", ".join(f"w{i} AS ({part})" for i, (part, _) in enumerate(first)) + " " + sql
+    params = [document for _, document in parts if document is not None]
+    cursor = connection.cursor()
+    cursor.execute(sql, params)
+    if not new_objs:
+        cursor.close()
+        return set
+
+    def inserted() -> set:
+        with cursor:
+            return {key for (key,) in cursor.fetchall()}
+
+    return inserted
 
 
 def update_rows(model, objs: Iterable, names: Sequence[str], *, add: str | None = None) -> dict:
@@ -158,10 +157,15 @@ def update_rows(model, objs: Iterable, names: Sequence[str], *, add: str | None 
         from receipts.ingest.sequence import next_seqs
 
         return next_seqs({obj.pk: getattr(obj, add) for obj in objs})
-    sql, document = _update_sql(model, objs, names, add)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [document])
+        cursor.execute(*update_statement(model, objs, names, add))
         return dict(cursor.fetchall()) if add else {}
+
+
+def update_statement(model, objs: list, names: Sequence[str], add: str | None) -> tuple[str, list]:
+    """`update_rows`' statement and parameters on PostgreSQL (for a caller that sends it itself)."""
+    sql, document = _update_sql(model, objs, names, add)
+    return sql, [document]
 
 
 def _instances(model, objs: list) -> list:

@@ -239,3 +239,71 @@ def test_runs_and_handoffs_another_writer_created_after_the_batch_looked_are_tak
     assert calm_flags.count(False) == len(first)  # the parts stored already are not stored again
     assert stored_state("race") == stored_state("calm")
     assert Run.objects.filter(operation_id__startswith="race-").count() == len({e.operation_id for e in entries})
+
+
+def test_a_batch_inserts_its_new_handoffs_once_already_classified(contracts):
+    # Issue 32 §2: a new handoff was inserted, then updated with its classification (every index twice, the
+    # verdict rollup's trigger three times). On PostgreSQL it is now inserted once, at the batch's end.
+    with CaptureQueriesContext(connection) as captured, transaction.atomic():
+        intake.apply(mixed("once", 200))
+
+    table = Handoff._meta.db_table
+    if connection.vendor == "postgresql":
+        assert not [q["sql"] for q in captured if f'UPDATE "{table}"' in q["sql"]]
+        assert len([q["sql"] for q in captured if f'INSERT INTO "{table}"' in q["sql"]]) == 1
+    assert Handoff.objects.filter(handoff_id__startswith="once-", classified_at__isnull=True).count() == 0
+
+
+def test_a_batch_redone_after_a_race_announces_each_change_once(
+    contracts, monkeypatch, django_capture_on_commit_callbacks
+):
+    # The race above rolls the batch back to its savepoint and redoes it: the events of the attempt rolled back
+    # are not sent (nor its verdict history kept), the redone batch's are, as a calm batch sends them.
+    entries = mixed("x", 40)
+    first = [e for e in entries if e.part == "created" and e.handoff_id.endswith("-0")]
+    for prefix in ("calm", "race"):
+        with transaction.atomic():
+            intake.apply(renamed(prefix, first))
+
+    with django_capture_on_commit_callbacks() as calm, transaction.atomic():
+        intake.apply(renamed("calm", entries))
+    monkeypatch.setattr(intake.batches, "prefetch", lambda *args, **kwargs: None)
+    with django_capture_on_commit_callbacks() as race, transaction.atomic():
+        intake.apply(renamed("race", entries))
+
+    assert published(race, "race") == published(calm, "calm")
+    assert len(published(race, "race")) == len(entries) - len(first)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_writer_sends_its_runs_update_with_the_commit_and_stores_the_same(contracts, monkeypatch):
+    # Issue 32 §2: the evidence writer's transaction ends with its batch, so the runs' UPDATE (health, sequence
+    # numbers) goes to PostgreSQL with the COMMIT, one round trip: Django's commit then finds it committed.
+    # What is stored and announced is what the same batch committed by Django stores and announces.
+    import psycopg
+
+    from agents.observe.database import LocalSink
+    from receipts.ingest import recording
+
+    status: list[str] = []
+    commit = psycopg.Connection.commit
+    monkeypatch.setattr(
+        psycopg.Connection, "commit", lambda self: (status.append(self.info.transaction_status.name), commit(self))[1]
+    )
+    sent: list[dict] = []
+    monkeypatch.setattr(broadcast, "publish_many", lambda events, wait=True: sent.extend(map(dict, events)) or True)
+    entries = mixed("x", 60)
+
+    LocalSink().write(renamed("sink", entries))
+    writer_status, writer_events = list(status), list(sent)
+    with broadcast.batched(), transaction.atomic(), recording.writing_as(""):
+        intake.apply(renamed("plain", entries))
+
+    if connection.vendor == "postgresql":
+        assert writer_status == ["IDLE"]  # committed with the UPDATE
+        assert status[len(writer_status) :] == ["INTRANS"]
+    assert stored_state("sink") == stored_state("plain")
+    assert published([partial(broadcast.publish, e) for e in writer_events], "sink") == published(
+        [partial(broadcast.publish, e) for e in sent[len(writer_events) :]], "plain"
+    )
+    assert len(writer_events) == len(entries)  # each receipt announced once, its sequence number taken
