@@ -5,8 +5,8 @@ Workers are never pinged on a page's request: beat's `record_worker_status` task
 socket's banner and the System page read that status with its age. A status older than
 WORKER_STALE_AFTER_SECONDS is not believed. /healthz reads it fail-closed: stale while beat's heartbeat
 is fresh means beat sends the task and no worker runs it, so the worker check fails; only while beat is
-silent too (the status cannot be fresh then) does /healthz ask the workers itself (a ping no worker answered
-is shared by every probe for HEALTHZ_PING_REUSE_SECONDS).
+silent too (the status cannot be fresh then) does /healthz ask the workers itself, once per
+HEALTHZ_PING_REUSE_SECONDS for every probe of every web process.
 """
 
 from __future__ import annotations
@@ -163,17 +163,14 @@ def worker_check(now: float | None = None) -> Check:
     return _shared_ping(now)  # beat is silent too: its status cannot be fresh, so ask the workers now
 
 
-# While beat is silent, a ping that no worker answered is what every probe reads for this long (beat's cadence):
-# a load balancer probing every web process each second waits for one ping's whole timeout, not one per probe.
-# Only a failure is shared (fail-closed): a worker that answered is asked again by the next probe (it answers in
-# milliseconds), so a worker that stops is seen at once; one that starts is seen at most this late.
+# While beat is silent, what /healthz's own ping found is what every probe reads for this long (beat's cadence):
+# a load balancer probing every web process each second waits for one ping, and the workers answer one, not all.
 HEALTHZ_PING_REUSE_SECONDS = 2.0
 
 
 def _shared_ping(now: float | None = None) -> Check:
-    """`check_workers`; while a ping's failure is under HEALTHZ_PING_REUSE_SECONDS old, every probe of every web
-    process reads it instead (saying how old it is). A failure that cannot be stored (Redis down) is still
-    returned."""
+    """`check_workers`, asked at most once per HEALTHZ_PING_REUSE_SECONDS by all web processes; a reused answer
+    says how old it is. An answer that cannot be stored (Redis down) is still returned."""
     now = time.time() if now is None else now
     key = f"{_worker_key()}:healthz-ping"
     try:
@@ -181,13 +178,10 @@ def _shared_ping(now: float | None = None) -> Check:
     except redis.RedisError:
         found = None
     if isinstance(found, dict) and 0 <= now - found.get("at", -1e9) <= HEALTHZ_PING_REUSE_SECONDS:
-        return {"ok": False, "detail": f"{found['detail']}, asked {now - found['at']:.0f} s ago"}
+        return {"ok": found["ok"], "detail": f"{found['detail']}, asked {now - found['at']:.0f} s ago"}
     check = check_workers()
     with contextlib.suppress(redis.RedisError):
-        if check["ok"]:
-            cache.delete(key)
-        else:
-            cache.set(key, {"detail": check["detail"], "at": now}, int(HEALTHZ_PING_REUSE_SECONDS) + 1)
+        cache.set(key, {**check, "at": now}, int(HEALTHZ_PING_REUSE_SECONDS) + 1)
     return check
 
 
