@@ -96,14 +96,12 @@ def _urls() -> list[tuple[str, str]]:
         ("audit.csv (the newest 10k rows)", "/audit.csv"),
         (HEALTHZ_FRESH, "/healthz"),
         (HEALTHZ_SILENT, "/healthz"),
-        (HEALTHZ_SHARED, "/healthz"),
     ]
 
 
 # /healthz reads beat's worker status; with beat silent too it pings the workers itself (sidewisp.ops.health).
 HEALTHZ_FRESH = "/healthz, beat's worker status fresh"
-HEALTHZ_SILENT = "/healthz, beat silent, a probe that pings (no worker here: the ping's whole timeout)"
-HEALTHZ_SHARED = "/healthz, beat silent, the probes within 2 s of a ping (they read its answer)"
+HEALTHZ_SILENT = "/healthz, beat silent (it pings; no worker here: the ping's whole timeout)"
 
 
 def _set_liveness(name: str) -> None:
@@ -115,8 +113,8 @@ def _set_liveness(name: str) -> None:
     if name == HEALTHZ_FRESH:  # what beat's tasks leave while beat and a worker run
         cache.set(beat_heartbeat_key(), time.time(), 3600)
         cache.set(health._worker_key(), {"workers": ["bench@host"], "at": time.time(), "full_at": 0}, 3600)
-    elif name in (HEALTHZ_SILENT, HEALTHZ_SHARED):  # HEALTHZ_SILENT: before each request, so each one pings
-        cache.delete_many([beat_heartbeat_key(), health._worker_key(), f"{health._worker_key()}:healthz-ping"])
+    elif name == HEALTHZ_SILENT:
+        cache.delete_many([beat_heartbeat_key(), health._worker_key()])
 
 
 def _measure(client, name: str, url: str, requests: int) -> Measured:
@@ -137,8 +135,6 @@ def _measure(client, name: str, url: str, requests: int) -> Measured:
         raise RuntimeError(msg)
     cpu = []
     for _ in range(requests):
-        if name == HEALTHZ_SILENT:
-            _set_liveness(name)
         start, started_cpu = time.perf_counter(), time.process_time()
         _drain(client.get(url))
         times.append((time.perf_counter() - start) * 1000)
@@ -166,7 +162,7 @@ def _drain(response) -> None:
 
 def measure(handoffs: int, requests: int = REQUESTS) -> list[Measured]:
     client = _prepare(handoffs)
-    # A silent beat's /healthz that pings waits the ping's whole timeout each time: a few requests tell it.
+    # A silent beat's /healthz waits the ping's whole timeout each time: a few requests tell it.
     return [
         _measure(client, name, url, min(requests, 5) if name == HEALTHZ_SILENT else requests) for name, url in _urls()
     ]

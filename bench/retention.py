@@ -133,13 +133,13 @@ def _drop_a_month() -> dict | None:
 def measure(quick: bool) -> dict:
     from django.conf import settings
 
-    from bench.pages import HEALTHZ_SHARED, HEALTHZ_SILENT, _urls
+    from bench.pages import HEALTHZ_SILENT, _urls
     from receipts.models import Receipt
 
     client = _load(quick)
     # Not /healthz with beat silent: it waits its ping's whole timeout (no worker here), a second that would
     # be the p95 of both phases and hide what pruning does to the pages.
-    urls = [(name, url) for name, url in _urls() if name not in (HEALTHZ_SILENT, HEALTHZ_SHARED)]
+    urls = [(name, url) for name, url in _urls() if name != HEALTHZ_SILENT]
     _round(client, urls, [])  # warm: the first request of a page pays for its templates
     receipts_before = Receipt.objects.count()
     without: list[float] = []

@@ -5,13 +5,11 @@ Workers are never pinged on a page's request: beat's `record_worker_status` task
 socket's banner and the System page read that status with its age. A status older than
 WORKER_STALE_AFTER_SECONDS is not believed. /healthz reads it fail-closed: stale while beat's heartbeat
 is fresh means beat sends the task and no worker runs it, so the worker check fails; only while beat is
-silent too (the status cannot be fresh then) does /healthz ask the workers itself, once per
-HEALTHZ_PING_REUSE_SECONDS for every probe of every web process.
+silent too (the status cannot be fresh then) does /healthz ask the workers itself.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
 from datetime import UTC, datetime
 from typing import TypedDict
@@ -160,29 +158,7 @@ def worker_check(now: float | None = None) -> Check:
     # Stale while beat is alive: beat sends the status task and no worker runs it, so no worker is working.
     if found["ok"] or check_beat(now)["ok"]:
         return found
-    return _shared_ping(now)  # beat is silent too: its status cannot be fresh, so ask the workers now
-
-
-# While beat is silent, what /healthz's own ping found is what every probe reads for this long (beat's cadence):
-# a load balancer probing every web process each second waits for one ping, and the workers answer one, not all.
-HEALTHZ_PING_REUSE_SECONDS = 2.0
-
-
-def _shared_ping(now: float | None = None) -> Check:
-    """`check_workers`, asked at most once per HEALTHZ_PING_REUSE_SECONDS by all web processes; a reused answer
-    says how old it is. An answer that cannot be stored (Redis down) is still returned."""
-    now = time.time() if now is None else now
-    key = f"{_worker_key()}:healthz-ping"
-    try:
-        found = cache.get(key)
-    except redis.RedisError:
-        found = None
-    if isinstance(found, dict) and 0 <= now - found.get("at", -1e9) <= HEALTHZ_PING_REUSE_SECONDS:
-        return {"ok": found["ok"], "detail": f"{found['detail']}, asked {now - found['at']:.0f} s ago"}
-    check = check_workers()
-    with contextlib.suppress(redis.RedisError):
-        cache.set(key, {**check, "at": now}, int(HEALTHZ_PING_REUSE_SECONDS) + 1)
-    return check
+    return check_workers()  # beat is silent too: its status cannot be fresh, so ask the workers now
 
 
 # sidewisp.ops.metrics reads the workers through this name.
