@@ -6,7 +6,8 @@ then the runs and handoffs it needs are created in bulk, every part is applied a
 in order, and the result is written with one UPDATE of the handoffs and one INSERT of the verdict
 history, announced by one `handoffs_changed` signal. In a batch that can be redone (`batches.redoable`, on
 PostgreSQL) a new handoff is not inserted when first met but once, classified, with the batch's other rows
-(its key taken from the sequence with the new runs' INSERT). The receipts, the events' sequence numbers and each
+(its key taken from the sequence with the new runs' INSERT); in such a batch of parts and reports a new run too,
+with its health (`runwrites.new_rows`). The receipts, the events' sequence numbers and each
 run's health follow at the end of the batch (`batches.batch`). Call inside `batches.batch()`.
 """
 
