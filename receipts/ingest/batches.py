@@ -53,14 +53,22 @@ class Batch:
     announced: int = 0  # how many after-commit callbacks the transaction had at the savepoint
     raced: set[str] = field(default_factory=set)  # handoff ids a previous attempt found taken: read them back
     create: dict[int, Handoff] = field(default_factory=dict)  # pk -> a new handoff to insert whole at the end
+    runs_later: bool = False  # set by `redoable`: new runs are inserted at the end too, with their health
+    new_runs: dict[int, Run] = field(default_factory=dict)  # pk -> a new run to insert whole at the end
+    raced_runs: set[str] = field(default_factory=set)  # operation ids a previous attempt found taken
+    alarms: dict[int, list[tuple[str, dict]]] = field(default_factory=dict)  # run pk -> reports made: (kind, detail)
+    written: dict[int, int] = field(default_factory=dict)  # new run pk -> the seq it was inserted with
+    judged: set[int] = field(default_factory=set)  # new runs whose health was judged when inserted
+    judged_at: datetime | None = None  # when they were (`runwrites.new_rows`)
 
 
 class Raced(Exception):
-    """New handoffs another writer created after the batch looked for them: its savepoint was rolled back."""
+    """New handoffs (or runs, by operation id) another writer created after the batch looked for them: its
+    savepoint was rolled back."""
 
-    def __init__(self, handoff_ids: set[str]) -> None:
-        super().__init__(f"{len(handoff_ids)} handoff(s) created meanwhile")
-        self.handoff_ids = handoff_ids
+    def __init__(self, handoff_ids: set[str], operation_ids: set[str] = frozenset()) -> None:
+        super().__init__(f"{len(handoff_ids)} handoff(s), {len(operation_ids)} run(s) created meanwhile")
+        self.handoff_ids, self.operation_ids = handoff_ids, set(operation_ids)
 
 
 _local = threading.local()
@@ -89,34 +97,40 @@ def batch() -> Iterator[None]:
         # handoffs inserted in it whole (their keys taken before: `setwise`).
         rewrite = [handoff for pk, handoff in found.rewrite.items() if pk not in found.create]
         handoffs = (Handoff, rewrite, sorted(found.rewrite_fields))
-        new = (Handoff, found.create.values()) if found.create else None
+        # The new runs whole, their health judged from the batch's own rows (every handoff of a new run is new).
+        new = [(Handoff, found.create.values()), (Run, runwrites.new_rows(found))]
         with sqlsets.together():  # the writes, then what the runs' health is judged from: one round trip
             made = sqlsets.write_together([handoffs], [(VerdictChange, found.history), (Receipt, found.receipts)], new)
             judged = healthsets.read(found.stale)
-        made = made()
-        if raced := {handoff.handoff_id for pk, handoff in found.create.items() if pk not in made}:
+        made_handoffs, made_runs = made()
+        raced = {handoff.handoff_id for pk, handoff in found.create.items() if pk not in made_handoffs}
+        raced_runs = {run.operation_id for pk, run in found.new_runs.items() if pk not in made_runs}
+        if raced or raced_runs:
             # Another writer created them after this batch looked: nothing of this batch is kept (its events
-            # neither), its caller redoes it with those handoffs read back as found.
+            # neither), its caller redoes it with those handoffs and runs read back as found.
             connection.savepoint_rollback(found.savepoint)
             del connection.run_on_commit[found.announced :]  # this batch's events: never sent
-            raise Raced(raced)
+            raise Raced(raced, raced_runs)
         signals.send_changes(found.changes)  # receivers read the rows as they now are
         runwrites.finish(found, judged)
     finally:
         _local.batch = None
 
 
-def redoable(raced: Iterable[str] = ()) -> None:
+def redoable(raced: Iterable[str] = (), raced_runs: Iterable[str] = (), *, runs: bool = False) -> None:
     """Let the current batch insert its new handoffs once, classified, at its end: its caller redoes it
     whole if another writer created one of them meanwhile (`Raced`). Call after `prefetch`, before anything of
     the batch is written; `savepoint` must then precede its first write (`writes_now` else). `raced`: handoff
     ids a previous attempt found taken, read back locked when the batch does not find them (`setwise`).
+    With `runs` (nothing of the batch reads a run from the database) its new runs too, with their health
+    (`runwrites.new_rows`); `raced_runs`: operation ids found taken before, inserted when first met.
     PostgreSQL only (elsewhere the new handoffs are inserted when first met, then updated: nothing to redo),
     not in autocommit.
     """
     found = current()
-    found.raced = set(raced)
+    found.raced, found.raced_runs = set(raced), set(raced_runs)
     found.redo = connection.vendor == "postgresql" and connection.in_atomic_block
+    found.runs_later = found.redo and runs
 
 
 def writes_now() -> None:
@@ -124,7 +138,7 @@ def writes_now() -> None:
     open yet inserts its handoffs as it meets them from now on (its savepoint would cost a round trip alone)."""
     found = current()
     if found.savepoint is None:
-        found.redo = False
+        found.redo = found.runs_later = False
 
 
 def savepoint() -> None:
@@ -287,6 +301,12 @@ def changed_handoffs(handoffs: Iterable[Handoff], names: Iterable[str], history=
     found.history += history
     found.changes += changes
     return True
+
+
+def reported(run: Run, kind: str, detail: dict) -> None:
+    """A report made on `run` in the current batch: a new run's health is judged from them (`runwrites.new_rows`)."""
+    if run.pk in (found := current()).new_runs:
+        found.alarms.setdefault(run.pk, []).append((kind, detail))
 
 
 def refresh_health(run: Run, now: datetime | None) -> None:

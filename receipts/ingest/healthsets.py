@@ -126,6 +126,50 @@ def read(runs: Iterable[int]) -> Read:
     return Read(ids, functools.partial(_fetched, cursor))
 
 
+def in_memory(runs: Iterable, handoffs: Iterable, history: Iterable[Mapping], alarms: Mapping[int, list]) -> Read:
+    """What `read` would read of `runs` (Run objects not stored yet) once the batch's rows are written, taken from
+    those rows: `handoffs` (every handoff of these runs), the verdict `history` rows and the reports made on them
+    (`alarms`: pk -> (kind, detail)s). A new run's key is the batch's own: no other row refers to it."""
+    from receipts.ingest.due import due_part
+
+    runs = {run.pk: run for run in runs}
+    found: dict[str, list] = {name: [] for name in READ}
+    mine: dict[int, list] = {pk: [] for pk in runs}
+    for handoff in handoffs:
+        if handoff.run_id in mine:
+            mine[handoff.run_id].append(handoff)
+    causes: dict[int, tuple] = {}  # handoff pk -> (at, order, cause) of its latest verdict change
+    for order, row in enumerate(history):  # the latest by time, then by key (inserted in this order)
+        seen = causes.get(row["handoff_id"])
+        if seen is None or (row["at"], order) >= seen[:2]:
+            causes[row["handoff_id"]] = (row["at"], order, row["cause"])
+    for pk, run in runs.items():
+        own = mine[pk]
+        newest = max(own, key=lambda h: (h.updated_at, h.pk), default=None)
+        latest = max(own, key=lambda h: (h.created_at, h.pk), default=None)
+        row = {name: getattr(run, name) for name in ("pk", *OWN_FIELDS, "health", "health_reasons", *SUMMARY_FIELDS)}
+        row["newest_verdict"] = newest.verdict if newest else None
+        row["newest_due"] = due_part(newest) is not None if newest else None
+        row["latest_pk"] = latest.pk if latest else None
+        row["latest_verification"] = latest.verification_part if latest else None
+        found["stored"].append(row)
+        counted: dict[str, list[int]] = {}
+        for handoff in own:
+            n = counted.setdefault(handoff.verdict, [0, 0])
+            n[0] += 1
+            n[1] += due_part(handoff) is not None
+            if handoff.verdict == "FALSE_COMPLETE" and causes.get(handoff.pk, ("", 0, ""))[2] in SETTLEMENT_CAUSES:
+                found["settled"].append((pk, handoff.pk))
+        found["counts"] += [(pk, verdict, n, due) for verdict, (n, due) in counted.items()]
+        grouped: dict[str, tuple[str, dict, int]] = {}
+        for kind, detail in alarms.get(pk, ()):
+            if kind in ALARM_KINDS:
+                key = json.dumps([kind, detail], sort_keys=True)  # as the database groups jsonb: keys unordered
+                grouped[key] = (kind, detail, grouped.get(key, (kind, detail, 0))[2] + 1)
+        found["reports"] += [(pk, *report) for report in grouped.values()]
+    return Read(runs, lambda: found)
+
+
 def _fetched(cursor) -> dict[str, list]:
     found: dict[str, list] = {name: [] for name in READ}
     with cursor:

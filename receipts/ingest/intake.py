@@ -130,19 +130,22 @@ def apply(entries: Sequence[Entry]) -> list[bool]:
     """
     own = batches.current() is None  # else an outer batch (the API's) writes at its end: nothing to redo here
     raced: set[str] = set()
+    raced_runs: set[str] = set()
     for attempt in range(REDOS + 1):
         try:
-            return _apply(entries, raced if own and attempt < REDOS else None)
+            return _apply(entries, raced if own and attempt < REDOS else None, raced_runs)
         except batches.Raced as exc:
             raced |= exc.handoff_ids
+            raced_runs |= exc.operation_ids
     raise AssertionError  # unreachable: the last attempt cannot be raced
 
 
 REDOS = 2
 
 
-def _apply(entries: Sequence[Entry], raced: set[str] | None) -> list[bool]:
-    """`apply` once; `raced` (handoff ids found taken before) when the batch may be redone."""
+def _apply(entries: Sequence[Entry], raced: set[str] | None, raced_runs: set[str] = frozenset()) -> list[bool]:
+    """`apply` once; `raced` (handoff ids found taken before) when the batch may be redone, `raced_runs` (operation
+    ids found taken before)."""
     with batches.batch(), redactions.collecting() as redacted:
         batches.prefetch(
             (entry.operation_id for entry in entries),
@@ -154,7 +157,9 @@ def _apply(entries: Sequence[Entry], raced: set[str] | None) -> list[bool]:
         if raced is not None and any(
             isinstance(e, PartEntry) and e.handoff_id and e.handoff_id not in found for e in entries
         ):
-            batches.redoable(raced)  # it creates handoffs: inserted once, at its end
+            # It creates handoffs: inserted once, at its end; its new runs too when only parts and reports may
+            # meet them (a run entry, a settle, a pending call read a run or announce a change as they go).
+            batches.redoable(raced, raced_runs, runs=all(isinstance(e, PartEntry | ReportEntry) for e in entries))
         stored: list[bool] = []
         for parts, other in _segments(entries):
             for entry in parts or [other]:

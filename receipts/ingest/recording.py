@@ -205,6 +205,7 @@ def record_report(operation_id: str, agent: str, kind: str, detail: dict, attemp
             }
             batches.sequenced(run, event)
             transaction.on_commit(partial(broadcast.publish, event))
+            batches.reported(run, kind, detail)
             batches.refresh_health(run, None)  # the report event announces it
     if created and kind != MiddlewareReport.Kind.VALUE_REDACTED:
         _report_redacted(

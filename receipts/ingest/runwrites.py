@@ -12,6 +12,7 @@ in a typical batch: every run of it writes the same fields), which also takes th
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from datetime import datetime
 
 from django.utils import timezone
 
@@ -19,19 +20,51 @@ from receipts.ingest import healthsets, lastwrite, sqlsets
 from receipts.models import Run
 
 
+def new_rows(found) -> list[dict]:
+    """The rows of the batch `found`'s new runs (`batches.Batch.new_runs`), inserted whole with its other rows:
+    what inserting each when first met, then `finish`'s UPDATE, stored (its fields as the batch changed them, its
+    health judged from the batch's rows: `healthsets.in_memory`, its events' sequence numbers). `finish` then
+    leaves them out, but for what changes them afterwards (a signal's receiver)."""
+    if not found.new_runs:
+        return []
+    found.judged_at = now = _now(found)
+    stale = [run for pk, run in found.new_runs.items() if pk in found.stale]
+    read = healthsets.in_memory(stale, found.handoffs.values(), found.history, found.alarms)
+    judged = healthsets.judge(stale, now, found.dirty, read)
+    meta, rows = Run._meta, []
+    for pk, run in found.new_runs.items():
+        row = {field.attname: getattr(run, field.attname) for field in meta.concrete_fields}
+        row.update((meta.get_field(name).attname, value) for name, value in found.dirty.pop(pk, {}).items())
+        row.update((meta.get_field(name).attname, value) for name, value in judged.get(pk, {}).items())
+        row["updated_at"] = row["updated_at"] or timezone.now()  # auto_now: when inserted, if nothing set it
+        row["seq"] = found.written[pk] = len(found.events.get(pk, (run, []))[1])
+        if found.stale.pop(pk, None) is not None:
+            found.judged.add(pk)
+        rows.append(row)
+    return rows
+
+
+def _now(found) -> datetime:
+    """The time a batch's runs are judged at: its latest part's, else now."""
+    return max((at for _, at in found.stale.values() if at), default=None) or found.judged_at or timezone.now()
+
+
 def finish(found, read: healthsets.Read | None = None) -> None:
     """Judge, write and number the batch `found` (a `batches.Batch`) at its end, before its transaction commits;
     `read` is the runs' health inputs if they were read already (`healthsets.read`)."""
     stale = list(found.stale.values())
-    now = max((at for _, at in stale if at), default=None) or timezone.now()
+    now = max(filter(None, (_now(found), found.judged_at)))
     judged = healthsets.judge([run for run, _ in stale], now, found.dirty, read)
     writes = {pk: dict(values) for pk, values in found.dirty.items()}
     for pk, values in judged.items():
         writes.setdefault(pk, {}).update(values)
-    counts = {pk: len(events) for pk, (_, events) in found.events.items() if events}
+    written = found.written  # the new runs' events numbered when inserted (`new_rows`)
+    counts = {pk: n for pk, (_, events) in found.events.items() if (n := len(events) - written.get(pk, 0))}
     healths = {pk: run.health for pk, (run, _) in found.stale.items()}
+    healths |= {pk: found.new_runs[pk].health for pk in found.judged if pk not in healths}
 
     def numbered(last: Mapping[int, int]) -> None:
+        last = {**written, **last}
         for pk, (_, events) in found.events.items():
             for seq, event in enumerate(events, start=last.get(pk, 0) - len(events) + 1):
                 event["seq"] = seq

@@ -6,7 +6,8 @@ then the runs and handoffs it needs are created in bulk, every part is applied a
 in order, and the result is written with one UPDATE of the handoffs and one INSERT of the verdict
 history, announced by one `handoffs_changed` signal. In a batch that can be redone (`batches.redoable`, on
 PostgreSQL) a new handoff is not inserted when first met but once, classified, with the batch's other rows
-(its key taken from the sequence with the new runs' INSERT). The receipts, the events' sequence numbers and each
+(its key taken from the sequence with the new runs' INSERT); in such a batch of parts and reports a new run too,
+with its health (`runwrites.new_rows`). The receipts, the events' sequence numbers and each
 run's health follow at the end of the batch (`batches.batch`). Call inside `batches.batch()`.
 """
 
@@ -17,7 +18,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from django.db import IntegrityError, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, transaction
 from django.utils import timezone
 
 from receipts.ingest import batches, newrows, redactions, signals, sqlsets
@@ -68,11 +69,14 @@ def record_parts(entries: Sequence) -> list[bool]:
         # A batch that can be redone takes the new handoffs' keys now and inserts them at its end (`batches.redoable`).
         count = len(new.keys() - current.raced) if current.redo else None
         missing = {p.operation_id for p in parts} - set(current.runs)
+        # Such a batch inserts its new runs at its end too, with their health (`batches.Batch.new_runs`), but
+        # those a previous attempt found taken: inserted now, read back locked.
+        later = missing - current.raced_runs if count and current.runs_later else set()
         with sqlsets.together() if missing or count else contextlib.nullcontext():
             if count:
                 batches.savepoint()  # before the batch's first write, in the same round trip
-            sent = _send_runs(missing, count)
-        keys = _create_runs(missing, sent)  # read once the block's statements were answered: one round trip
+            sent = _send_runs(missing - later, count, len(later))
+        keys = _create_runs(missing - later, sent, later)  # read once the block's statements were answered
         fresh = _create_handoffs(new, keys)
         changed, history, changes = _applied(parts, fresh, stored, parse)
         # Written, and the signal sent, at the end of the batch with its other rows (receipts.ingest.batches).
@@ -154,22 +158,39 @@ def _latest(operation_id: str) -> str | None:
     return current.latest[operation_id]
 
 
-def _send_runs(operation_ids: set[str], keys: int | None):
+def _send_runs(operation_ids: set[str], keys: int | None, later: int = 0):
     """Send the INSERT of the runs no batch entry found (with `keys`, that many new handoff keys taken in the
-    same statement: `newrows.send_new`); a function giving what it made (and the keys)."""
-    side = namespace()  # issue 29 §4: the run is keyed by the side's namespace and the id
-    new = [Run(operation_id=op, thread_id=op, source=Run.Source.AGENT, source_name=side) for op in operation_ids]
-    return newrows.send_new(Run, new, "operation_id", keys=(Handoff, keys) if keys is not None else None)
+    same statement, and `later` new run keys: `newrows.send_new`); a function giving what it made (and the
+    keys)."""
+    new = [_new_run(op) for op in operation_ids]
+    wanted = [(Handoff, keys), (Run, later)] if keys is not None else None
+    return newrows.send_new(Run, new, "operation_id", keys=wanted)
 
 
-def _create_runs(operation_ids: set[str], sent) -> list[int] | None:
+def _new_run(operation_id: str) -> Run:
+    # issue 29 §4: the run is keyed by the side's namespace and the id
+    return Run(operation_id=operation_id, thread_id=operation_id, source=Run.Source.AGENT, source_name=namespace())
+
+
+def _create_runs(operation_ids: set[str], sent, later: set[str]) -> list[int] | None:
     """Keep the runs `_send_runs` created; read back locked those another transaction created meanwhile; refuse
-    another side's. The new handoff keys it took (None when it took none)."""
+    another side's. Make those of `later` in memory, their keys taken: inserted whole, with their health, at
+    the end of the batch (`batches.Batch.new_runs`), which is redone if another writer created one meanwhile.
+    The new handoff keys it took (None when it took none)."""
     made = sent()
-    made, taken = made if isinstance(made, tuple) else (made, None)
+    made, taken = made if isinstance(made, tuple) else (made, [None, []])
     if operation_ids:
         _found_runs(operation_ids, made)
-    return taken
+    if later:
+        current = batches.current()
+        for op, pk in zip(sorted(later), taken[1], strict=True):
+            run = _new_run(op)
+            run.pk = pk
+            run._state.adding, run._state.db = False, DEFAULT_DB_ALIAS  # as `newrows.send_new` leaves one inserted
+            current.new_runs[pk] = run
+            current.made.add(pk)
+            current.runs[op] = run
+    return taken[0]
 
 
 def _found_runs(operation_ids: set[str], made: list[Run]) -> None:

@@ -87,53 +87,63 @@ def _insert_statement(model, keyed: bool = False) -> tuple[str, _Shape]:
     return sql, shape
 
 
-def write_together(updates: Sequence[tuple], inserts: Sequence[tuple], new: tuple | None = None) -> Callable[[], set]:
+def write_together(updates: Sequence[tuple], inserts: Sequence[tuple], new: Sequence[tuple] = ()) -> Callable[[], list]:
     """`update_rows(model, objs, names)` for each of `updates`, then `insert_rows(model, objs)` for each of
     `inserts`: on PostgreSQL in one statement (data-modifying WITH queries, one round trip), elsewhere one each.
 
-    `new` (model, objs), PostgreSQL only: rows inserted whole, their primary keys given (`newrows.send_new`), those a
-    unique field of which another row holds already skipped (`ON CONFLICT DO NOTHING`). The result is a function
-    giving the set of the primary keys inserted (the caller tells the skipped ones by their absence): read it after
-    the statements sent with this one (`together`: reading it inside would wait for its answer alone).
+    `new` ((model, objs), …), PostgreSQL only: rows inserted whole, their primary keys given (`newrows.send_new`),
+    those a unique field of which another row holds already skipped (`ON CONFLICT DO NOTHING`). The result is a
+    function giving, for each of `new`, the set of the primary keys inserted (the caller tells the skipped ones by
+    their absence): read it after the statements sent with this one (`together`: reading it inside would wait for
+    its answer alone).
 
     The parts see the same snapshot, not each other's rows: none may read what another writes (an UPDATE of
     rows and INSERTs of rows that refer to them is fine; foreign keys are checked at commit).
     """
     updates = [(model, list(objs), names) for model, objs, names in updates if objs]
     inserts = [(model, list(objs)) for model, objs in inserts if objs]
-    new_model, new_objs = new if new is not None else (None, [])
-    new_objs = list(new_objs)
+    new = [(model, list(objs)) for model, objs in new]
+
+    def nothing() -> list[set]:
+        return [set() for _ in new]
+
     if connection.vendor != "postgresql":
-        if new_objs:
+        if any(objs for _, objs in new):
             msg = "rows with their keys given are inserted together on PostgreSQL only"
             raise NotImplementedError(msg)
         for model, objs, names in updates:
             update_rows(model, objs, names)
         for model, objs in inserts:
             insert_rows(model, objs)
-        return set
+        return nothing
     parts = [_update_sql(model, objs, names) for model, objs, names in updates]
     parts += [_insert_sql(model, objs) for model, objs in inserts]
-    if new_objs:
-        pk = _quoted(new_model._meta.pk.column)
-        sql, document = _insert_sql(new_model, new_objs, keyed=True)
-        parts.append((f"{sql} ON CONFLICT DO NOTHING RETURNING {pk}", document))
-        parts.append((f"SELECT {pk} FROM w{len(parts) - 1}", None))
+    returned = []  # (which of `new`, the WITH query returning its keys)
+    for which, (model, objs) in enumerate(new):
+        if objs:
+            sql, document = _insert_sql(model, objs, keyed=True)
+            returned.append((which, len(parts)))
+            parts.append((f"{sql} ON CONFLICT DO NOTHING RETURNING {_quoted(model._meta.pk.column)}", document))
+    if returned:
+        parts.append((" UNION ALL ".join(f"SELECT {which}, * FROM w{i}" for which, i in returned), None))
     if not parts:
-        return set
+        return nothing
     *first, (sql, _) = parts
     if first:
         sql = "WITH " + ", ".join(f"w{i} AS ({part})" for i, (part, _) in enumerate(first)) + " " + sql
     params = [document for _, document in parts if document is not None]
     cursor = connection.cursor()
     cursor.execute(sql, params)
-    if not new_objs:
+    if not returned:
         cursor.close()
-        return set
+        return nothing
 
-    def inserted() -> set:
+    def inserted() -> list:
+        found = nothing()
         with cursor:
-            return {key for (key,) in cursor.fetchall()}
+            for which, key in cursor.fetchall():
+                found[which].add(key)
+        return found
 
     return inserted
 
