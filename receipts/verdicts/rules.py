@@ -246,7 +246,22 @@ def classify(bundle: Bundle, contracts: Contracts, now: datetime) -> Verdict:
         statuses[boundary] = finding.status
         if finding.verdict is not None:
             return _verdict(finding.verdict, finding.reason, statuses)
-    return _verdict("HEALTHY", "every boundary that applies is proven by a receipt", statuses)
+    return _healthy(statuses)
+
+
+_HEALTHY_REASON = "every boundary that applies is proven by a receipt"
+# The HEALTHY verdicts made so far, by their boundaries' statuses ("pass" or "not_applicable" each: a few at
+# most). A Verdict is frozen, so one is shared by every handoff that has it (most of them: one per receipt
+# recorded).
+_healthy_made: dict[tuple[str, ...], Verdict] = {}
+
+
+def _healthy(statuses: dict[str, str]) -> Verdict:
+    key = tuple(statuses.values())  # filled in BOUNDARIES order, every boundary
+    found = _healthy_made.get(key)
+    if found is None:
+        found = _healthy_made[key] = _verdict("HEALTHY", _HEALTHY_REASON, statuses)
+    return found
 
 
 def classify_run(final_status: str | None, verification: Verification | None) -> Verdict | None:

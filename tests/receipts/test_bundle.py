@@ -27,7 +27,7 @@ from receipts.verdicts.bundle import (
     parse_time,
     part_to_dict,
 )
-from tests.factories import healthy_bundle
+from tests.factories import healthy_bundle, healthy_parts
 
 CANARY = "CANARY-SECRET-9f2c"
 
@@ -232,6 +232,23 @@ def test_it_names_a_part_field_under_the_given_prefix() -> None:
         parse_part("wait", {"resolved": "yes"}, field_prefix="receipt")
 
     assert caught.value.field == "receipt.resolved"
+
+
+@pytest.mark.parametrize(("prefix", "field"), [(None, "wait.resolved"), ("", "resolved"), ("wait", "wait.resolved")])
+def test_it_names_a_part_field_under_its_own_name_by_default_and_alone_under_an_empty_prefix(prefix, field) -> None:
+    with pytest.raises(BundleError) as caught:
+        parse_part("wait", {"owner": "ops", "resolved": "yes"}, field_prefix=prefix)
+
+    assert caught.value.field == field
+
+
+def test_a_part_parses_the_same_under_any_prefix() -> None:
+    for name, value in healthy_parts().items():
+        assert (
+            parse_part(name, value)
+            == parse_part(name, value, field_prefix="")
+            == parse_part(name, value, field_prefix="x")
+        )
 
 
 def test_it_names_a_part_that_is_not_an_object_under_the_given_prefix() -> None:

@@ -226,3 +226,34 @@ def test_the_run_page_names_the_redacted_fields_and_never_the_value(post, admin_
     assert "The run&#x27;s operation_id held a value that may not be stored as it is" in page
     assert "The created.tool_call_id field of the created receipt held a value" in page
     assert secret not in page
+
+
+_HIDDEN = "redacted:0123456789ab"
+
+
+@pytest.mark.parametrize(
+    ("value", "paths"),
+    [
+        (_HIDDEN, ["f"]),
+        ("redacted:not-a-replacement", []),
+        ({"a": 1, "b": None, "c": True, "d": 2.5, "e": "x"}, []),
+        ({"a": [1, "x", {"b": ("y", _HIDDEN)}], "c": _HIDDEN}, ["f.a[2].b[1]", "f.c"]),
+        ([None, [[_HIDDEN]], {"k": {"j": "redacted:"}}], ["f[1][0][0]"]),
+        ({"redacted:0123456789ab": "key, not a value"}, []),
+    ],
+)
+def test_redacted_fields_names_every_redacted_value_at_any_depth(value, paths) -> None:
+    from sidewisp_agent.fields import redacted_fields
+
+    assert redacted_fields(value, "f") == paths
+
+
+def test_a_value_without_a_redacted_prefix_is_not_walked_for_paths(monkeypatch) -> None:
+    """Issue 32 §2: nearly every stored part holds no redacted value; it is answered without building paths."""
+    from sidewisp_agent import fields
+
+    from tests.factories import healthy_parts
+
+    monkeypatch.setattr(fields, "is_redacted", lambda *args: pytest.fail("walked for paths"))
+    for name, value in healthy_parts().items():
+        assert fields.redacted_fields(value, name) == []

@@ -713,3 +713,29 @@ def test_it_gives_the_same_verdict_for_the_same_values() -> None:
     bundle, rules = parse_bundle(waiting()), contracts()
 
     assert classify(bundle, rules, NOW) == classify(bundle, rules, NOW)
+
+
+def test_a_healthy_verdict_is_made_once_per_set_of_statuses_and_shared() -> None:
+    """Issue 32 §2: a Verdict is frozen; the HEALTHY one most handoffs get is not built again for each."""
+    from types import MappingProxyType
+
+    complete = classify(parse_bundle(healthy()), contracts(), NOW)
+    again = classify(parse_bundle(healthy("h-2")), contracts(), NOW + timedelta(hours=1))
+    running = classify(parse_bundle(healthy(final_status="running")), contracts(), NOW)
+
+    assert again is complete
+    assert complete == Verdict(
+        verdict="HEALTHY",
+        boundary=None,
+        next_move=NEXT_MOVES["HEALTHY"],
+        boundaries=MappingProxyType({**dict.fromkeys(BOUNDARIES, "pass"), "wait": "not_applicable"}),
+        reason="every boundary that applies is proven by a receipt",
+    )
+    assert running.verdict == "HEALTHY" and running is not complete
+    assert running.boundaries == {
+        **dict.fromkeys(BOUNDARIES, "pass"),
+        "wait": "not_applicable",
+        "outcome": "not_applicable",
+    }
+    with pytest.raises(TypeError):
+        complete.boundaries["route"] = "fail"  # shared, and read-only

@@ -152,6 +152,31 @@ def is_redacted(value: object) -> bool:
 def redacted_fields(value: object, field: str) -> list[str]:
     """Where in `value` (a stored part, a report's detail: names and lists of names) a `redacted` value is,
     as field paths under `field` (`created.receiver`, `reduced.tool_message_ids[2]`)."""
+    # Nearly every value holds none: asked first, without the paths (the receiver records one per receipt).
+    return _redacted_paths(value, field) if _may_hold_redacted_within(value) else []
+
+
+def _may_hold_redacted_within(value: object) -> bool:
+    """Whether a string that starts like a `redacted` value is anywhere in `value` (a superset: the paths tell)."""
+    if isinstance(value, str):
+        return value.startswith(REDACTED_PREFIX)
+    if isinstance(value, dict | Mapping):
+        value = value.values()
+    elif not isinstance(value, list | tuple):
+        return False
+    for item in value:
+        if type(item) is str:
+            if item.startswith(REDACTED_PREFIX):
+                return True
+        elif item is not None and type(item) not in _SCALARS and _may_hold_redacted_within(item):
+            return True
+    return False
+
+
+_SCALARS = frozenset({bool, int, float})
+
+
+def _redacted_paths(value: object, field: str) -> list[str]:
     if is_redacted(value):
         return [field]
     # Only what may hold one is walked into (a field path is built per item walked: a part has dozens).
@@ -161,7 +186,7 @@ def redacted_fields(value: object, field: str) -> list[str]:
         items = ((f"{field}[{index}]", item) for index, item in enumerate(value) if _may_hold_redacted(item))
     else:
         return []
-    return [found for where, item in items for found in redacted_fields(item, where)]
+    return [found for where, item in items for found in _redacted_paths(item, where)]
 
 
 def _may_hold_redacted(value: object) -> bool:
