@@ -115,32 +115,34 @@ def _measure(path: str, processes: int, handoffs: int, floor: dict[str, float] |
 
 def _work(path: str, prefix: str, handoffs: int, start, results) -> None:
     from agents.observe import writer
-    from receipts.ingest.recording import record
 
     entries = _entries(prefix, handoffs)
     buffer = writer.Writer(writer.LocalSink()) if path == "batched" else None
     # Warm before the clock starts, as the floor's connection is and as the overhead section warms up: a full batch
     # of handoffs of its own (not counted) opens the process's database and Redis connections and compiles its
     # statements once; timed, that first batch cost ~30 ms more than a warm one, a tenth of a process's window.
-    for entry in _entries(f"warm-{prefix}", WARM_HANDOFFS if buffer is not None else 1):
-        if buffer is not None:
-            buffer.submit(entry)
-        else:
-            record(handoff_id=entry.handoff_id, operation_id=entry.operation_id, part=entry.part, value=entry.value)
+    _offer(buffer, _entries(f"warm-{prefix}", WARM_HANDOFFS if buffer is not None else 1))
     if buffer is not None:
         buffer.flush()
     start.wait()
     cpu, begin = time.process_time(), time.perf_counter()
-    for entry in entries:
-        if buffer is not None:
-            buffer.submit(entry)
-        else:
-            record(handoff_id=entry.handoff_id, operation_id=entry.operation_id, part=entry.part, value=entry.value)
+    _offer(buffer, entries)
     if buffer is not None:
         buffer.stop()
     end = time.perf_counter()
     results.put((len(entries), begin, end, time.process_time() - cpu))
     connections.close_all()
+
+
+def _offer(buffer, entries: list) -> None:
+    """Hand `entries` to the batched writer `buffer`, or record each at once (the row path) when it is None."""
+    from receipts.ingest.recording import record
+
+    for entry in entries:
+        if buffer is not None:
+            buffer.submit(entry)
+        else:
+            record(handoff_id=entry.handoff_id, operation_id=entry.operation_id, part=entry.part, value=entry.value)
 
 
 def _entries(prefix: str, handoffs: int) -> list:
