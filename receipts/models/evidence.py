@@ -92,7 +92,7 @@ class Run(models.Model):
     thread_id = models.CharField(max_length=200)
     # The registered graph a hosted run drives (agents.host.registry); for an observed run the name its
     # `configurable.graph_name` gives (issue 22 §2: the graph's team owns the run); empty for imported runs.
-    graph = models.CharField(max_length=100, blank=True, db_index=True)
+    graph = models.CharField(max_length=100, blank=True)  # indexed in Meta.indexes (run_graph)
     # A label the graph's factory reads from `configurable.scenario` (the demo graph's scenario).
     scenario = models.CharField(max_length=100, blank=True)
     source = models.CharField(max_length=20, choices=Source.choices, default=Source.AGENT)
@@ -102,7 +102,7 @@ class Run(models.Model):
     # An observed run's pending approval as names only: {"tool", "arg_types", "allowed_decisions",
     # "resume_token_id"}; Sidewisp has no access to that process's checkpoint.
     pending_call = models.JSONField(null=True, blank=True, editable=False)
-    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)  # Meta: run_status
     dry_run = models.BooleanField(default=False)
     auto_continue = models.BooleanField(default=True)
     # Every event about this run carries the next number, so a page can see a gap.
@@ -123,11 +123,12 @@ class Run(models.Model):
     silent_at = models.DateTimeField(null=True, blank=True, editable=False)
     # The run-level health (receipts.ingest.health computes it, the one place that does): the worst of
     # its handoff verdicts, its task status and its middleware alarms, with each reason named.
-    health = models.CharField(max_length=20, blank=True, db_index=True)
+    health = models.CharField(max_length=20, blank=True)  # indexed in Meta.indexes (run_health)
     health_reasons = models.JSONField(default=list, blank=True)
     # --- issue 14 §4 (receipts API): the source whose token created the run; empty for local runs.
     # Only that source's tokens may post receipts for the run or claim its decisions (receipts.workers.sources).
-    source_name = models.CharField(max_length=100, blank=True, default="", db_index=True, editable=False)
+    # Looked up through run_thread (source_name, thread_id), whose first column it is: no index of its own.
+    source_name = models.CharField(max_length=100, blank=True, default="", editable=False)
     # --- end issue 14 §4
     # --- pages at scale (issue 13): the run's summary, kept by receipts.ingest.health.refresh with its health, so
     # the runs list reads it instead of counting every run's handoffs before its LIMIT.
@@ -158,8 +159,13 @@ class Run(models.Model):
             models.Index(
                 fields=["open_false_count"], condition=models.Q(open_false_count__gt=0), name="run_open_false"
             ),
-            # issue 28: a thread's runs (the run page links the thread's other runs).
+            # issue 28: a thread's runs (the run page links the thread's other runs); a source's runs.
             models.Index(fields=["source_name", "thread_id"], name="run_thread"),
+            # issue 32 §2: plain indexes, not `db_index=True`, which on PostgreSQL also builds a second,
+            # varchar_pattern_ops index for LIKE 'prefix%' that no query asks: every new or changed run paid it.
+            models.Index(fields=["graph"], name="run_graph"),
+            models.Index(fields=["status"], name="run_status"),
+            models.Index(fields=["health"], name="run_health"),
         ]
         constraints = [
             # issue 29 §4: an operation id is unique within its source's namespace only (the id first: the search
@@ -186,7 +192,7 @@ class Handoff(models.Model):
     run = models.ForeignKey(Run, related_name="handoffs", on_delete=models.PROTECT, db_index=False)
     sender = models.CharField(max_length=200, blank=True)
     receiver = models.CharField(max_length=200, blank=True)
-    route_version = models.CharField(max_length=200, blank=True, db_index=True)
+    route_version = models.CharField(max_length=200, blank=True)  # indexed in Meta.indexes (handoff_route_version)
 
     created_part = models.JSONField(null=True, blank=True)
     reduced_part = models.JSONField(null=True, blank=True)
@@ -195,7 +201,7 @@ class Handoff(models.Model):
     verification_part = models.JSONField(null=True, blank=True)
     final_status = models.CharField(max_length=20, blank=True, choices=[(s, s) for s in FINAL_STATUSES])
 
-    verdict = models.CharField(max_length=40, choices=[(v, v) for v in VERDICTS], db_index=True)
+    verdict = models.CharField(max_length=40, choices=[(v, v) for v in VERDICTS])  # Meta.indexes: handoff_verdict
     # Its run's `source_name` (a run's never changes): the namespace of `handoff_id`.
     source_name = models.CharField(max_length=100, blank=True, default="", editable=False)
     boundary = models.CharField(max_length=40, blank=True)
@@ -236,6 +242,9 @@ class Handoff(models.Model):
             models.Index(fields=["run", "verdict"], name="handoff_run_verdict"),
             # The overview's "In progress" tile (spec v1.2 Settled): the few handoffs not settled yet, by time.
             models.Index(fields=["created_at"], condition=models.Q(settled_at__isnull=True), name="handoff_unsettled"),
+            # issue 32 §2: plain indexes (`db_index=True` also built a LIKE-prefix index no query asks; see Run).
+            models.Index(fields=["verdict"], name="handoff_verdict"),
+            models.Index(fields=["route_version"], name="handoff_route_version"),
         ]
         constraints = [
             models.UniqueConstraint(fields=["handoff_id", "source_name"], name="handoff_id_source"),
@@ -296,7 +305,8 @@ class ReceiptQuerySet(AppendOnlyQuerySet):
 class Receipt(AppendOnlyModel):
     """One recorded part, exactly as minimized. Never updated; removed only by retention (receipts.retention)."""
 
-    handoff = models.ForeignKey(Handoff, related_name="receipts", on_delete=models.PROTECT)
+    # No index of its own: receipt_once_per_attempt (handoff, part, attempt, …) starts with it (issue 32 §2).
+    handoff = models.ForeignKey(Handoff, related_name="receipts", on_delete=models.PROTECT, db_index=False)
     part = models.CharField(max_length=20, choices=[(p, p) for p in RECEIPT_PARTS])
     # Recording the same part for the same attempt twice is a no-op.
     attempt = models.CharField(max_length=200)
