@@ -1,18 +1,19 @@
 """The receipts app's models, one module per concern; every model is imported here, so `receipts.models.X` works.
 
 `appendonly` (rows that refuse updates and deletes), `evidence` (runs, handoffs, receipts, verdict history,
-middleware reports, contracts), `operations` (decisions, audit log, outbox, deployment, source tokens),
-`deliveries` (notification channels, alert rules, deliveries), `policies` (retention), `teams`, `rollups`.
+middleware reports), `contracts` (route/context contract versions, wait reasons), `operations` (decisions, audit
+log, outbox, deployment, source tokens), `deliveries` (notification channels, alert rules, deliveries), `policies`
+(retention), `teams`, `rollups`.
 May import: Django, receipts.verdicts, receipts.notify.destinations, receipts.org.identities; never: the other
 rooms of receipts, agents, sidewisp.
 """
 
 from receipts.models.appendonly import AppendOnlyError, AppendOnlyModel, AppendOnlyQuerySet, _pruning
+from receipts.models.contracts import ContractVersion, WaitReason
 from receipts.models.deliveries import AlertRule, Delivery, NotificationChannel, TaskDelivery
 from receipts.models.evidence import (
     FINAL_STATUS_PART,
     RECEIPT_PARTS,
-    ContractVersion,
     Handoff,
     MiddlewareReport,
     Receipt,
@@ -20,7 +21,6 @@ from receipts.models.evidence import (
     Run,
     RunQuerySet,
     VerdictChange,
-    WaitReason,
     handoff_month,
 )
 from receipts.models.operations import AuditEntry, Decision, Deployment, OutboxIntent, SourceToken

@@ -1,10 +1,9 @@
-"""The evidence: runs, handoffs, their append-only receipts, verdict history and middleware reports; contracts."""
+"""The evidence: runs, handoffs, their append-only receipts, verdict history and middleware reports."""
 
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
 
-from django.conf import settings
 from django.db import models
 from django.utils import timezone
 from sidewisp_agent.kinds import ReportKind, RunStatus
@@ -15,40 +14,6 @@ from receipts.verdicts.bundle import FINAL_STATUSES, PARTS, VERDICTS
 
 FINAL_STATUS_PART = "final_status"
 RECEIPT_PARTS = (*PARTS, FINAL_STATUS_PART)
-
-
-class ContractVersion(models.Model):
-    """One immutable version of the route and context contracts (spec §2)."""
-
-    version = models.CharField(max_length=200, unique=True)
-    routes = models.JSONField(help_text='{"sender": {"receiver": ["required", "context", "keys"]}}')
-    # Spec §2 v1.2: a single-agent team's step variable and the tools each step's model call must get.
-    steps = models.JSONField(
-        null=True, blank=True, help_text='{"key": "current_step", "tools": {"step": ["tool", "names"]}}'
-    )
-    note = models.CharField(max_length=200, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
-
-    class Meta:
-        ordering = ["version"]
-
-    def __str__(self) -> str:
-        return self.version
-
-    def is_referenced(self) -> bool:
-        return Handoff.objects.filter(route_version=self.version).exists()
-
-
-class WaitReason(models.Model):
-    code = models.CharField(max_length=200, unique=True)
-    description = models.CharField(max_length=200, blank=True)
-
-    class Meta:
-        ordering = ["code"]
-
-    def __str__(self) -> str:
-        return self.code
 
 
 class RunQuerySet(models.QuerySet):
@@ -127,8 +92,7 @@ class Run(models.Model):
     health_reasons = models.JSONField(default=list, blank=True)
     # --- issue 14 §4 (receipts API): the source whose token created the run; empty for local runs.
     # Only that source's tokens may post receipts for the run or claim its decisions (receipts.workers.sources).
-    # Looked up through run_thread (source_name, thread_id), whose first column it is: no index of its own.
-    source_name = models.CharField(max_length=100, blank=True, default="", editable=False)
+    source_name = models.CharField(max_length=100, blank=True, default="", editable=False)  # run_thread leads with it
     # --- end issue 14 §4
     # --- pages at scale (issue 13): the run's summary, kept by receipts.ingest.health.refresh with its health, so
     # the runs list reads it instead of counting every run's handoffs before its LIMIT.
@@ -161,11 +125,8 @@ class Run(models.Model):
             ),
             # issue 28: a thread's runs (the run page links the thread's other runs); a source's runs.
             models.Index(fields=["source_name", "thread_id"], name="run_thread"),
-            # issue 32 §2: plain indexes, not `db_index=True`, which on PostgreSQL also builds a second,
-            # varchar_pattern_ops index for LIKE 'prefix%' that no query asks: every new or changed run paid it.
-            models.Index(fields=["graph"], name="run_graph"),
-            models.Index(fields=["status"], name="run_status"),
-            models.Index(fields=["health"], name="run_health"),
+            # Plain: `db_index=True` also built a LIKE-prefix index no query reads (issue 32 §2, migration 0038).
+            *(models.Index(fields=[name], name=f"run_{name}") for name in ("graph", "status", "health")),
         ]
         constraints = [
             # issue 29 §4: an operation id is unique within its source's namespace only (the id first: the search
@@ -242,9 +203,8 @@ class Handoff(models.Model):
             models.Index(fields=["run", "verdict"], name="handoff_run_verdict"),
             # The overview's "In progress" tile (spec v1.2 Settled): the few handoffs not settled yet, by time.
             models.Index(fields=["created_at"], condition=models.Q(settled_at__isnull=True), name="handoff_unsettled"),
-            # issue 32 §2: plain indexes (`db_index=True` also built a LIKE-prefix index no query asks; see Run).
-            models.Index(fields=["verdict"], name="handoff_verdict"),
-            models.Index(fields=["route_version"], name="handoff_route_version"),
+            # Plain: `db_index=True` also built a LIKE-prefix index no query reads (issue 32 §2, migration 0038).
+            *(models.Index(fields=[name], name=f"handoff_{name}") for name in ("verdict", "route_version")),
         ]
         constraints = [
             models.UniqueConstraint(fields=["handoff_id", "source_name"], name="handoff_id_source"),
@@ -305,8 +265,7 @@ class ReceiptQuerySet(AppendOnlyQuerySet):
 class Receipt(AppendOnlyModel):
     """One recorded part, exactly as minimized. Never updated; removed only by retention (receipts.retention)."""
 
-    # No index of its own: receipt_once_per_attempt (handoff, part, attempt, …) starts with it (issue 32 §2).
-    handoff = models.ForeignKey(Handoff, related_name="receipts", on_delete=models.PROTECT, db_index=False)
+    handoff = models.ForeignKey(Handoff, related_name="receipts", on_delete=models.PROTECT, db_index=False)  # see Meta
     part = models.CharField(max_length=20, choices=[(p, p) for p in RECEIPT_PARTS])
     # Recording the same part for the same attempt twice is a no-op.
     attempt = models.CharField(max_length=200)
@@ -322,6 +281,7 @@ class Receipt(AppendOnlyModel):
     class Meta:
         ordering = ["recorded_at", "pk"]
         constraints = [
+            # Also the handoff's index: it leads this one (issue 32 §2).
             models.UniqueConstraint(fields=["handoff", "part", "attempt"], name="receipt_once_per_attempt"),
         ]
         # pages at scale (issue 13): the overview's waits opened in its time window.
