@@ -291,6 +291,9 @@ SIDEWISP_REMOTE_TIMEOUT = env_float("SIDEWISP_REMOTE_TIMEOUT", 10.0, minimum=0.1
 # long an agent waits for room in a full queue before the entry is dropped (counted, and reported on its run).
 SIDEWISP_WRITER_CAPACITY = env_int("SIDEWISP_WRITER_CAPACITY", 10_000, minimum=1)
 SIDEWISP_WRITER_WAIT_SECONDS = env_float("SIDEWISP_WRITER_WAIT_SECONDS", 30.0, minimum=0.0)
+# Its lanes on PostgreSQL: batches written at once under a backlog, each on a thread and connection of its own
+# (sidewisp_agent.lanes; SQLite writes one transaction at a time: one lane there).
+SIDEWISP_WRITER_LANES = env_int("SIDEWISP_WRITER_LANES", 2, minimum=1)
 # The server side: requests per token per window (seconds), and the largest body it reads.
 SIDEWISP_API_RATE_LIMIT = env_int("SIDEWISP_API_RATE_LIMIT", 600, minimum=1)
 SIDEWISP_API_RATE_WINDOW = env_int("SIDEWISP_API_RATE_WINDOW", 60, minimum=1)

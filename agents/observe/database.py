@@ -19,6 +19,7 @@ from dataclasses import asdict
 from functools import wraps
 from typing import ParamSpec, TypeVar
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import BooleanField, ExpressionWrapper, Q
 from sidewisp_agent import parking
@@ -107,6 +108,12 @@ class LocalSink:
     """This process's database as the recording side's store (see the module docstring)."""
 
     remote = False
+
+    @property
+    def lanes(self) -> int:
+        """Batches the writer may write at once, each on its own thread and connection (`sidewisp_agent.lanes`):
+        `SIDEWISP_WRITER_LANES` on PostgreSQL; one on SQLite, which writes one transaction at a time."""
+        return settings.SIDEWISP_WRITER_LANES if connection.vendor == "postgresql" else 1
 
     @_collection_paused()  # no garbage collection while a batch is written
     def write(self, entries: Sequence[intake.Entry]) -> None:

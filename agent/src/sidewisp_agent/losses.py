@@ -72,3 +72,12 @@ def reason(exc: BaseException) -> str:
     """Why a write failed, in words that name no value: the server's HTTP status, else the error's class."""
     status = getattr(exc, "status", None)
     return f"HTTP {status}" if isinstance(status, int) else type(exc).__name__
+
+
+def keep(overflowed: list[intake.Entry], entry: intake.Entry, bound: int) -> None:
+    """Keep `entry`, dropped for a full buffer, in `overflowed` for its run's loss report: the first `bound` such
+    entries between two batches, and the first of each other run up to `bound` more; beyond that an entry is
+    counted and logged only."""
+    runs = {kept.operation_id for kept in overflowed}
+    if len(overflowed) < bound or (entry.operation_id not in runs and len(overflowed) < 2 * bound):
+        overflowed.append(entry)

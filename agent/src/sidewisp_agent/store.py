@@ -31,6 +31,9 @@ class Store(Protocol):
     """
 
     remote: bool  # True: the runs are a server's (their lifecycle is the server's: no run entries are sent)
+    # Optional: how many batches it may be given at once, each on a thread and connection of its own (the
+    # writer's lanes, `sidewisp_agent.lanes`); one when absent.
+    lanes: int
 
     def write(self, entries: Sequence[Entry]) -> None:
         """Store `entries` (all or nothing); raise on failure (`bundle.BundleError` names a refused entry)."""

@@ -1,21 +1,20 @@
 """The evidence writer: receipts leave the agent's hot path.
 
-The middleware and the observer `submit()` entries (`sidewisp_agent.entries`) instead of writing them. One
+The middleware and the observer `submit()` entries (`sidewisp_agent.entries`) instead of writing them. A
 background thread per process (started on first use; a forked child starts its own) takes up to `MAX_BATCH`
 entries at a time, in submission order, and hands them to the **sink**, the process's store
 (`sidewisp_agent.store`): a Sidewisp server over HTTP (`sidewisp_agent.http.HttpStore`), or, inside the server,
 its database (one transaction and one event publish per batch, on the thread's one persistent connection:
-`agents.observe.writer.LocalSink`). This is OpenTelemetry's batch span processor, for evidence.
+`agents.observe.writer.LocalSink`). This is OpenTelemetry's batch span processor, for evidence. A sink with
+`lanes` > 1 (the server's PostgreSQL) gets that many threads, the later ones for a backlog (`sidewisp_agent.lanes`).
 
-- **Ordering**: first in, first written (receipts and run changes alike, so a
-  wait is stored before the run is marked waiting). `flush()` returns once
-  everything submitted before it is written, `wait_for(mark)` once the first
-  `mark` entries are. A run's checkpointer waits for the mark of a transfer it
-  would save past (the observer's barrier).
-- **Where a run waits** (`settle`, issue 32): `observe` returns as soon as the
-  graph does; its receipts are stored after, in batches. It waits for them only
-  before it returns a waiting outcome (an operator must see the wait before the
-  app blocks on its decision) and when its caller asked for `durable=True`.
+- **Ordering**: first in, first written (receipts and run changes alike, so a wait is stored before the run
+  is marked waiting); under a backlog shared by lanes, in order within each run. `flush()` returns once
+  everything submitted before it is written, `wait_for(mark)` once the first `mark` entries are. A run's
+  checkpointer waits for the mark of a transfer it would save past (the observer's barrier).
+- **Where a run waits** (`settle`, issue 32): `observe` returns as soon as the graph does; its receipts are
+  stored after, in batches. It waits for them only before it returns a waiting outcome (an operator must see
+  the wait before the app blocks on its decision) and when its caller asked for `durable=True`.
   At process exit `atexit` writes what is queued, for at most `EXIT_TIMEOUT`.
 - **Back-pressure**: when `capacity` entries wait (`SIDEWISP_WRITER_CAPACITY`, `config.writer_limits`, or
   `limit()`), `submit` blocks (`stats()["blocked"]`). A buffer full for `submit_timeout` seconds
@@ -29,9 +28,8 @@ its database (one transaction and one event publish per batch, on the thread's o
   entry that keeps failing otherwise is dropped after `MAX_ATTEMPTS`, logged, counted, and reported on its run
   with the error's class or HTTP status: nothing is dropped in silence unless the report cannot be written
   either (then the log line and the count are all).
-- A caller inside a database transaction (`atomic`, on the server: its store's
-  `hooks.in_callers_transaction`) gets its entries written in that
-  transaction, on its own thread: a thread of ours could not see what the
+- A caller inside a database transaction (`atomic`, on the server: its store's `hooks.in_callers_transaction`)
+  gets its entries written in that transaction, on its own thread: a thread of ours could not see what the
   transaction has not committed.
 """
 
@@ -42,21 +40,22 @@ import logging
 import os
 import threading
 import time
-from collections import deque
 from collections.abc import Sequence
-from typing import Protocol, TypedDict
+from typing import TypedDict
 
 from . import entries as intake
 from . import losses, store
 from .bundle import BundleError
 from .config import ConfigurationError, WriterLimits, writer_limits
 from .entries import RunNotOwned
+from .lanes import Queue
 from .losses import dropped_report  # noqa: F401 - read as writer.dropped_report
 from .store import hooks
 
 logger = logging.getLogger(__name__)
 
 MAX_BATCH = 200  # entries per transaction
+THREAD = "sidewisp-writer"  # every lane's thread's name
 # How long a small batch waits for company (not when someone flushes or waits for a mark): long enough for a
 # quick run's entries to land in one batch, written after the run returns instead of competing with it for the
 # GIL while it runs (issue 32); short beside what a live page may take (300 ms).
@@ -66,11 +65,7 @@ EXIT_TIMEOUT = 5.0  # how long process exit waits for what is queued
 MAX_ATTEMPTS = 3  # tries of an entry whose failure is not an outage
 MAX_BACKOFF_SECONDS = 5.0
 RETRYABLE: tuple[type[BaseException], ...] = (OSError, TimeoutError)
-
-
-class Sink(Protocol):
-    def write(self, entries: Sequence[intake.Entry]) -> None:
-        """Store `entries` (all or nothing); raise on failure."""
+Sink = store.Store  # what a writer writes to: its `write`, and its `lanes` when it has more than one
 
 
 def sink() -> Sink:
@@ -89,7 +84,8 @@ class Stats(TypedDict):
 
 
 class Writer:
-    """A bounded FIFO buffer and the thread that drains it into `sink` in batches."""
+    """A bounded FIFO buffer and the threads that drain it into `sink` in batches: one per lane
+    (`sidewisp_agent.lanes`; `lanes`, else the sink's `lanes`, else one)."""
 
     def __init__(
         self,
@@ -100,6 +96,7 @@ class Writer:
         linger: float = LINGER_SECONDS,
         submit_timeout: float = WriterLimits.wait_seconds,
         max_backoff: float = MAX_BACKOFF_SECONDS,
+        lanes: int | None = None,
     ) -> None:
         if capacity < 1 or max_batch < 1:
             msg = "capacity and max_batch must be at least 1"
@@ -107,13 +104,13 @@ class Writer:
         self.sink = sink
         self.capacity, self.max_batch, self.linger = capacity, max_batch, linger
         self.submit_timeout, self.max_backoff = submit_timeout, max_backoff
-        self._queue: deque[intake.Entry] = deque()
+        self.lanes = max(1, lanes or getattr(sink, "lanes", 1))
+        self._queue = Queue()  # the entries waiting, and those each lane is writing: a flush waits for its mark
         self._cond = threading.Condition()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._stopping = False
         self._flushing = 0
-        self._done = 0  # entries written or given up on, in submission order: a flush waits for its mark
-        self._reporting_loss = False  # writing the reports of entries given up on (never reported again)
+        self._lane = threading.local()  # `reporting_loss`: this lane writes the reports of entries given up on
         self._overflowing = False  # an entry was dropped for a full buffer and no room was made since
         self._overflowed: list[intake.Entry] = []  # dropped by a full buffer, reported once there is room
         self._counts = dict.fromkeys(("submitted", "written", "batches", "blocked", "failed", "dropped"), 0)
@@ -124,17 +121,19 @@ class Writer:
             if self._stopping:
                 msg = "the evidence writer is stopped"
                 raise RuntimeError(msg)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="sidewisp-writer", daemon=True)
-                self._thread.start()
+            if not self._threads:
+                for lane in range(self.lanes):
+                    self._threads.append(threading.Thread(target=self._run, args=(lane,), name=THREAD, daemon=True))
+                    self._threads[-1].start()
             if len(self._queue) >= self.capacity:
                 self._counts["blocked"] += 1
                 # Once the buffer stayed full for the whole wait, later entries do not wait again until there is room.
-                room = not self._overflowing and self._cond.wait_for(self._has_room, self.submit_timeout)
+                has_room = lambda: len(self._queue) < self.capacity  # noqa: E731
+                room = not self._overflowing and self._cond.wait_for(has_room, self.submit_timeout)
                 if not room:
                     self._overflow(entry)
                     return False
-            self._queue.append(entry)
+            self._queue.append(self._counts["submitted"], entry)
             self._counts["submitted"] += 1
             if len(self._queue) == 1 or self._full_batch():
                 self._cond.notify_all()  # the writer waits for a first entry or a full batch, not for each entry
@@ -146,9 +145,6 @@ class Writer:
             self.capacity, self.submit_timeout = limits.capacity, limits.wait_seconds
             self._cond.notify_all()
 
-    def _has_room(self) -> bool:
-        return len(self._queue) < self.capacity
-
     def _full_batch(self) -> bool:
         """Enough queued to stop lingering: a whole batch, or a full buffer (a submitter may be waiting for room)."""
         return len(self._queue) >= min(self.max_batch, self.capacity)
@@ -158,10 +154,7 @@ class Writer:
         self._overflowing = True
         self._counts["dropped"] += 1
         logger.error("%s entry dropped: the evidence buffer stayed full", getattr(entry, "part", "report"))
-        runs = {kept.operation_id for kept in self._overflowed}
-        first_of_its_run = entry.operation_id not in runs and len(self._overflowed) < 2 * MAX_BATCH
-        if len(self._overflowed) < MAX_BATCH or first_of_its_run:
-            self._overflowed.append(entry)  # beyond that, counted and logged only
+        losses.keep(self._overflowed, entry, MAX_BATCH)
 
     def flush(self, timeout: float | None = FLUSH_TIMEOUT) -> bool:
         """Wait until every entry submitted before this call is written (or given up); False on timeout."""
@@ -174,15 +167,15 @@ class Writer:
 
     def wait_for(self, mark: int, timeout: float | None = FLUSH_TIMEOUT) -> bool:
         """Wait until the first `mark` entries submitted are written (or given up); False on timeout."""
-        if threading.current_thread() is self._thread:
+        if threading.current_thread() in self._threads:
             return True  # the writer itself (a signal receiver) cannot wait for itself
         with self._cond:
-            if self._done >= mark:
+            if self._written_through() >= mark:
                 return True
             self._flushing += 1
             self._cond.notify_all()
             try:
-                return self._cond.wait_for(lambda: self._done >= mark, timeout)
+                return self._cond.wait_for(lambda: self._written_through() >= mark, timeout)
             finally:
                 self._flushing -= 1
 
@@ -192,8 +185,8 @@ class Writer:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
-            thread = self._thread
-        if thread is not None:
+            threads = list(self._threads)
+        for thread in threads:
             thread.join(timeout)
 
     def stats(self) -> Stats:
@@ -202,12 +195,15 @@ class Writer:
 
     # --- the writer thread ---------------------------------------------------
 
-    def _run(self) -> None:
+    def _written_through(self) -> int:
+        return self._queue.written_through(self._counts["submitted"])
+
+    def _run(self, lane: int) -> None:
         try:
-            while (batch := self._next_batch()) is not None:
+            while (batch := self._next_batch(lane)) is not None:
                 self._write(batch)
                 with self._cond:
-                    self._done += len(batch)
+                    self._queue.written(lane)
                     self._cond.notify_all()
                     overflowed, self._overflowed = self._overflowed, []
                 if overflowed:
@@ -215,14 +211,18 @@ class Writer:
         finally:
             hooks.thread_ended()  # the server closes this thread's own database connection
 
-    def _next_batch(self) -> list[intake.Entry] | None:
+    def _next_batch(self, lane: int) -> list[intake.Entry] | None:
+        """The next batch for `lane` (`Queue.take`), None once the writer stops and nothing is queued."""
+        ready = lambda: self._queue.ready(lane, self.max_batch)  # noqa: E731
         with self._cond:
-            self._cond.wait_for(lambda: self._queue or self._stopping)
-            if not self._queue:
-                return None
-            if not self._full_batch() and not self._flushing and not self._stopping:
-                self._cond.wait_for(lambda: self._full_batch() or self._flushing or self._stopping, self.linger)
-            batch = [self._queue.popleft() for _ in range(min(len(self._queue), self.max_batch))]
+            batch: list[intake.Entry] = []
+            while not batch:  # another lane may take what this one lingered for
+                self._cond.wait_for(lambda: ready() or (self._stopping and not self._queue))
+                if not ready():
+                    return None
+                if not self._full_batch() and not self._flushing and not self._stopping:
+                    self._cond.wait_for(lambda: self._full_batch() or self._flushing or self._stopping, self.linger)
+                batch = self._queue.take(lane, self.max_batch)
             self._overflowing = False
             self._cond.notify_all()  # room for blocked submitters
             return batch
@@ -271,13 +271,13 @@ class Writer:
         self._report_loss(batch, exc)
 
     def _report_loss(self, batch: list[intake.Entry], cause: BaseException | str) -> None:
-        if self._reporting_loss or not (reports := losses.loss_reports(batch, cause)):
+        if getattr(self._lane, "reporting_loss", False) or not (reports := losses.loss_reports(batch, cause)):
             return  # a loss report that is itself lost: the log line and the count are all
-        self._reporting_loss = True
+        self._lane.reporting_loss = True
         try:
             self._write(reports)
         finally:
-            self._reporting_loss = False
+            self._lane.reporting_loss = False
 
     def _count(self, name: str, n: int = 1) -> None:
         with self._cond:
