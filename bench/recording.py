@@ -5,8 +5,9 @@ works but serializes writers) in a throwaway test database, with the events
 published to the Redis at REDIS_URL:
 
 - **batched**: what an agent does: `agents.observe.writer` entries, written by the
-  process's writer thread in batches of up to 200 (one transaction, one set per
-  run of part entries, one publish each);
+  process's writer in batches of up to 200 (one transaction, one set per
+  run of part entries, one publish each), its backlog shared by its lanes
+  (`SIDEWISP_WRITER_LANES`, two writer threads on PostgreSQL);
 - **record()**: one `receipts.ingest.recording.record` call per receipt (the row path);
 - **floor** (PostgreSQL only): the same receipt rows inserted by PostgreSQL
   itself, as 200-row multi-row INSERTs (one transaction each) and as one COPY,
