@@ -108,6 +108,9 @@ else:
     DATABASES["default"]["TEST"] = {"NAME": f"test_sidewisp_{os.getpid()}"}
     DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# The evidence writer's statements prepared once per connection (receipts.queries.prepared); off behind a pooler in
+# transaction mode that does not track prepared statements (PgBouncer before 1.21).
+SIDEWISP_PREPARED_WRITES = env_bool("SIDEWISP_PREPARED_WRITES", True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis: broker, channel layer, cache ----------------------------------

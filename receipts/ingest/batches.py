@@ -203,7 +203,8 @@ def _read(name: str, side: str, ids: Iterable) -> Callable[[], list[tuple]]:
     """Run `prefetch`'s query `name` (`_query`) for the side's `ids`; a function giving its rows once fetched,
     each (instance, its extra column): a run's latest handoff's id ("runs+latest"), a handoff's stored
     (part, attempt)s, else None. On PostgreSQL the query is sent now (fetched when asked, `sqlsets.together`)
-    and compiled once per process (`_compiled`): compiling anew cost more than running it."""
+    and compiled once per process (`_compiled`): compiling anew cost more than running it. Its ids are bound by
+    the server (`receipts.queries.prepared`), not quoted into its text."""
     ids = list(ids)
     if not ids:
         return list
@@ -211,7 +212,7 @@ def _read(name: str, side: str, ids: Iterable) -> Callable[[], list[tuple]]:
         model, query = _query(name, side, lambda field: Q(**{f"{field}__in": ids}))
         return functools.partial(_each, model, query)
     query = _compiled(name)
-    return functools.partial(_fetched, query.send(side=side, ids=ids), query)
+    return functools.partial(_fetched, query.send(bound=True, side=side, ids=ids), query)
 
 
 def _each(model: type, query: QuerySet) -> list[tuple]:

@@ -18,6 +18,7 @@ from django.db.models.signals import post_delete, post_save
 
 from receipts.models import AuditEntry, ContractVersion, WaitReason
 from receipts.org import audit
+from receipts.queries import prepared
 from receipts.verdicts import bundle
 
 
@@ -37,8 +38,9 @@ def current_contracts() -> bundle.Contracts:
 
 def current_contracts_sent() -> Callable[[], bundle.Contracts]:
     """`current_contracts`, its check sent now: a function giving the contracts once its answer is read (after
-    the statements sent with it, `sqlsets.together`: reading it inside would wait for its answer alone)."""
-    cursor = connection.cursor()
+    the statements sent with it, `sqlsets.together`: reading it inside would wait for its answer alone). PostgreSQL
+    only: prepared once per connection (`receipts.queries.prepared`), as the writer's batches send it each."""
+    cursor = prepared.cursor()
     cursor.execute(_fingerprint_sql())
 
     def found() -> bundle.Contracts:

@@ -115,13 +115,15 @@ def read(runs: Iterable[int]) -> Read:
     reads: no timestamp among them); elsewhere one query each, run when the rows are asked for."""
     from django.db import connection
 
+    from receipts.queries import prepared
+
     ids = list(runs)
     if connection.vendor != "postgresql":
         return Read(ids, functools.partial(_read_each, ids))
     if not ids:
         return Read(ids, lambda: {name: [] for name in READ})
     sql, params = _statement()
-    cursor = connection.cursor()
+    cursor = prepared.cursor(prepare=False)  # bound by the server; its plan depends on the tables
     cursor.execute(sql, [ids if param is _RUN_IDS else param for param in params])
     return Read(ids, functools.partial(_fetched, cursor))
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from django.db import connection
 
 from receipts.ingest import sqlsets
+from receipts.queries import prepared
 
 
 def update_last(model, objs: Iterable, names: Sequence[str], *, add: str | None, then: Callable[[dict], None]) -> None:
@@ -66,13 +67,13 @@ def _send_held(*, commit: bool) -> None:
         return
     sql, params, add, then = held
     if not commit:
-        with connection.cursor() as cursor:
+        with prepared.cursor(prepare=False) as cursor:
             cursor.execute(sql, params)
             rows = cursor.fetchall() if add else []
         then(dict(rows))
         return
     with sqlsets.together():  # the UPDATE and the COMMIT, one Sync; its rows read after
-        cursor = connection.cursor()
+        cursor = prepared.cursor(prepare=False)
         cursor.execute(sql, params)
         # On psycopg's own connection: Django's COMMIT, when the caller's block ends, finds nothing to commit
         # (one COMMIT on the wire, one in the statement counts).

@@ -3,9 +3,10 @@
 On PostgreSQL the rows travel as one JSON document (written by orjson, column by column where the values need
 no preparation: `_Shape.document`), read back by `jsonb_populate_recordset` with the table's own row type (each
 value converted to its column's type by the server, lengths checked as on INSERT): one parameter to send instead
-of one per value. The ORM's `bulk_create` sends `UNNEST` arrays that the
-client-side cursor quotes element by element, and `bulk_update` a CASE WHEN per field and row: either
-costs the recording process more CPU than PostgreSQL spends storing the rows. Other databases keep
+of one per value, bound by the server (an INSERT's statement prepared once per connection:
+`receipts.queries.prepared`). The ORM's `bulk_create` sends `UNNEST` arrays that the client-side cursor quotes
+element by element, and `bulk_update` a CASE WHEN per field and row: either costs the recording process more
+CPU than PostgreSQL spends storing the rows. Other databases keep
 `bulk_create` and `bulk_update` (correct, slower).
 
 A row only written (never used as an object afterwards) may be given as a mapping of its fields' attnames to
@@ -25,6 +26,8 @@ from operator import attrgetter, itemgetter
 import orjson
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from psycopg.types.json import Jsonb
+
+from receipts.queries import prepared
 
 
 @contextlib.contextmanager
@@ -62,7 +65,7 @@ def insert_rows(model, objs: Iterable, *, ignore_conflicts: bool = False) -> Non
 def _insert(model, objs: list, suffix: str) -> list[tuple]:
     """INSERT the objects' rows (every concrete field but the primary key) on PostgreSQL; the rows returned."""
     sql, document = _insert_sql(model, objs)
-    with connection.cursor() as cursor:
+    with prepared.cursor() as cursor:
         cursor.execute(sql + suffix, [document])
         return cursor.fetchall() if cursor.description else []
 
@@ -132,7 +135,7 @@ def write_together(updates: Sequence[tuple], inserts: Sequence[tuple], new: Sequ
     if first:
         sql = "WITH " + ", ".join(f"w{i} AS ({part})" for i, (part, _) in enumerate(first)) + " " + sql
     params = [document for _, document in parts if document is not None]
-    cursor = connection.cursor()
+    cursor = prepared.cursor(prepare=not updates)  # only inserts: one plan for every table size
     cursor.execute(sql, params)
     if not returned:
         cursor.close()
@@ -167,7 +170,7 @@ def update_rows(model, objs: Iterable, names: Sequence[str], *, add: str | None 
         from receipts.ingest.sequence import next_seqs
 
         return next_seqs({obj.pk: getattr(obj, add) for obj in objs})
-    with connection.cursor() as cursor:
+    with prepared.cursor(prepare=False) as cursor:  # an UPDATE's join depends on the table: not prepared
         cursor.execute(*update_statement(model, objs, names, add))
         return dict(cursor.fetchall()) if add else {}
 

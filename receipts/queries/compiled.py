@@ -20,6 +20,8 @@ from django.db.models import QuerySet
 from django.db.models.expressions import RawSQL
 from django.db.models.query import get_related_populators
 
+from receipts.queries.prepared import cursor as bound_cursor
+
 T = TypeVar("T")
 
 
@@ -77,11 +79,13 @@ class Compiled:
         with self.send(**values) as cursor:
             return self.instances(cursor.fetchall())
 
-    def send(self, **values):
+    def send(self, *, bound: bool = False, **values):
         """Execute with each slot's value; the open cursor (in a pipeline, `sqlsets.together`, the rows arrive
-        when fetched: `instances(cursor.fetchall())`)."""
+        when fetched: `instances(cursor.fetchall())`). `bound` (PostgreSQL only): the values bound by the
+        server, not quoted into the text (`receipts.queries.prepared`; not prepared: a read's plan depends on
+        the tables)."""
         params = [values[p.name] if isinstance(p, _Slot) else p for p in self.params]
-        cursor = connections[DEFAULT_DB_ALIAS].cursor()
+        cursor = bound_cursor(prepare=False) if bound else connections[DEFAULT_DB_ALIAS].cursor()
         cursor.execute(self.sql, params)
         return cursor
 
