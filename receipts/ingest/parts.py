@@ -153,8 +153,9 @@ _BUNDLE_ORDER = ["handoff_id", "operation_id", *bundle.PARTS, "final_status"]
 assert [field.name for field in fields(bundle.Bundle)][: len(_BUNDLE_ORDER)] == _BUNDLE_ORDER
 
 
-def publish_after_commit(handoff: Handoff, part: str, now: datetime) -> None:
-    """Announce the handoff's change (a minimized `handoff.changed` event) once the transaction commits."""
+def publish_after_commit(handoff: Handoff, part: str, now: datetime, at: str | None = None) -> None:
+    """Announce the handoff's change (a minimized `handoff.changed` event) once the transaction commits; `at` is
+    `now` in ISO 8601 when the caller has it (a set of parts stamped with one instant)."""
     run = handoff.run
     event: broadcast.HandoffEvent = {
         "type": "handoff.changed",
@@ -169,7 +170,7 @@ def publish_after_commit(handoff: Handoff, part: str, now: datetime) -> None:
         "final_status": handoff.final_status or None,
         "wait_open": handoff.wait_open,
         "dry_run": run.dry_run,
-        "at": now.isoformat(),
+        "at": now.isoformat() if at is None else at,
     }
     batches.sequenced(run, event)
     batches.after_commit(partial(broadcast.publish, event))
