@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import fields
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import partial
 
+from django.conf import settings
 from django.utils import timezone
 
 from receipts import verdicts
@@ -85,6 +86,12 @@ def unsettled_by(handoff: Handoff, part: str, value: object) -> list[str]:
     return ["settled_at"]
 
 
+def timezone_clock() -> Callable[[], datetime]:
+    """`django.utils.timezone.now` with the setting it reads read once: a set of parts reads the clock per part
+    (reading `USE_TZ` each time cost more than the clock)."""
+    return partial(datetime.now, UTC if settings.USE_TZ else None)
+
+
 def ended_at(run: Run) -> datetime | None:
     """When the run ended (its handoffs are settled from then on), None while it goes on."""
     # receipts.ingest.runs.ENDED, read here: runs imports settling, which imports this module.
@@ -153,9 +160,8 @@ _BUNDLE_ORDER = ["handoff_id", "operation_id", *bundle.PARTS, "final_status"]
 assert [field.name for field in fields(bundle.Bundle)][: len(_BUNDLE_ORDER)] == _BUNDLE_ORDER
 
 
-def publish_after_commit(handoff: Handoff, part: str, now: datetime, at: str | None = None) -> None:
-    """Announce the handoff's change (a minimized `handoff.changed` event) once the transaction commits; `at` is
-    `now` in ISO 8601 when the caller has it (a set of parts stamped with one instant)."""
+def publish_after_commit(handoff: Handoff, part: str, now: datetime) -> None:
+    """Announce the handoff's change (a minimized `handoff.changed` event) once the transaction commits."""
     run = handoff.run
     event: broadcast.HandoffEvent = {
         "type": "handoff.changed",
@@ -170,7 +176,7 @@ def publish_after_commit(handoff: Handoff, part: str, now: datetime, at: str | N
         "final_status": handoff.final_status or None,
         "wait_open": handoff.wait_open,
         "dry_run": run.dry_run,
-        "at": now.isoformat() if at is None else at,
+        "at": now.isoformat(),
     }
     batches.sequenced(run, event)
     batches.after_commit(partial(broadcast.publish, event))

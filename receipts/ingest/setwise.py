@@ -32,6 +32,7 @@ from receipts.ingest.parts import (
     parsed,
     publish_after_commit,
     receipt_row,
+    timezone_clock,
     unsettled_by,
     validate_ids,
 )
@@ -65,8 +66,8 @@ def record_parts(entries: Sequence) -> list[bool]:
         parts = _checked(entries, parse)
         if not parts:
             return stored
-        # One instant for the set (one transaction): the runs and handoffs it creates, its receipts, history and
-        # events are stamped with it and its handoffs classified at it (a clock read per part, per row made).
+        # The runs and handoffs the set creates are created at one instant (ties in time are broken by key,
+        # given in the order they are made, as the order of their times was).
         now = timezone.now()
         current = batches.current()
         new = _new_handoffs(parts)
@@ -82,7 +83,7 @@ def record_parts(entries: Sequence) -> list[bool]:
             sent = _send_runs(missing - later, count, len(later), now)
         keys = _create_runs(missing - later, sent, later, now)  # read once the block's statements were answered
         fresh = _create_handoffs(new, keys, now)
-        changed, history, changes = _applied(parts, fresh, stored, parse, now)
+        changed, history, changes = _applied(parts, fresh, stored, parse)
         # Written, and the signal sent, at the end of the batch with its other rows (receipts.ingest.batches).
         batches.changed_handoffs(changed.values(), _fields_of(parts), history, changes)
     return stored
@@ -281,15 +282,14 @@ def _create_handoffs(new: dict[str, str], keys: list[int] | None, now: datetime)
     return fresh
 
 
-def _applied(parts: list[_Part], fresh: set[int], stored: list[bool], parse: _PartCache, now: datetime):
-    """Apply and classify every part in order, in memory, at `now`: (changed handoffs, history rows, signal
-    changes)."""
+def _applied(parts: list[_Part], fresh: set[int], stored: list[bool], parse: _PartCache):
+    """Apply and classify every part in order, in memory: (changed handoffs, history rows, signal changes)."""
     current = batches.current()
     changed: dict[int, Handoff] = {}
     history: list[dict] = []
     changes: list[signals.Change] = []
     states: dict[int, signals.HandoffState] = {}  # pk -> the state the handoff's last change here left it in
-    at = now.isoformat()
+    clock = timezone_clock()  # each part's own time: a handoff's `updated_at` orders its changes
     for p in parts:
         run = current.runs[p.operation_id]
         handoff = current.handoffs[p.handoff_id]
@@ -300,6 +300,7 @@ def _applied(parts: list[_Part], fresh: set[int], stored: list[bool], parse: _Pa
         if (p.part, p.attempt) in seen:
             continue
         seen.add((p.part, p.attempt))
+        now = clock()
         current.receipts.append(receipt_row(handoff, p.part, p.attempt, p.value, now))
         first = pk in fresh
         fresh.discard(pk)
@@ -315,7 +316,7 @@ def _applied(parts: list[_Part], fresh: set[int], stored: list[bool], parse: _Pa
         batches.refresh_health(run, now)
         states[pk] = after = signals.HandoffState.of(handoff)
         changes.append(signals.Change(signals.snapshot(handoff), p.part, state_before, after, now))
-        publish_after_commit(handoff, p.part, now, at)
+        publish_after_commit(handoff, p.part, now)
         stored[p.index] = True
     return changed, history, changes
 
