@@ -151,13 +151,14 @@ def classify_into(handoff: Handoff, now: datetime, parse: Callable[[str, object]
 def _bundle_of(handoff: Handoff, parse: Callable[[str, object], bundle.Part]) -> bundle.Bundle:
     """`handoff.to_bundle()` with its parts parsed by `parse` (ids and status were validated when stored)."""
     parts = [None if (value := getattr(handoff, field)) is None else parse(name, value) for name, field in _PART_FIELDS]
-    return bundle.Bundle(handoff.handoff_id, handoff.run.operation_id, *parts, handoff.final_status or None)
+    return _make_bundle(handoff.handoff_id, handoff.run.operation_id, *parts, handoff.final_status or None, None)
 
 
 _PART_FIELDS = [(name, f"{name}_part") for name in bundle.PARTS]  # `Handoff.part`'s fields
 # `_bundle_of` gives a Bundle its fields by position (keywords cost twice as much, once per part classified).
-_BUNDLE_ORDER = ["handoff_id", "operation_id", *bundle.PARTS, "final_status"]
-assert [field.name for field in fields(bundle.Bundle)][: len(_BUNDLE_ORDER)] == _BUNDLE_ORDER
+_BUNDLE_ORDER = ["handoff_id", "operation_id", *bundle.PARTS, "final_status", "expect"]
+assert [field.name for field in fields(bundle.Bundle)] == _BUNDLE_ORDER
+_make_bundle = bundle.by_position(bundle.Bundle)
 
 
 def publish_after_commit(handoff: Handoff, part: str, now: datetime) -> None:
