@@ -60,6 +60,8 @@ class Batch:
     written: dict[int, int] = field(default_factory=dict)  # new run pk -> the seq it was inserted with
     judged: set[int] = field(default_factory=set)  # new runs whose health was judged when inserted
     judged_at: datetime | None = None  # when they were (`runwrites.new_rows`)
+    # The active verdict alert rules, when read with the batch's first statements (`contracts.current_contracts_sent`)
+    verdict_rules: list[tuple] | None = None
 
 
 class Raced(Exception):

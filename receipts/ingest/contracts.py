@@ -16,7 +16,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models.signals import post_delete, post_save
 
-from receipts.models import AuditEntry, ContractVersion, WaitReason
+from receipts.models import AlertRule, AuditEntry, ContractVersion, WaitReason
 from receipts.org import audit
 from receipts.verdicts import bundle
 
@@ -37,13 +37,24 @@ def current_contracts() -> bundle.Contracts:
 
 def current_contracts_sent() -> Callable[[], bundle.Contracts]:
     """`current_contracts`, its check sent now: a function giving the contracts once its answer is read (after
-    the statements sent with it, `sqlsets.together`: reading it inside would wait for its answer alone)."""
+    the statements sent with it, `sqlsets.together`: reading it inside would wait for its answer alone).
+
+    The same statement reads the active verdict alert rules, kept on the current batch when there is one
+    (`batches.Batch.verdict_rules`): the rules its changes are matched against (`receipts.notify.alerts`), read
+    with its first statements instead of a cache's version asked once per batch (issue 32 §2).
+    """
     cursor = connection.cursor()
-    cursor.execute(_fingerprint_sql())
+    cursor.execute(f"{_fingerprint_sql()}, ({_verdict_rules_sql()})")
 
     def found() -> bundle.Contracts:
+        from receipts.ingest import batches  # batches imports this module
+
         with cursor:
-            return contracts_of(tuple(cursor.fetchone()))
+            *key, rules = cursor.fetchone()
+        if (current := batches.current()) is not None:
+            rules = json.loads(rules) if isinstance(rules, str) else rules
+            current.verdict_rules = [tuple(rule) for rule in rules or ()]
+        return contracts_of(tuple(key))
 
     return found
 
@@ -77,6 +88,19 @@ def _fingerprint_sql() -> str:
         f"SELECT (SELECT COUNT(*) FROM {versions}), (SELECT MAX(id) FROM {versions}), "
         f"(SELECT MAX(created_at) FROM {versions}), "
         f"(SELECT COUNT(*) FROM {reasons}), (SELECT MAX(id) FROM {reasons})"
+    )
+
+
+def _verdict_rules_sql() -> str:
+    """The active verdict rules as one JSON array of [pk, verdict, agent, team pk or null], by pk (NULL for none):
+    what `receipts.notify.alerts.verdict_rules` reads."""
+    rules, quoted = AlertRule._meta, connection.ops.quote_name
+    columns = ", ".join(quoted(rules.get_field(name).column) for name in ("id", "verdict", "agent", "team"))
+    active, kind = (quoted(rules.get_field(name).column) for name in ("active", "kind"))
+    assert AlertRule.Kind.VERDICT.value.isidentifier()  # written into the statement as it is
+    return (
+        f"SELECT json_agg(json_build_array({columns}) ORDER BY {quoted(rules.pk.column)}) FROM {quoted(rules.db_table)}"
+        f" WHERE {active} AND {kind} = '{AlertRule.Kind.VERDICT.value}'"
     )
 
 
