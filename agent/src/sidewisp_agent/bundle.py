@@ -275,7 +275,9 @@ def parse_part(name: str, value: object, *, field_prefix: str | None = None) -> 
     get = value.get
     if prefix == name:
         return _PART_MAKERS[name](*[parse(get(field), where) for field, parse, where in plan])
-    return _PART_MAKERS[name](*[parse(get(field), f"{prefix}.{field}" if prefix else field) for field, parse, _ in plan])
+    return _PART_MAKERS[name](
+        *[parse(get(field), f"{prefix}.{field}" if prefix else field) for field, parse, _ in plan]
+    )
 
 
 def part_to_dict(part: Part) -> dict[str, object]:
@@ -283,18 +285,29 @@ def part_to_dict(part: Part) -> dict[str, object]:
 
     Fields added in v1.1, v1.2 and v1.3 appear only when present, so a v1 bundle serializes back to itself.
     """
-    name = _PART_NAMES[type(part)]
     out: dict[str, object] = {}
-    for field_name, kind in _PART_FIELDS[name]:
+    for field_name, convert, later in _DICT_PLANS[type(part)]:
         value = getattr(part, field_name)
-        if value is None and (name, field_name) in _LATER_FIELDS:
-            continue
-        if kind == _TIME and value is not None:
-            value = format_time(value)
-        elif kind in (_NAMES, _OPTIONAL_NAMES):
-            value = list(value)
-        out[field_name] = value
+        if value is None:
+            if not later:
+                out[field_name] = None
+        else:
+            out[field_name] = value if convert is None else convert(value)
     return out
+
+
+# Each part type's fields for `part_to_dict`, in order: (field, how its value is written or None, added later).
+_DICT_PLANS = {
+    _PART_TYPES[name]: tuple(
+        (
+            field,
+            format_time if kind == _TIME else list if kind in (_NAMES, _OPTIONAL_NAMES) else None,
+            (name, field) in _LATER_FIELDS,
+        )
+        for field, kind in part_fields
+    )
+    for name, part_fields in _PART_FIELDS.items()
+}
 
 
 # --- bundles ----------------------------------------------------------------

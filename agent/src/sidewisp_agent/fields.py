@@ -318,7 +318,10 @@ def parse_bool(value: object, field: str) -> bool | None:
 
 def format_time(moment: datetime) -> str:
     """ISO 8601 in UTC with a trailing Z, e.g. ``2026-07-30T10:00:00Z``."""
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    # A parsed time is in UTC already (`_to_utc`): converted only when it is not. In UTC, isoformat ends in
+    # +00:00 and nowhere else.
+    utc = moment if moment.tzinfo is UTC else moment.astimezone(UTC)
+    return utc.isoformat()[:-6] + "Z"
 
 
 # --- middleware reports and other minimized strings --------------------------
