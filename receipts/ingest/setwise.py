@@ -293,7 +293,7 @@ def _applied(parts: list[_Part], fresh: set[int], stored: list[bool], parse: _Pa
     for p in parts:
         run = current.runs[p.operation_id]
         handoff = current.handoffs[p.handoff_id]
-        if not (Handoff.run.is_cached(handoff) and handoff.run is run):
+        if handoff._state.fields_cache.get("run") is not run:  # `Handoff.run`'s cache, read once
             handoff.run = run
         pk = handoff.pk
         seen = current.stored[pk]

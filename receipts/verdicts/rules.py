@@ -122,8 +122,10 @@ def _tool_protocol_problem(bundle: Bundle, contracts: Contracts) -> str | None:
     if matches > 1:
         return "more than one entry of reduced.tool_message_ids equals created.tool_call_id"
     # v1.3 the whole turn: a destination handed an AI turn with an unanswered call gets a broken history.
+    if not created.turn_tool_call_ids:
+        return None  # not recorded, or no call but its own: nothing more to answer
     answers = reduced.tool_message_ids if reduced else ()
-    others = [i for i in dict.fromkeys(created.turn_tool_call_ids or ()) if i != call_id]
+    others = [i for i in dict.fromkeys(created.turn_tool_call_ids) if i != call_id]
     unanswered = sum(1 for i in others if answers.count(i) == 0)
     if unanswered:
         return f"no entry of reduced.tool_message_ids answers {unanswered} other call(s) of created.turn_tool_call_ids"

@@ -252,10 +252,8 @@ def by_position(cls: type) -> Callable[..., object]:
     assert not hasattr(cls, "__post_init__")
 
     def make(*values: object) -> object:
-        if len(values) != len(names):
-            raise TypeError(f"{cls.__name__} takes {len(names)} values, not {len(values)}")
         made = new(cls)
-        made.__dict__.update(zip(names, values))
+        made.__dict__.update(zip(names, values, strict=True))  # every field's value: ValueError else
         return made
 
     return make

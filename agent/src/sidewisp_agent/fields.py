@@ -275,6 +275,8 @@ def parse_names(value: object, field: str, item: Callable[[object, str], str | N
 
 def parse_identifiers(value: object, field: str) -> tuple[str, ...]:
     """A list of ids or names of evidence, each kept or `redacted` (`parse_identifier`)."""
+    if type(value) is list and len(value) <= MAX_LIST_ENTRIES and all(type(entry) is str for entry in value):
+        return tuple(map(identifier, value))  # what `parse_names` gives them, without naming each entry's field
     return parse_names(value, field, parse_identifier)
 
 
