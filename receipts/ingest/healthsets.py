@@ -148,7 +148,7 @@ def in_memory(runs: Iterable, handoffs: Iterable, history: Iterable[Mapping], al
         own = mine[pk]
         newest = max(own, key=lambda h: (h.updated_at, h.pk), default=None)
         latest = max(own, key=lambda h: (h.created_at, h.pk), default=None)
-        row = dict(zip(_ROW_FIELDS, _row_values(run)))
+        row = dict(zip(_ROW_FIELDS, _row_values(run), strict=True))
         row["newest_verdict"] = newest.verdict if newest else None
         row["newest_due"] = due_part(newest) is not None if newest else None
         row["latest_pk"] = latest.pk if latest else None

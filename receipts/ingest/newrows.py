@@ -56,8 +56,9 @@ def built(model, **values):
 @functools.cache
 def _blank(model) -> tuple[dict, tuple, dict | None]:
     """`built`'s plan for `model`: its fields' fixed defaults (attname -> value), those it calls ((name,
-    callable), …), its forward relations (name -> (attname, the related field's)); None for the last when a field's kind is not one
-    `built` makes as the constructor does (a database default, a relation other than a foreign key)."""
+    callable), …), its forward relations (name -> (attname, the related field's)); None for the last when a
+    field's kind is not one `built` makes as the constructor does (a database default, a relation other than a
+    foreign key, one with a default)."""
     fixed, called, related = {}, [], {}
     for field in model._meta.concrete_fields:
         if field.db_default is not NOT_PROVIDED or field.generated:

@@ -36,7 +36,7 @@ def new_rows(found) -> list[dict]:
     rows = []
     names, values_of = _columns()
     for pk, run in found.new_runs.items():
-        row = dict(zip(names, values_of(run)))
+        row = dict(zip(names, values_of(run), strict=True))
         row.update((_attname(name), value) for name, value in found.dirty.pop(pk, {}).items())
         row.update((_attname(name), value) for name, value in judged.get(pk, {}).items())
         row["updated_at"] = row["updated_at"] or timezone.now()  # auto_now: when inserted, if nothing set it

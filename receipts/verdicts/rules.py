@@ -82,6 +82,11 @@ def _quoted(name: str | None) -> str:
     return f'"{name if len(name) <= 40 else name[:39] + "…"}"'
 
 
+def _named(created) -> str:
+    """The created receipt's route version as a reason names it, with where it came from."""
+    return f"{_quoted(created.route_version)}{_ORIGINS.get(created.route_version_source, '')}"
+
+
 def _route_problem(bundle: Bundle, contracts: Contracts) -> str | None:
     created = bundle.created
     if created is None:
@@ -89,11 +94,10 @@ def _route_problem(bundle: Bundle, contracts: Contracts) -> str | None:
     for field in ("sender", "receiver", "route_version"):
         if not getattr(created, field):
             return f"created.{field} is missing"
-    version = f"{_quoted(created.route_version)}{_ORIGINS.get(created.route_version_source, '')}"
     if created.route_version not in contracts.routes:
-        return f"created.route_version {version} is not a known contract version"
+        return f"created.route_version {_named(created)} is not a known contract version"
     if contracts.required_keys(created.route_version, created.sender, created.receiver) is None:
-        return f"created.receiver is not declared for created.sender in route version {version}"
+        return f"created.receiver is not declared for created.sender in route version {_named(created)}"
     # A missing reduced receipt is stale control (check 2), not a rejected route.
     if bundle.reduced is not None and bundle.reduced.goto != created.receiver:
         return "reduced.goto does not equal created.receiver"
