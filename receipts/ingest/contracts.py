@@ -35,26 +35,23 @@ def current_contracts() -> bundle.Contracts:
     return contracts_of(_fingerprint())
 
 
-def current_contracts_sent() -> Callable[[], bundle.Contracts]:
+def current_contracts_sent() -> Callable[[], tuple[bundle.Contracts, list[tuple]]]:
     """`current_contracts`, its check sent now: a function giving the contracts once its answer is read (after
     the statements sent with it, `sqlsets.together`: reading it inside would wait for its answer alone).
 
-    The same statement reads the active verdict alert rules, kept on the current batch when there is one
-    (`batches.Batch.verdict_rules`): the rules its changes are matched against (`receipts.notify.alerts`), read
-    with its first statements instead of a cache's version asked once per batch (issue 32 §2).
+    The same statement reads the active verdict alert rules, given with the contracts as (pk, verdict, agent,
+    team pk or None)s: a batch matches its changes against them (`batches.Batch.verdict_rules`,
+    `receipts.notify.alerts.verdict_rules`), read with its first statements instead of a cache's version asked
+    once per batch (issue 32 §2).
     """
     cursor = connection.cursor()
     cursor.execute(f"{_fingerprint_sql()}, ({_verdict_rules_sql()})")
 
-    def found() -> bundle.Contracts:
-        from receipts.ingest import batches  # batches imports this module
-
+    def found() -> tuple[bundle.Contracts, list[tuple]]:
         with cursor:
             *key, rules = cursor.fetchone()
-        if (current := batches.current()) is not None:
-            rules = json.loads(rules) if isinstance(rules, str) else rules
-            current.verdict_rules = [tuple(rule) for rule in rules or ()]
-        return contracts_of(tuple(key))
+        rules = json.loads(rules) if isinstance(rules, str) else rules
+        return contracts_of(tuple(key)), [tuple(rule) for rule in rules or ()]
 
     return found
 
