@@ -131,16 +131,16 @@ def receipt_row(handoff: Handoff, part: str, attempt: str, value: object, now: d
     }
 
 
-def classify_into(handoff: Handoff, now: datetime, parse: Callable[[str, object], bundle.Part] | None = None) -> None:
-    """Classify the handoff's evidence at `now` into its fields; `parse` (name, stored value -> part) may reuse
-    parts parsed before (the stored values are minimized: parsing one again gives the same part)."""
-    found = handoff.to_bundle() if parse is None else _bundle_of(handoff, parse)
+def classify_into(handoff: Handoff, now: datetime, found: bundle.Bundle | None = None) -> None:
+    """Classify the handoff's evidence at `now` into its fields; `found` is that evidence as a bundle when the
+    caller has it (`bundle_of`: a set of parts keeps its handoffs' parts parsed), else it is parsed here."""
+    found = handoff.to_bundle() if found is None else found
     result = verdicts.classify(found, batches.contracts(), now)
     handoff.verdict = result.verdict
     handoff.boundary = result.boundary or ""
     handoff.next_move = result.next_move
     handoff.reason = result.reason
-    handoff.boundaries = dict(result.boundaries)
+    handoff.boundaries = result.boundaries.copy()  # a dict of its own (the verdict's is shared, read-only)
     handoff.classified_at = now
     wait = handoff.wait_part or {}
     handoff.wait_open = bool(handoff.wait_part) and wait.get("resolved") is not True
@@ -148,14 +148,21 @@ def classify_into(handoff: Handoff, now: datetime, parse: Callable[[str, object]
     handoff.wait_deadline = found.wait.deadline_utc if handoff.wait_part else None
 
 
-def _bundle_of(handoff: Handoff, parse: Callable[[str, object], bundle.Part]) -> bundle.Bundle:
-    """`handoff.to_bundle()` with its parts parsed by `parse` (ids and status were validated when stored)."""
-    parts = [None if (value := getattr(handoff, field)) is None else parse(name, value) for name, field in _PART_FIELDS]
-    return _make_bundle(handoff.handoff_id, handoff.run.operation_id, *parts, handoff.final_status or None, None)
+def parsed_parts(handoff: Handoff, parse: Callable[[str, object], bundle.Part]) -> list[bundle.Part | None]:
+    """The handoff's parts as `bundle_of` takes them (in `bundle.PARTS` order, None for a missing one), each
+    parsed by `parse` (name, stored value -> part: the stored values are minimized, parsing one again gives the
+    same part)."""
+    return [None if (value := getattr(handoff, field)) is None else parse(name, value) for name, field in _PART_FIELDS]
 
 
+def bundle_of(handoff: Handoff, operation_id: str, parts: list[bundle.Part | None]) -> bundle.Bundle:
+    """`handoff.to_bundle()` from its `parsed_parts` (ids and status were validated when stored)."""
+    return _make_bundle(handoff.handoff_id, operation_id, *parts, handoff.final_status or None, None)
+
+
+PART_INDEX = {name: index for index, name in enumerate(bundle.PARTS)}  # a part's place in `parsed_parts`
 _PART_FIELDS = [(name, f"{name}_part") for name in bundle.PARTS]  # `Handoff.part`'s fields
-# `_bundle_of` gives a Bundle its fields by position (keywords cost twice as much, once per part classified).
+# `bundle_of` gives a Bundle its fields by position (keywords cost twice as much, once per part classified).
 _BUNDLE_ORDER = ["handoff_id", "operation_id", *bundle.PARTS, "final_status", "expect"]
 assert [field.name for field in fields(bundle.Bundle)] == _BUNDLE_ORDER
 _make_bundle = bundle.by_position(bundle.Bundle)

@@ -25,11 +25,14 @@ from django.utils import timezone
 from receipts.ingest import batches, newrows, redactions, signals, sqlsets
 from receipts.ingest.parts import (
     CLASSIFIED_FIELDS,
+    PART_INDEX,
     apply_part,
+    bundle_of,
     classify_into,
     ended_at,
     history_row,
     parsed,
+    parsed_parts,
     publish_after_commit,
     receipt_row,
     timezone_clock,
@@ -289,6 +292,7 @@ def _applied(parts: list[_Part], fresh: set[int], stored: list[bool], parse: _Pa
     history: list[dict] = []
     changes: list[signals.Change] = []
     states: dict[int, signals.HandoffState] = {}  # pk -> the state the handoff's last change here left it in
+    held: dict[int, list] = {}  # pk -> the handoff's parts, parsed (`parts.parsed_parts`), as applied so far
     clock = timezone_clock()  # each part's own time: a handoff's `updated_at` orders its changes
     for p in parts:
         run = current.runs[p.operation_id]
@@ -306,9 +310,13 @@ def _applied(parts: list[_Part], fresh: set[int], stored: list[bool], parse: _Pa
         fresh.discard(pk)
         before = None if first else handoff.verdict
         state_before = None if first else states.get(pk) or signals.HandoffState.of(handoff)
+        if (found := held.get(pk)) is None:
+            found = held[pk] = parsed_parts(handoff, parse)
         apply_part(handoff, p.part, p.value)
+        if p.part in PART_INDEX:
+            found[PART_INDEX[p.part]] = parse(p.part, p.value)
         unsettled_by(handoff, p.part, p.value)
-        classify_into(handoff, now, parse)
+        classify_into(handoff, now, bundle_of(handoff, run.operation_id, found))
         handoff.updated_at = now
         changed[pk] = handoff
         if handoff.verdict != before:
