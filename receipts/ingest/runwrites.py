@@ -37,8 +37,8 @@ def new_rows(found) -> list[dict]:
     names, values_of = _columns()
     for pk, run in found.new_runs.items():
         row = dict(zip(names, values_of(run), strict=True))
-        row.update((_attname(name), value) for name, value in found.dirty.pop(pk, {}).items())
-        row.update((_attname(name), value) for name, value in judged.get(pk, {}).items())
+        for name, value in (*found.dirty.pop(pk, {}).items(), *judged.get(pk, {}).items()):
+            row[_attname(name)] = value
         row["updated_at"] = row["updated_at"] or timezone.now()  # auto_now: when inserted, if nothing set it
         row["seq"] = found.written[pk] = len(found.events.get(pk, (run, []))[1])
         if found.stale.pop(pk, None) is not None:

@@ -146,7 +146,8 @@ def redacted(text: str) -> str:
 
 def is_redacted(value: object) -> bool:
     """`value` is a replacement made by `redacted` (here or by the agent side before it sent it)."""
-    return isinstance(value, str) and _REDACTED.fullmatch(value) is not None
+    # Its prefix first: nearly every id is asked, and nearly none is one.
+    return isinstance(value, str) and value.startswith(REDACTED_PREFIX) and _REDACTED.fullmatch(value) is not None
 
 
 def redacted_fields(value: object, field: str) -> list[str]:
