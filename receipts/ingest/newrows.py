@@ -29,7 +29,7 @@ def built(model, **values):
     A batch makes a run and a handoff per handoff it creates: the constructor's work per field was a twentieth of
     the writer's CPU.
     """
-    fixed, called, related = _blank(model)
+    fixed, called, related, names = _blank(model)
     if related is None or pre_init.has_listeners(model) or post_init.has_listeners(model) or router.routers:
         return model(**values)
     obj = model.__new__(model)
@@ -48,30 +48,33 @@ def built(model, **values):
             if value is not None:
                 state.db = value._state.db or DEFAULT_DB_ALIAS
                 value._state.db = value._state.db or DEFAULT_DB_ALIAS
-        else:
+        elif name in names:
             attrs[name] = value
+        else:
+            raise TypeError(f"{model.__name__}() got an unexpected keyword argument {name!r}")
     return obj
 
 
 @functools.cache
-def _blank(model) -> tuple[dict, tuple, dict | None]:
+def _blank(model) -> tuple[dict, tuple, dict | None, frozenset]:
     """`built`'s plan for `model`: its fields' fixed defaults (attname -> value), those it calls ((name,
-    callable), …), its forward relations (name -> (attname, the related field's)); None for the last when a
-    field's kind is not one `built` makes as the constructor does (a database default, a relation other than a
-    foreign key, one with a default)."""
+    callable), …), its forward relations (name -> (attname, the related field's)), every attname; None for
+    the relations when a field's kind is not one `built` makes as the constructor does (a database default, a
+    relation other than a foreign key, one with a default)."""
     fixed, called, related = {}, [], {}
+    names = frozenset(field.attname for field in model._meta.concrete_fields)
     for field in model._meta.concrete_fields:
         if field.db_default is not NOT_PROVIDED or field.generated:
-            return {}, (), None
+            return {}, (), None, names
         if field.is_relation:
             if type(field) is not ForeignKey or field.has_default():
-                return {}, (), None
+                return {}, (), None, names
             related[field.name] = (field.attname, field.target_field.attname)
         if field.has_default() and callable(field.default):
             called.append((field.attname, field.default))
         else:
             fixed[field.attname] = field.get_default()
-    return fixed, tuple(called), related
+    return fixed, tuple(called), related, names
 
 
 def _keys_params(model, count: int) -> list:

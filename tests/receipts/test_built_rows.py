@@ -56,3 +56,8 @@ def test_a_model_whose_construction_is_listened_to_is_made_by_its_constructor(mo
     finally:
         post_init.disconnect(listener, sender=model)
     assert seen == [made]
+
+
+def test_a_field_the_model_does_not_have_is_refused_as_the_constructor_refuses_it():
+    with pytest.raises(TypeError, match="unexpected keyword argument 'handof_id'"):
+        newrows.built(Handoff, handof_id="h-6")
