@@ -60,6 +60,8 @@ class Batch:
     written: dict[int, int] = field(default_factory=dict)  # new run pk -> the seq it was inserted with
     judged: set[int] = field(default_factory=set)  # new runs whose health was judged when inserted
     judged_at: datetime | None = None  # when they were (`runwrites.new_rows`)
+    # The active verdict alert rules, when read with the contracts (`contracts.current_contracts_sent`)
+    verdict_rules: list[tuple] | None = None
 
 
 class Raced(Exception):
@@ -179,7 +181,7 @@ def prefetch(
     # Read once every statement of the block was answered (the block's end waits for that once; a read inside
     # it would wait alone first).
     if checked is not None:
-        found.contracts = checked()
+        found.contracts, found.verdict_rules = checked()
     if not latest_of:
         _found_runs(runs(), operation_ids, latest_of)
     locked = handoffs()  # the side's ids (issue 29 §4)

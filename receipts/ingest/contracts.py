@@ -16,7 +16,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models.signals import post_delete, post_save
 
-from receipts.models import AuditEntry, ContractVersion, WaitReason
+from receipts.models import AlertRule, AuditEntry, ContractVersion, WaitReason
 from receipts.org import audit
 from receipts.queries import prepared
 from receipts.verdicts import bundle
@@ -36,16 +36,24 @@ def current_contracts() -> bundle.Contracts:
     return contracts_of(_fingerprint())
 
 
-def current_contracts_sent() -> Callable[[], bundle.Contracts]:
+def current_contracts_sent() -> Callable[[], tuple[bundle.Contracts, list[tuple]]]:
     """`current_contracts`, its check sent now: a function giving the contracts once its answer is read (after
     the statements sent with it, `sqlsets.together`: reading it inside would wait for its answer alone). PostgreSQL
-    only: prepared once per connection (`receipts.queries.prepared`), as the writer's batches send it each."""
-    cursor = prepared.cursor()
-    cursor.execute(_fingerprint_sql())
+    only: prepared once per connection (`receipts.queries.prepared`), as the writer's batches send it each.
 
-    def found() -> bundle.Contracts:
+    The same statement reads the active verdict alert rules, given with the contracts as (pk, verdict, agent,
+    team pk or None)s: a batch matches its changes against them (`batches.Batch.verdict_rules`,
+    `receipts.notify.alerts.verdict_rules`), read with its first statements instead of a cache's version asked
+    once per batch (issue 32 §2).
+    """
+    cursor = prepared.cursor()
+    cursor.execute(f"{_fingerprint_sql()}, ({_verdict_rules_sql()})")
+
+    def found() -> tuple[bundle.Contracts, list[tuple]]:
         with cursor:
-            return contracts_of(tuple(cursor.fetchone()))
+            *key, rules = cursor.fetchone()
+        rules = json.loads(rules) if isinstance(rules, str) else rules
+        return contracts_of(tuple(key)), [tuple(rule) for rule in rules or ()]
 
     return found
 
@@ -79,6 +87,19 @@ def _fingerprint_sql() -> str:
         f"SELECT (SELECT COUNT(*) FROM {versions}), (SELECT MAX(id) FROM {versions}), "
         f"(SELECT MAX(created_at) FROM {versions}), "
         f"(SELECT COUNT(*) FROM {reasons}), (SELECT MAX(id) FROM {reasons})"
+    )
+
+
+def _verdict_rules_sql() -> str:
+    """The active verdict rules as one JSON array of [pk, verdict, agent, team pk or null], by pk (NULL for none):
+    what `receipts.notify.alerts.verdict_rules` reads."""
+    rules, quoted = AlertRule._meta, connection.ops.quote_name
+    columns = ", ".join(quoted(rules.get_field(name).column) for name in ("id", "verdict", "agent", "team"))
+    active, kind = (quoted(rules.get_field(name).column) for name in ("active", "kind"))
+    assert AlertRule.Kind.VERDICT.value.isidentifier()  # written into the statement as it is
+    return (
+        f"SELECT json_agg(json_build_array({columns}) ORDER BY {quoted(rules.pk.column)}) FROM {quoted(rules.db_table)}"
+        f" WHERE {active} AND {kind} = '{AlertRule.Kind.VERDICT.value}'"
     )
 
 

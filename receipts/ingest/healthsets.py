@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 
@@ -149,7 +150,7 @@ def in_memory(runs: Iterable, handoffs: Iterable, history: Iterable[Mapping], al
         own = mine[pk]
         newest = max(own, key=lambda h: (h.updated_at, h.pk), default=None)
         latest = max(own, key=lambda h: (h.created_at, h.pk), default=None)
-        row = {name: getattr(run, name) for name in ("pk", *OWN_FIELDS, "health", "health_reasons", *SUMMARY_FIELDS)}
+        row = dict(zip(_ROW_FIELDS, _row_values(run), strict=True))
         row["newest_verdict"] = newest.verdict if newest else None
         row["newest_due"] = due_part(newest) is not None if newest else None
         row["latest_pk"] = latest.pk if latest else None
@@ -170,6 +171,11 @@ def in_memory(runs: Iterable, handoffs: Iterable, history: Iterable[Mapping], al
                 grouped[key] = (kind, detail, grouped.get(key, (kind, detail, 0))[2] + 1)
         found["reports"] += [(pk, *report) for report in grouped.values()]
     return Read(runs, lambda: found)
+
+
+# What `in_memory` reads of a run, as `read` reads a stored run's row (pk, its own fields, health and summary).
+_ROW_FIELDS = ("pk", *OWN_FIELDS, "health", "health_reasons", *SUMMARY_FIELDS)
+_row_values = operator.attrgetter(*_ROW_FIELDS)
 
 
 def _fetched(cursor) -> dict[str, list]:

@@ -7,13 +7,74 @@ insert later, whole (`sqlsets.write_together`'s `new`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 
-from django.db import DEFAULT_DB_ALIAS, connection
+from django.db import DEFAULT_DB_ALIAS, connection, router
+from django.db.models import NOT_PROVIDED, ForeignKey
+from django.db.models.base import ModelState
+from django.db.models.signals import post_init, pre_init
 
 from receipts.ingest import sqlsets  # its row statements (`_insert_sql`, `_quoted`): the same INSERT, more to it
 
 _KEYS = "SELECT NULL, nextval(pg_get_serial_sequence(%s, %s)), {} FROM generate_series(1, %s)"
+
+
+def built(model, **values):
+    """`model(**values)`, a new row not saved yet (values by field name, a related object by its relation's name),
+    made as `Model.from_db` makes a row read back: its fields' values put in place at once, the defaults of those
+    not given taken as the constructor takes them. Where something listens to the model's construction
+    (`pre_init`, `post_init`) or a router chooses databases, the constructor itself makes it.
+
+    A batch makes a run and a handoff per handoff it creates: the constructor's work per field was a twentieth of
+    the writer's CPU.
+    """
+    fixed, called, related, names = _blank(model)
+    if related is None or pre_init.has_listeners(model) or post_init.has_listeners(model) or router.routers:
+        return model(**values)
+    obj = model.__new__(model)
+    obj._state = state = ModelState()
+    attrs = obj.__dict__
+    attrs.update(fixed)
+    for name, default in called:
+        if name not in values:
+            attrs[name] = default()
+    for name, value in values.items():
+        if name in related:
+            # As the relation's descriptor sets it: the key, the object cached, the database its object's.
+            key, target = related[name]
+            attrs[key] = None if value is None else getattr(value, target)
+            state.fields_cache[name] = value
+            if value is not None:
+                state.db = value._state.db or DEFAULT_DB_ALIAS
+                value._state.db = value._state.db or DEFAULT_DB_ALIAS
+        elif name in names:
+            attrs[name] = value
+        else:
+            raise TypeError(f"{model.__name__}() got an unexpected keyword argument {name!r}")
+    return obj
+
+
+@functools.cache
+def _blank(model) -> tuple[dict, tuple, dict | None, frozenset]:
+    """`built`'s plan for `model`: its fields' fixed defaults (attname -> value), those it calls ((name,
+    callable), …), its forward relations (name -> (attname, the related field's)), every attname; None for
+    the relations when a field's kind is not one `built` makes as the constructor does (a database default, a
+    relation other than a foreign key, one with a default)."""
+    fixed, called, related = {}, [], {}
+    names = frozenset(field.attname for field in model._meta.concrete_fields)
+    for field in model._meta.concrete_fields:
+        if field.db_default is not NOT_PROVIDED or field.generated:
+            return {}, (), None, names
+        if field.is_relation:
+            if type(field) is not ForeignKey or field.has_default():
+                return {}, (), None, names
+            related[field.name] = (field.attname, field.target_field.attname)
+        if field.has_default() and callable(field.default):
+            called.append((field.attname, field.default))
+        else:
+            fixed[field.attname] = field.get_default()
+    return fixed, tuple(called), related, names
 
 
 def _keys_params(model, count: int) -> list:

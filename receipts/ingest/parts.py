@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import fields
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import partial
 
+from django.conf import settings
 from django.utils import timezone
 
 from receipts import verdicts
@@ -85,6 +86,12 @@ def unsettled_by(handoff: Handoff, part: str, value: object) -> list[str]:
     return ["settled_at"]
 
 
+def timezone_clock() -> Callable[[], datetime]:
+    """`django.utils.timezone.now` with the setting it reads read once: a set of parts reads the clock per part
+    (reading `USE_TZ` each time cost more than the clock)."""
+    return partial(datetime.now, UTC if settings.USE_TZ else None)
+
+
 def ended_at(run: Run) -> datetime | None:
     """When the run ended (its handoffs are settled from then on), None while it goes on."""
     # receipts.ingest.runs.ENDED, read here: runs imports settling, which imports this module.
@@ -124,16 +131,16 @@ def receipt_row(handoff: Handoff, part: str, attempt: str, value: object, now: d
     }
 
 
-def classify_into(handoff: Handoff, now: datetime, parse: Callable[[str, object], bundle.Part] | None = None) -> None:
-    """Classify the handoff's evidence at `now` into its fields; `parse` (name, stored value -> part) may reuse
-    parts parsed before (the stored values are minimized: parsing one again gives the same part)."""
-    found = handoff.to_bundle() if parse is None else _bundle_of(handoff, parse)
+def classify_into(handoff: Handoff, now: datetime, found: bundle.Bundle | None = None) -> None:
+    """Classify the handoff's evidence at `now` into its fields; `found` is that evidence as a bundle when the
+    caller has it (`bundle_of`: a set of parts keeps its handoffs' parts parsed), else it is parsed here."""
+    found = handoff.to_bundle() if found is None else found
     result = verdicts.classify(found, batches.contracts(), now)
     handoff.verdict = result.verdict
     handoff.boundary = result.boundary or ""
     handoff.next_move = result.next_move
     handoff.reason = result.reason
-    handoff.boundaries = dict(result.boundaries)
+    handoff.boundaries = result.boundaries.copy()  # a dict of its own (the verdict's is shared, read-only)
     handoff.classified_at = now
     wait = handoff.wait_part or {}
     handoff.wait_open = bool(handoff.wait_part) and wait.get("resolved") is not True
@@ -141,16 +148,24 @@ def classify_into(handoff: Handoff, now: datetime, parse: Callable[[str, object]
     handoff.wait_deadline = found.wait.deadline_utc if handoff.wait_part else None
 
 
-def _bundle_of(handoff: Handoff, parse: Callable[[str, object], bundle.Part]) -> bundle.Bundle:
-    """`handoff.to_bundle()` with its parts parsed by `parse` (ids and status were validated when stored)."""
-    parts = [None if (value := getattr(handoff, field)) is None else parse(name, value) for name, field in _PART_FIELDS]
-    return bundle.Bundle(handoff.handoff_id, handoff.run.operation_id, *parts, handoff.final_status or None)
+def parsed_parts(handoff: Handoff, parse: Callable[[str, object], bundle.Part]) -> list[bundle.Part | None]:
+    """The handoff's parts as `bundle_of` takes them (in `bundle.PARTS` order, None for a missing one), each
+    parsed by `parse` (name, stored value -> part: the stored values are minimized, parsing one again gives the
+    same part)."""
+    return [None if (value := getattr(handoff, field)) is None else parse(name, value) for name, field in _PART_FIELDS]
 
 
+def bundle_of(handoff: Handoff, operation_id: str, parts: list[bundle.Part | None]) -> bundle.Bundle:
+    """`handoff.to_bundle()` from its `parsed_parts` (ids and status were validated when stored)."""
+    return _make_bundle(handoff.handoff_id, operation_id, *parts, handoff.final_status or None, None)
+
+
+PART_INDEX = {name: index for index, name in enumerate(bundle.PARTS)}  # a part's place in `parsed_parts`
 _PART_FIELDS = [(name, f"{name}_part") for name in bundle.PARTS]  # `Handoff.part`'s fields
-# `_bundle_of` gives a Bundle its fields by position (keywords cost twice as much, once per part classified).
-_BUNDLE_ORDER = ["handoff_id", "operation_id", *bundle.PARTS, "final_status"]
-assert [field.name for field in fields(bundle.Bundle)][: len(_BUNDLE_ORDER)] == _BUNDLE_ORDER
+# `bundle_of` gives a Bundle its fields by position (keywords cost twice as much, once per part classified).
+_BUNDLE_ORDER = ["handoff_id", "operation_id", *bundle.PARTS, "final_status", "expect"]
+assert [field.name for field in fields(bundle.Bundle)] == _BUNDLE_ORDER
+_make_bundle = bundle.by_position(bundle.Bundle)
 
 
 def publish_after_commit(handoff: Handoff, part: str, now: datetime) -> None:

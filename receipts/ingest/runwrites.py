@@ -11,6 +11,8 @@ in a typical batch: every run of it writes the same fields), which also takes th
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Callable, Mapping
 from datetime import datetime
 
@@ -31,17 +33,31 @@ def new_rows(found) -> list[dict]:
     stale = [run for pk, run in found.new_runs.items() if pk in found.stale]
     read = healthsets.in_memory(stale, found.handoffs.values(), found.history, found.alarms)
     judged = healthsets.judge(stale, now, found.dirty, read)
-    meta, rows = Run._meta, []
+    rows = []
+    names, values_of = _columns()
     for pk, run in found.new_runs.items():
-        row = {field.attname: getattr(run, field.attname) for field in meta.concrete_fields}
-        row.update((meta.get_field(name).attname, value) for name, value in found.dirty.pop(pk, {}).items())
-        row.update((meta.get_field(name).attname, value) for name, value in judged.get(pk, {}).items())
+        row = dict(zip(names, values_of(run), strict=True))
+        for name, value in (*found.dirty.pop(pk, {}).items(), *judged.get(pk, {}).items()):
+            row[_attname(name)] = value
         row["updated_at"] = row["updated_at"] or timezone.now()  # auto_now: when inserted, if nothing set it
         row["seq"] = found.written[pk] = len(found.events.get(pk, (run, []))[1])
         if found.stale.pop(pk, None) is not None:
             found.judged.add(pk)
         rows.append(row)
     return rows
+
+
+@functools.cache
+def _columns() -> tuple[tuple[str, ...], Callable]:
+    """A run's fields' attribute names, and a function giving their values of a run (as `getattr` each, in C)."""
+    names = tuple(field.attname for field in Run._meta.concrete_fields)
+    return names, operator.attrgetter(*names)
+
+
+@functools.cache
+def _attname(name: str) -> str:
+    """The attribute name of the run's field `name`, looked up once."""
+    return Run._meta.get_field(name).attname
 
 
 def _now(found) -> datetime:
@@ -83,7 +99,7 @@ def _write(writes: Mapping[int, Mapping[str, object]], counts: Mapping[int, int]
         values = writes.get(pk, {})
         # A row to write, not a Run (`sqlsets`: building a Run costs more than writing its row).
         row = {meta.pk.attname: pk, "seq": counts.get(pk, 0)}
-        row.update((meta.get_field(name).attname, value) for name, value in values.items())
+        row.update((_attname(name), value) for name, value in values.items())
         groups.setdefault(tuple(sorted(values)), []).append(row)
     last: dict[int, int] = {}
     groups = {names: rows for names, rows in groups.items() if names or any(row["seq"] for row in rows)}

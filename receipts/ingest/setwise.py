@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import NamedTuple
 
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, transaction
@@ -24,13 +25,17 @@ from django.utils import timezone
 from receipts.ingest import batches, newrows, redactions, signals, sqlsets
 from receipts.ingest.parts import (
     CLASSIFIED_FIELDS,
+    PART_INDEX,
     apply_part,
+    bundle_of,
     classify_into,
     ended_at,
     history_row,
     parsed,
+    parsed_parts,
     publish_after_commit,
     receipt_row,
+    timezone_clock,
     unsettled_by,
     validate_ids,
 )
@@ -64,6 +69,9 @@ def record_parts(entries: Sequence) -> list[bool]:
         parts = _checked(entries, parse)
         if not parts:
             return stored
+        # The runs and handoffs the set creates are created at one instant (ties in time are broken by key,
+        # given in the order they are made, as the order of their times was).
+        now = timezone.now()
         current = batches.current()
         new = _new_handoffs(parts)
         # A batch that can be redone takes the new handoffs' keys now and inserts them at its end (`batches.redoable`).
@@ -75,9 +83,9 @@ def record_parts(entries: Sequence) -> list[bool]:
         with sqlsets.together() if missing or count else contextlib.nullcontext():
             if count:
                 batches.savepoint()  # before the batch's first write, in the same round trip
-            sent = _send_runs(missing - later, count, len(later))
-        keys = _create_runs(missing - later, sent, later)  # read once the block's statements were answered
-        fresh = _create_handoffs(new, keys)
+            sent = _send_runs(missing - later, count, len(later), now)
+        keys = _create_runs(missing - later, sent, later, now)  # read once the block's statements were answered
+        fresh = _create_handoffs(new, keys, now)
         changed, history, changes = _applied(parts, fresh, stored, parse)
         # Written, and the signal sent, at the end of the batch with its other rows (receipts.ingest.batches).
         batches.changed_handoffs(changed.values(), _fields_of(parts), history, changes)
@@ -158,21 +166,28 @@ def _latest(operation_id: str) -> str | None:
     return current.latest[operation_id]
 
 
-def _send_runs(operation_ids: set[str], keys: int | None, later: int = 0):
+def _send_runs(operation_ids: set[str], keys: int | None, later: int, now: datetime):
     """Send the INSERT of the runs no batch entry found (with `keys`, that many new handoff keys taken in the
     same statement, and `later` new run keys: `newrows.send_new`); a function giving what it made (and the
     keys)."""
-    new = [_new_run(op) for op in operation_ids]
+    new = [_new_run(op, now) for op in operation_ids]
     wanted = [(Handoff, keys), (Run, later)] if keys is not None else None
     return newrows.send_new(Run, new, "operation_id", keys=wanted)
 
 
-def _new_run(operation_id: str) -> Run:
+def _new_run(operation_id: str, now: datetime) -> Run:
     # issue 29 §4: the run is keyed by the side's namespace and the id
-    return Run(operation_id=operation_id, thread_id=operation_id, source=Run.Source.AGENT, source_name=namespace())
+    return newrows.built(
+        Run,
+        operation_id=operation_id,
+        thread_id=operation_id,
+        source=Run.Source.AGENT,
+        source_name=namespace(),
+        created_at=now,
+    )
 
 
-def _create_runs(operation_ids: set[str], sent, later: set[str]) -> list[int] | None:
+def _create_runs(operation_ids: set[str], sent, later: set[str], now: datetime) -> list[int] | None:
     """Keep the runs `_send_runs` created; read back locked those another transaction created meanwhile; refuse
     another side's. Make those of `later` in memory, their keys taken: inserted whole, with their health, at
     the end of the batch (`batches.Batch.new_runs`), which is redone if another writer created one meanwhile.
@@ -184,7 +199,7 @@ def _create_runs(operation_ids: set[str], sent, later: set[str]) -> list[int] | 
     if later:
         current = batches.current()
         for op, pk in zip(sorted(later), taken[1], strict=True):
-            run = _new_run(op)
+            run = _new_run(op, now)
             run.pk = pk
             run._state.adding, run._state.db = False, DEFAULT_DB_ALIAS  # as `newrows.send_new` leaves one inserted
             current.new_runs[pk] = run
@@ -217,7 +232,7 @@ def _new_handoffs(parts: Iterable[_Part]) -> dict[str, str]:
     return {p.handoff_id: p.operation_id for p in parts if p.handoff_id not in current.handoffs}
 
 
-def _create_handoffs(new: dict[str, str], keys: list[int] | None) -> set[int]:
+def _create_handoffs(new: dict[str, str], keys: list[int] | None, now: datetime) -> set[int]:
     """Create the handoffs `new` (handoff id -> operation id); the pks of those this made.
 
     With `keys` (theirs, from the sequence: the batch can be redone, `batches.redoable`)
@@ -232,8 +247,15 @@ def _create_handoffs(new: dict[str, str], keys: list[int] | None) -> set[int]:
     if not wanted:
         return set()
     new_handoffs = [
-        Handoff(
-            handoff_id=hid, source_name=run.source_name, run=run, verdict="ROUTE_REJECTED", settled_at=ended_at(run)
+        newrows.built(
+            Handoff,
+            handoff_id=hid,
+            source_name=run.source_name,
+            run=run,
+            verdict="ROUTE_REJECTED",
+            settled_at=ended_at(run),
+            created_at=now,
+            updated_at=now,
         )
         for hid, run in wanted.items()
         if keys is None or hid not in current.raced
@@ -270,25 +292,31 @@ def _applied(parts: list[_Part], fresh: set[int], stored: list[bool], parse: _Pa
     history: list[dict] = []
     changes: list[signals.Change] = []
     states: dict[int, signals.HandoffState] = {}  # pk -> the state the handoff's last change here left it in
+    held: dict[int, list] = {}  # pk -> the handoff's parts, parsed (`parts.parsed_parts`), as applied so far
+    clock = timezone_clock()  # each part's own time: a handoff's `updated_at` orders its changes
     for p in parts:
         run = current.runs[p.operation_id]
         handoff = current.handoffs[p.handoff_id]
-        if not (Handoff.run.is_cached(handoff) and handoff.run is run):
+        if handoff._state.fields_cache.get("run") is not run:  # `Handoff.run`'s cache, read once
             handoff.run = run
         pk = handoff.pk
         seen = current.stored[pk]
         if (p.part, p.attempt) in seen:
             continue
         seen.add((p.part, p.attempt))
-        now = timezone.now()
+        now = clock()
         current.receipts.append(receipt_row(handoff, p.part, p.attempt, p.value, now))
         first = pk in fresh
         fresh.discard(pk)
         before = None if first else handoff.verdict
         state_before = None if first else states.get(pk) or signals.HandoffState.of(handoff)
+        if (found := held.get(pk)) is None:
+            found = held[pk] = parsed_parts(handoff, parse)
         apply_part(handoff, p.part, p.value)
+        if p.part in PART_INDEX:
+            found[PART_INDEX[p.part]] = parse(p.part, p.value)
         unsettled_by(handoff, p.part, p.value)
-        classify_into(handoff, now, parse)
+        classify_into(handoff, now, bundle_of(handoff, run.operation_id, found))
         handoff.updated_at = now
         changed[pk] = handoff
         if handoff.verdict != before:

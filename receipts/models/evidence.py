@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, date, datetime
 
 from django.db import models
@@ -248,6 +249,7 @@ class Handoff(models.Model):
         return bundle.parse_bundle(data)
 
 
+@functools.lru_cache(maxsize=1024)  # asked once per receipt stored, of a few handoffs' creation times
 def handoff_month(created_at: datetime) -> date:
     """The first day of the UTC month a handoff was created in: its receipts' partition (issue 22 §3)."""
     utc = created_at.astimezone(UTC) if timezone.is_aware(created_at) else created_at

@@ -36,7 +36,7 @@ from django.utils import timezone
 from kombu.exceptions import KombuError
 from redis import RedisError
 
-from receipts.ingest import health, silence
+from receipts.ingest import batches, health, silence
 from receipts.ingest.signals import Change, handoffs_changed
 from receipts.models import AlertRule, Handoff, VerdictChange
 from receipts.notify import notifications, outbox
@@ -155,13 +155,18 @@ _rules_cached: tuple[str, list[tuple[int, str, str, int | None]]] | None = None
 
 
 def verdict_rules() -> list[tuple[int, str, str, int | None]]:
-    """The active verdict rules as (pk, verdict, agent, team pk or None): read once per change of the rules.
+    """The active verdict rules as (pk, verdict, agent, team pk or None).
 
-    A version in the shared cache is bumped whenever a rule is saved or deleted, in any process (at once, and
-    again after commit, so another process never keeps what it read before the commit); without the cache
-    the rules are read every time.
+    A recording batch on PostgreSQL read them with its first statements (`batches.Batch.verdict_rules`): as
+    stored then, no cache asked. Elsewhere they are read once per change of the rules: a version in the
+    shared cache is bumped whenever a rule is saved or deleted, in any process (at once, and again after
+    commit, so another process never keeps what it read before the commit); without the cache the rules are
+    read every time.
     """
     global _rules_cached
+    batch = batches.current()
+    if batch is not None and batch.verdict_rules is not None:
+        return batch.verdict_rules  # read with the batch's first statements, in its transaction
     try:
         version = cache.get(_RULES_VERSION)
         if version is None:

@@ -59,6 +59,10 @@ class _Finding:
     reason: str = ""
 
 
+# The findings that decide nothing, made once (a finding is frozen: one serves every handoff).
+_NOT_APPLICABLE, _PASS = _Finding("not_applicable"), _Finding("pass")
+
+
 # Checks 1-5 each return why their boundary fails, or None when it passes.
 # Each one stands on its own (a missing part fails it too) so none relies on an
 # earlier check having run.
@@ -78,6 +82,11 @@ def _quoted(name: str | None) -> str:
     return f'"{name if len(name) <= 40 else name[:39] + "…"}"'
 
 
+def _named(created) -> str:
+    """The created receipt's route version as a reason names it, with where it came from."""
+    return f"{_quoted(created.route_version)}{_ORIGINS.get(created.route_version_source, '')}"
+
+
 def _route_problem(bundle: Bundle, contracts: Contracts) -> str | None:
     created = bundle.created
     if created is None:
@@ -85,11 +94,10 @@ def _route_problem(bundle: Bundle, contracts: Contracts) -> str | None:
     for field in ("sender", "receiver", "route_version"):
         if not getattr(created, field):
             return f"created.{field} is missing"
-    version = f"{_quoted(created.route_version)}{_ORIGINS.get(created.route_version_source, '')}"
     if created.route_version not in contracts.routes:
-        return f"created.route_version {version} is not a known contract version"
+        return f"created.route_version {_named(created)} is not a known contract version"
     if contracts.required_keys(created.route_version, created.sender, created.receiver) is None:
-        return f"created.receiver is not declared for created.sender in route version {version}"
+        return f"created.receiver is not declared for created.sender in route version {_named(created)}"
     # A missing reduced receipt is stale control (check 2), not a rejected route.
     if bundle.reduced is not None and bundle.reduced.goto != created.receiver:
         return "reduced.goto does not equal created.receiver"
@@ -118,8 +126,10 @@ def _tool_protocol_problem(bundle: Bundle, contracts: Contracts) -> str | None:
     if matches > 1:
         return "more than one entry of reduced.tool_message_ids equals created.tool_call_id"
     # v1.3 the whole turn: a destination handed an AI turn with an unanswered call gets a broken history.
+    if not created.turn_tool_call_ids:
+        return None  # not recorded, or no call but its own: nothing more to answer
     answers = reduced.tool_message_ids if reduced else ()
-    others = [i for i in dict.fromkeys(created.turn_tool_call_ids or ()) if i != call_id]
+    others = [i for i in dict.fromkeys(created.turn_tool_call_ids) if i != call_id]
     unanswered = sum(1 for i in others if answers.count(i) == 0)
     if unanswered:
         return f"no entry of reduced.tool_message_ids answers {unanswered} other call(s) of created.turn_tool_call_ids"
@@ -189,19 +199,19 @@ def _judge_wait(bundle: Bundle, contracts: Contracts, now: datetime) -> _Finding
     if wait is not None and wait.resolved is not True:
         if bundle.final_status == "complete":
             # The outcome verifier settles a completion claim, not the final message.
-            return _Finding("not_applicable")
+            return _NOT_APPLICABLE
         problem = _invalid_wait_problem(wait, contracts, now)
         if problem is not None:
             return _Finding("fail", "UNCERTAIN", problem)
         return _Finding("waiting", "WAITING_ON_APPROVAL", "an open wait has an owner, reason, deadline and token")
     if bundle.final_status == "waiting":
         return _Finding("fail", "UNCERTAIN", "final_status is waiting but no open wait receipt exists")
-    return _Finding("not_applicable")
+    return _NOT_APPLICABLE
 
 
 def _judge_outcome(bundle: Bundle, contracts: Contracts, now: datetime) -> _Finding:
     if bundle.final_status != "complete":
-        return _Finding("not_applicable")
+        return _NOT_APPLICABLE
     verification, destination = bundle.verification, bundle.destination
     if verification is None:
         return _Finding("fail", "FALSE_COMPLETE", "complete is claimed but the verification receipt is missing")
@@ -212,7 +222,7 @@ def _judge_outcome(bundle: Bundle, contracts: Contracts, now: datetime) -> _Find
     started_at = destination.started_at if destination else None
     if started_at is None or verification.checked_at < started_at:
         return _Finding("fail", "FALSE_COMPLETE", "verification.checked_at is earlier than destination.started_at")
-    return _Finding("pass")
+    return _PASS
 
 
 # Checks 6-7 depend on the agent's own status claim and may not apply at all.
@@ -239,28 +249,32 @@ def classify(bundle: Bundle, contracts: Contracts, now: datetime) -> Verdict:
         problem = find_problem(bundle, contracts)
         if problem is not None:
             statuses[boundary] = "fail"
-            return _verdict(verdict, problem, statuses)
+            return _made(verdict, problem, statuses)
         statuses[boundary] = "pass"
     for boundary, judge in _STATUS_CHECKS:
         finding = judge(bundle, contracts, now)
         statuses[boundary] = finding.status
         if finding.verdict is not None:
-            return _verdict(finding.verdict, finding.reason, statuses)
-    return _healthy(statuses)
+            return _made(finding.verdict, finding.reason, statuses)
+    return _made("HEALTHY", _HEALTHY_REASON, statuses)
 
 
 _HEALTHY_REASON = "every boundary that applies is proven by a receipt"
-# The HEALTHY verdicts made so far, by their boundaries' statuses ("pass" or "not_applicable" each: a few at
-# most). A Verdict is frozen, so one is shared by every handoff that has it (most of them: one per receipt
-# recorded).
-_healthy_made: dict[tuple[str, ...], Verdict] = {}
+# The verdicts made so far, by verdict, reason and their boundaries' statuses (filled in BOUNDARIES order up
+# to the deciding one). A Verdict is frozen, so one is shared by every handoff that has it: a handoff is
+# classified once per receipt recorded, and a few verdicts are most of them. A reason may name a route
+# version: past `_MADE_AT_MOST` the verdicts are made anew.
+_made_before: dict[tuple[str, str, tuple[str, ...]], Verdict] = {}
+_MADE_AT_MOST = 1024
 
 
-def _healthy(statuses: dict[str, str]) -> Verdict:
-    key = tuple(statuses.values())  # filled in BOUNDARIES order, every boundary
-    found = _healthy_made.get(key)
+def _made(verdict: str, reason: str, statuses: dict[str, str]) -> Verdict:
+    key = (verdict, reason, tuple(statuses.values()))
+    found = _made_before.get(key)
     if found is None:
-        found = _healthy_made[key] = _verdict("HEALTHY", _HEALTHY_REASON, statuses)
+        found = _verdict(verdict, reason, statuses)
+        if len(_made_before) < _MADE_AT_MOST:
+            _made_before[key] = found
     return found
 
 

@@ -146,7 +146,8 @@ def redacted(text: str) -> str:
 
 def is_redacted(value: object) -> bool:
     """`value` is a replacement made by `redacted` (here or by the agent side before it sent it)."""
-    return isinstance(value, str) and _REDACTED.fullmatch(value) is not None
+    # Its prefix first: nearly every id is asked, and nearly none is one.
+    return isinstance(value, str) and value.startswith(REDACTED_PREFIX) and _REDACTED.fullmatch(value) is not None
 
 
 def redacted_fields(value: object, field: str) -> list[str]:
@@ -275,6 +276,8 @@ def parse_names(value: object, field: str, item: Callable[[object, str], str | N
 
 def parse_identifiers(value: object, field: str) -> tuple[str, ...]:
     """A list of ids or names of evidence, each kept or `redacted` (`parse_identifier`)."""
+    if type(value) is list and len(value) <= MAX_LIST_ENTRIES and all(type(entry) is str for entry in value):
+        return tuple(map(identifier, value))  # what `parse_names` gives them, without naming each entry's field
     return parse_names(value, field, parse_identifier)
 
 
@@ -318,7 +321,10 @@ def parse_bool(value: object, field: str) -> bool | None:
 
 def format_time(moment: datetime) -> str:
     """ISO 8601 in UTC with a trailing Z, e.g. ``2026-07-30T10:00:00Z``."""
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    # A parsed time is in UTC already (`_to_utc`): converted only when it is not. In UTC, isoformat ends in
+    # +00:00 and nowhere else.
+    utc = moment if moment.tzinfo is UTC else moment.astimezone(UTC)
+    return utc.isoformat()[:-6] + "Z"
 
 
 # --- middleware reports and other minimized strings --------------------------
