@@ -16,6 +16,7 @@ from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 
 from receipts.ingest import sqlsets  # its row statements (`_insert_sql`, `_quoted`): the same INSERT, more to it
+from receipts.queries import prepared
 
 _KEYS = "SELECT NULL, nextval(pg_get_serial_sequence(%s, %s)), {} FROM generate_series(1, %s)"
 
@@ -116,7 +117,7 @@ def send_new(model, objs: Iterable, key: str, *, keys: tuple | None = None) -> C
         sql = f"WITH w AS ({sql}) SELECT {column}, {pk}, NULL::int FROM w UNION ALL {keyed}" if objs else keyed
         for _, model_, count in wanted:
             params += _keys_params(model_, count)
-    cursor = connection.cursor()
+    cursor = prepared.cursor()  # its plan cannot depend on the tables' sizes: prepared once per connection
     cursor.execute(sql, params)
 
     def found() -> list | tuple:
