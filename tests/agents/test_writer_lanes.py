@@ -8,6 +8,7 @@ import threading
 import time
 
 import pytest
+from django.db import connection
 from sidewisp_agent import writer
 from sidewisp_agent.elsewhere import Elsewhere
 
@@ -113,6 +114,7 @@ def test_a_writer_that_keeps_up_writes_in_one_lane_in_submission_order():
 
 @pytest.mark.django_db(transaction=True)
 def test_the_database_sink_stores_a_backlog_in_two_lanes_as_in_one(contracts, settings):
+    """On PostgreSQL; SQLite writes one transaction at a time: its sink has one lane, which stores it all."""
     entries = [
         PartEntry(f"op-lanes-{i}", f"h-lanes-{i}", part, value)
         for i in range(60)
@@ -120,7 +122,8 @@ def test_the_database_sink_stores_a_backlog_in_two_lanes_as_in_one(contracts, se
     ]
     settings.SIDEWISP_WRITER_LANES = 2
     sink = database.LocalSink()
-    assert sink.lanes == 2
+    lanes = 2 if connection.vendor == "postgresql" else 1
+    assert sink.lanes == lanes
     buffer = writer.Writer(sink, max_batch=40, linger=0)
     threads = set()
     original = sink.write
@@ -134,4 +137,4 @@ def test_the_database_sink_stores_a_backlog_in_two_lanes_as_in_one(contracts, se
         buffer.submit(entry)
     buffer.stop()
     assert Receipt.objects.filter(handoff__handoff_id__startswith="h-lanes-").count() == len(entries)
-    assert len(threads) == 2, "the backlog was shared by both lanes"
+    assert len(threads) == lanes, "the backlog was shared by every lane"
