@@ -183,6 +183,10 @@ def _healthz(client) -> tuple[int, dict]:
 @pytest.mark.worker
 def test_healthz_is_degraded_not_down_once_beat_stops(client, worker_process, celery_isolation, settings):
     settings.CELERY_TASK_DEFAULT_QUEUE = celery_isolation  # the heartbeat key of the worker's deployment
+    # With beat silent /healthz pings the workers itself; the live worker's answer must not race the default 1 s
+    # on a loaded two-core machine (CI: a `down` from a late answer, once in three fresh-clone runs). The verdict
+    # under test (a live worker and a silent beat are `degraded`) does not depend on the timeout.
+    settings.SIDEWISP_WORKER_PING_TIMEOUT = 5.0
     cache.delete(beat_heartbeat_key())
     beat = _start_beat(celery_isolation, str(settings.VAR_DIR / f"beat-{os.getpid()}"))
     try:
@@ -195,7 +199,7 @@ def test_healthz_is_degraded_not_down_once_beat_stops(client, worker_process, ce
     wait_until(lambda: _healthz(client)[1]["status"] != "ok", what="beat's heartbeat to go stale", timeout=30)
 
     code, body = _healthz(client)
-    assert (code, body["status"], body["ok"]) == (200, "degraded", False)
+    assert (code, body["status"], body["ok"]) == (200, "degraded", False), body["checks"]
     assert body["checks"]["beat"]["ok"] is False and body["checks"]["beat"]["detail"].startswith("silent for ")
     assert body["checks"]["worker"]["ok"] is True and body["checks"]["database"]["ok"] is True
     assert time.monotonic() - stopped_at >= health.BEAT_SILENT_AFTER_SECONDS - 2.5  # not before it was due
